@@ -1,0 +1,1 @@
+"""Fornace agent package (grows in later issues)."""

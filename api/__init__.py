@@ -1,0 +1,1 @@
+"""Fornace api package (grows in later issues)."""

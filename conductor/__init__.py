@@ -1,0 +1,1 @@
+"""Fornace conductor: the XML workflow DSL engine and its deployment loop."""
