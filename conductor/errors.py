@@ -1,0 +1,54 @@
+"""Exceptions of the conductor, each able to say *where* a problem is.
+
+Operators edit workflow XML and templates by hand, so every error that comes
+from their files carries the file and line it was found at and prints as
+``file:line: message`` -- the same shape ``fornace workflow check`` uses.
+"""
+from __future__ import annotations
+
+
+class FornaceError(Exception):
+    """Base class of every error Fornace raises on purpose."""
+
+
+class LocatedError(FornaceError):
+    """An error in an operator-edited file, with an optional location."""
+
+    def __init__(self, message: str, file: str | None = None,
+                 line: int | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.file = file
+        self.line = line
+
+    def located(self, file: str | None, line: int | None) -> "LocatedError":
+        """Fill in the location if it is not known yet; returns self."""
+        if self.file is None:
+            self.file = file
+        if self.line is None:
+            self.line = line
+        return self
+
+    def __str__(self) -> str:
+        if self.file is None:
+            return self.message
+        if self.line is None:
+            return f"{self.file}: {self.message}"
+        return f"{self.file}:{self.line}: {self.message}"
+
+
+class WorkflowError(LocatedError):
+    """A workflow file is malformed or a rule cannot be evaluated."""
+
+
+class ExpressionError(WorkflowError):
+    """A JSONPath or filter expression is outside the supported grammar."""
+
+    def __init__(self, message: str, expression: str,
+                 file: str | None = None, line: int | None = None) -> None:
+        super().__init__(f"{message} in expression {expression!r}", file, line)
+        self.expression = expression
+
+
+class TemplateError(LocatedError):
+    """A Heat or agent template is missing, unsafe to load or malformed."""
