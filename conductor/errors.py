@@ -47,6 +47,7 @@ class ExpressionError(WorkflowError):
     def __init__(self, message: str, expression: str,
                  file: str | None = None, line: int | None = None) -> None:
         super().__init__(f"{message} in expression {expression!r}", file, line)
+        self.reason = message
         self.expression = expression
 
 

@@ -1,0 +1,38 @@
+"""Pending actions queued by workflow rules and run between fixpoints.
+
+An action records what to do (template, mappings, target unit) and two
+callbacks that run the ``<success>``/``<failure>`` block of the element that
+queued it, in the frame it was queued from.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+UPDATE_STACK = "update-cf-stack"
+DELETE_STACK = "delete-cf-stack"
+SEND_COMMAND = "send-command"
+
+
+@dataclass(eq=False)
+class Action:
+    kind: str
+    where: str  # file:line of the element that queued it
+    rule_id: str
+    template: str | None = None
+    service: str | None = None
+    unit: str | None = None
+    mappings: dict[str, Any] = field(default_factory=dict)
+    arguments: dict[str, Any] = field(default_factory=dict)
+    timeout: float | None = None
+    on_success: Callable[[Any], None] = lambda result: None
+    on_failure: Callable[[Any], None] = lambda error: None
+    outcome: str = "pending"  # then "success", "failure" or "cancelled"
+
+    def succeed(self, result: Any) -> None:
+        self.outcome = "success"
+        self.on_success(result)
+
+    def fail(self, error: Any) -> None:
+        self.outcome = "failure"
+        self.on_failure(error)

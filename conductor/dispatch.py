@@ -1,0 +1,111 @@
+"""Running a round's pending actions: Heat first, then agent commands.
+
+All ``update-cf-stack`` actions of a round are merged into one template and
+one stack update (0.2); deletes follow; agent commands come last because they
+need the instances.  Each action's callback runs its ``<success>`` or
+``<failure>`` block; a stop requested by a callback cancels what is left.
+"""
+from __future__ import annotations
+
+import datetime
+from typing import Any, Callable
+
+from .actions import DELETE_STACK, SEND_COMMAND, UPDATE_STACK, Action
+from .dsl.values import resolve
+from .executors import (AgentExecutor, PlanReply, PlanRequest, StackExecutor,
+                        StackFailure, StackRequest, StackSource)
+from .plans import build_plan, read_reply
+from .templates import TemplateStore, merge, substitute
+
+
+def heat_error(message: str, reason: str) -> dict[str, Any]:
+    """The error a ``<failure>`` block of a Heat action sees (0.2 shape)."""
+    return {"message": message, "strerror": reason,
+            "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat()}
+
+
+class ActionRunner:
+    def __init__(self, store: TemplateStore, stacks: StackExecutor, agents: AgentExecutor,
+                 stack_name: str, unit_labels: Callable[[], dict[str, frozenset[str]]],
+                 stopped: Callable[[], bool], trace: Any) -> None:
+        self.store = store
+        self.stacks = stacks
+        self.agents = agents
+        self.stack_name = stack_name
+        self.unit_labels = unit_labels
+        self.stopped = stopped
+        self.trace = trace
+
+    def run(self, actions: list[Action]) -> None:
+        """Run ``actions``; any left when a stop is requested are cancelled."""
+        try:
+            for kind, runner in ((UPDATE_STACK, self._update_stack),
+                                 (DELETE_STACK, self._delete_stack),
+                                 (SEND_COMMAND, self._send_commands)):
+                batch = [a for a in actions if a.kind == kind]
+                if batch and not self.stopped():
+                    runner(batch)
+        finally:
+            for action in actions:
+                if action.outcome == "pending":
+                    action.outcome = "cancelled"
+                    self.trace.action_finished(action, "cancelled", None)
+
+    def _finish(self, action: Action, ok: bool, value: Any) -> None:
+        self.trace.action_finished(action, "success" if ok else "failure", value)
+        if ok:
+            action.succeed(value)
+        else:
+            action.fail(value)
+
+    def _update_stack(self, batch: list[Action]) -> None:
+        template: dict[str, Any] = {}
+        parameters: dict[str, Any] = {}
+        sources = []
+        for action in batch:
+            mappings = resolve(action.mappings)
+            merge(template, substitute(self.store.heat_template(action.template), mappings))
+            parameters.update(resolve(action.arguments))
+            sources.append(StackSource(action.template, mappings))
+        request = StackRequest(self.stack_name, template, parameters, sources)
+        ok, value = self._stack_call(lambda: self.stacks.apply(request))
+        for action in batch:
+            if self.stopped():
+                break
+            self._finish(action, ok, dict(value) if ok else dict(value))
+
+    def _delete_stack(self, batch: list[Action]) -> None:
+        ok, value = self._stack_call(lambda: self.stacks.delete(self.stack_name))
+        for action in batch:
+            if self.stopped():
+                break
+            self._finish(action, ok, None if ok else dict(value))
+
+    @staticmethod
+    def _stack_call(call: Callable[[], Any]) -> tuple[bool, Any]:
+        try:
+            return True, call() or {}
+        except StackFailure as exc:
+            return False, heat_error(exc.message, exc.reason)
+        except Exception as exc:  # an executor bug must not kill the deployment
+            return False, heat_error(f"{type(exc).__name__}: {exc}", "executor error")
+
+    def _send_commands(self, batch: list[Action]) -> None:
+        labels = self.unit_labels()
+        requests = []
+        for action in batch:
+            plan = build_plan(self.store, action.template, resolve(action.mappings))
+            requests.append(PlanRequest(
+                service=action.service, unit=action.unit, template=action.template,
+                plan=plan, timeout=action.timeout,
+                labels=labels.get(action.unit, frozenset({action.unit}))))
+        try:
+            replies = self.agents.run(requests)
+        except Exception as exc:  # an executor bug must not kill the deployment
+            broken = {"IsException": True, "Result": [type(exc).__name__, str(exc)]}
+            replies = [PlanReply(broken) for _ in requests]
+        for action, reply in zip(batch, replies):
+            if self.stopped():
+                break
+            ok, value = read_reply(reply, action.timeout)
+            self._finish(action, ok, value)

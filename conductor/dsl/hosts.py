@@ -1,0 +1,67 @@
+"""Instance helpers: ``generate-hostname`` and ``prepare-user-data``."""
+from __future__ import annotations
+
+import base64
+
+from ..engine import Evaluator, function
+from ..scope import Frame
+from ..xmlload import Node
+from .values import _text
+
+
+@function("generate-hostname", params=("pattern", "service_id"))
+def generate_hostname(ev: Evaluator, node: Node, frame: Frame) -> str:
+    pattern = ev.arg(node, frame, "pattern")
+    service_id = ev.arg(node, frame, "service_id")
+    return ev.session.hostnames.generate(
+        _text(pattern) if pattern else None,
+        _text(service_id) if service_id is not None else None)
+
+
+def agent_queue(environment_id: str, service_id: str, unit_id: str) -> str:
+    """The per-unit input queue of the agent (0.2 naming, lower-cased)."""
+    return f"e{environment_id}-{service_id}-{unit_id}".lower()
+
+
+def result_queue(environment_id: str) -> str:
+    return f"-execution-results-e{environment_id}".lower()
+
+
+@function("prepare-user-data", params=("hostname", "service", "unit", "template", "initFile"))
+def prepare_user_data(ev: Evaluator, node: Node, frame: Frame) -> str:
+    """Render the boot script that configures the unit's agent.
+
+    The init script and the agent config template use 0.2 placeholders
+    (``%RABBITMQ_HOST%``, ``%AGENT_CONFIG_BASE64%``…), so an existing 0.2
+    ``data/`` folder renders unchanged.
+    """
+    session = ev.session
+    env_id = _text(session.model.get("id", ""))
+    service = _text(ev.arg(node, frame, "service") or "")
+    unit = _text(ev.arg(node, frame, "unit") or "")
+    hostname = _text(ev.arg(node, frame, "hostname") or "")
+    template = _text(ev.arg(node, frame, "template") or "Default")
+    init_file = _text(ev.arg(node, frame, "initFile") or "init.ps1")
+    broker = session.broker_settings()
+    values = {
+        "RABBITMQ_HOST": broker["host"],
+        "RABBITMQ_PORT": broker["port"],
+        "RABBITMQ_USER": broker["login"],
+        "RABBITMQ_PASSWORD": broker["password"],
+        "RABBITMQ_VHOST": broker["virtual_host"],
+        "RABBITMQ_SSL": broker["ssl"],
+        "RABBITMQ_INPUT_QUEUE": agent_queue(env_id, service, unit),
+        "RESULT_QUEUE": result_queue(env_id),
+        "INTERNAL_HOSTNAME": hostname,
+        "MURANO_SERVER_ADDRESS": broker["server_address"],
+        "CA_ROOT_CERT_BASE64": "",
+    }
+    config = _fill(session.store.agent_config(template), values)
+    values["AGENT_CONFIG_BASE64"] = base64.b64encode(config.encode()).decode()
+    return _fill(session.store.init_script(init_file), values)
+
+
+def _fill(text: str, values: dict[str, object]) -> str:
+    for key, value in values.items():
+        text = text.replace(f"%{key}%", _text(value))
+    return text

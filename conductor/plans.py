@@ -1,0 +1,48 @@
+"""Execution plans sent to agents and the reading of their results (0.2)."""
+from __future__ import annotations
+
+import base64
+import uuid
+from typing import Any
+
+from .errors import TemplateError
+from .executors import PlanReply
+from .templates import TemplateStore, substitute
+
+
+def build_plan(store: TemplateStore, template: str, mappings: dict[str, Any]) -> dict[str, Any]:
+    """Substitute mappings into a plan template and inline its scripts (base64)."""
+    plan = substitute(store.agent_template(template), mappings)
+    scripts = plan.get("Scripts", [])
+    if not isinstance(scripts, list) or not all(isinstance(s, str) for s in scripts):
+        raise TemplateError(f"agent template {template!r}: Scripts must be a list of file names")
+    if not isinstance(plan.get("Commands", []), list):
+        raise TemplateError(f"agent template {template!r}: Commands must be a list")
+    plan["Scripts"] = [base64.b64encode(store.script(name)).decode("ascii") for name in scripts]
+    plan.setdefault("Commands", [])
+    plan.setdefault("RebootOnCompletion", 0)
+    plan["ID"] = uuid.uuid4().hex
+    return plan
+
+
+def _messages(value: Any) -> list:
+    if isinstance(value, list):
+        return value
+    return [] if value is None else [value]
+
+
+def read_reply(reply: PlanReply, timeout: float | None) -> tuple[bool, Any]:
+    """(True, per-command entries) or (False, 0.2 error list for ``<failure>``)."""
+    if reply.timed_out:
+        seconds = timeout if timeout is not None else 0
+        return False, [{"type": "timeout", "timeout": seconds,
+                        "messages": [f"no answer from the agent within {seconds:g} seconds"]}]
+    result = reply.result
+    if not isinstance(result, dict) or not isinstance(result.get("Result", []), list):
+        return False, [{"type": "general", "messages": ["malformed result from the agent"]}]
+    if result.get("IsException"):
+        return False, [{"type": "general", "messages": _messages(result.get("Result"))}]
+    entries = result.get("Result") or []
+    errors = [{"type": "inner", "messages": _messages(entry.get("Result"))}
+              for entry in entries if isinstance(entry, dict) and entry.get("IsException")]
+    return (False, errors) if errors else (True, entries)

@@ -1,0 +1,220 @@
+"""One deployment: the workflow loop of Murano 0.2 over one object model.
+
+Round after round: run every workflow (files in sorted order) until none
+changes the model (the fixpoint), run the pending actions through the
+executors, reset the automatic mutes, and start again -- until no action is
+pending or ``<stop/>`` was called.  Then ``token`` and every ``temp`` key are
+removed and the model is returned.
+
+Nothing that happens inside a rule may kill the process or lose the model:
+an exception becomes an error report and a clean end of the deployment, and
+a workflow that never converges is stopped by the pass and round limits with
+a report naming the rules that kept firing.
+"""
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from .actions import Action
+from .cursor import Cursor, get_path
+from .dispatch import ActionRunner
+from .engine import Evaluator
+from .errors import FornaceError
+from .executors import AgentExecutor, StackExecutor
+from .hostnames import HostnameGenerator, model_hostnames
+from .scope import Frame
+from .secrets import find_secrets, masked, mask_text
+from .templates import TemplateStore
+from .trace import NullTrace
+from .workflows import Workflow
+from .xmlload import Node
+
+Reporter = Callable[[dict[str, Any]], None]
+
+DEFAULT_BROKER = {"host": "127.0.0.1", "port": 5672, "login": "guest", "password": "guest",
+                  "virtual_host": "/", "ssl": False, "server_address": "127.0.0.1"}
+
+
+@dataclass
+class Settings:
+    max_rounds: int = 100
+    max_passes: int = 100_000
+    agent_timeout: float | None = None  # seconds; None waits without limit (0.2)
+    config: Mapping[str, Any] = field(default_factory=dict)  # what ##name reads
+    broker: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_BROKER))
+
+
+@dataclass
+class Outcome:
+    model: dict[str, Any]
+    status: str  # "success", "stopped" or "error"
+    rounds: int
+    reports: list[dict[str, Any]]
+
+
+class Session:
+    def __init__(self, model: dict[str, Any], workflows: list[Workflow], store: TemplateStore,
+                 stacks: StackExecutor, agents: AgentExecutor,
+                 settings: Settings | None = None, reporter: Reporter | None = None,
+                 trace: Any = None) -> None:
+        if not isinstance(model, dict):
+            raise FornaceError("the object model must be a JSON object")
+        self.model = model
+        self.workflows = workflows
+        self.store = store
+        self.settings = settings or Settings()
+        self.reporter = reporter
+        self.trace = trace or NullTrace()
+        self.environment_id = str(model.get("id", ""))
+        self.secrets = find_secrets(model)
+        broker_password = self.settings.broker.get("password")
+        if isinstance(broker_password, str) and broker_password:
+            self.secrets.add(broker_password)
+        if hasattr(self.trace, "secrets"):
+            self.trace.secrets |= self.secrets
+        self.side_effects = False
+        self.auto_mutes: set[tuple] = set()
+        self.permanent_mutes: set[tuple] = set()
+        self.pending: list[Action] = []
+        self.reports: list[dict[str, Any]] = []
+        self.hostnames = HostnameGenerator(lambda: model_hostnames(self.model))
+        self.agent_timeout = self.settings.agent_timeout
+        self._firing: collections.Counter[str] = collections.Counter()
+        self._evaluator = Evaluator(self)
+        self._runner = ActionRunner(store, stacks, agents, f"e{self.environment_id}",
+                                    self._unit_labels, lambda: self.stop_requested, self.trace)
+
+    # -- used by DSL functions -------------------------------------------
+    @property
+    def stop_requested(self) -> bool:
+        temp = self.model.get("temp")
+        return isinstance(temp, dict) and bool(temp.get("_stop_requested"))
+
+    def request_stop(self, node: Node | None = None) -> None:
+        temp = self.model.get("temp")
+        if not isinstance(temp, dict):
+            temp = self.model["temp"] = {}
+        temp["_stop_requested"] = True
+
+    def is_muted(self, key: tuple) -> bool:
+        return key in self.auto_mutes or key in self.permanent_mutes
+
+    def changed(self, rule_id: str, node: Node, path: str, value: Any) -> None:
+        self.side_effects = True
+        self._firing[f"{rule_id or '(top level)'} at {node.where}"] += 1
+        self.trace.changed(rule_id, node.where, path, value)
+
+    def queue(self, action: Action) -> None:
+        self.pending.append(action)
+        self._firing[f"{action.rule_id or '(top level)'} at {action.where}"] += 1
+        self.trace.action_queued(action)
+
+    def report(self, entity: Any, id: Any, text: str, level: str, details: Any) -> None:
+        body = {"id": id, "entity": entity, "text": mask_text(text, self.secrets),
+                "details": masked(details, self.secrets), "level": level,
+                "environment_id": self.environment_id}
+        self.reports.append(body)
+        self.trace.reported(body)
+        if self.reporter is not None:
+            self.reporter(body)
+
+    def config_value(self, key: str) -> Any:
+        config = self.settings.config
+        if key in config:
+            return config[key]
+        return get_path(config, key) if "." in key else None
+
+    def broker_settings(self) -> dict[str, Any]:
+        return {**DEFAULT_BROKER, **self.settings.broker}
+
+    # -- the loop ----------------------------------------------------------
+    def run(self) -> Outcome:
+        status = "success"
+        rounds = 0
+        try:
+            while True:
+                rounds += 1
+                if rounds > self.settings.max_rounds:
+                    self._not_converging(f"still had actions to run after "
+                                         f"{self.settings.max_rounds} rounds")
+                self.trace.round_started(rounds)
+                self.auto_mutes.clear()
+                self._firing.clear()
+                self._fixpoint()
+                if self.stop_requested or not self.pending:
+                    break
+                actions, self.pending = self.pending, []
+                self._runner.run(actions)
+                if self.stop_requested:
+                    break
+        except _NotConverging:
+            status = "error"
+        except FornaceError as exc:
+            status = "error"
+            self._error(f"Deployment stopped by a workflow error: {exc}")
+        except Exception as exc:  # never lose the model to a bug
+            status = "error"
+            self._error(f"Deployment stopped by an internal error: {type(exc).__name__}: {exc}")
+        if status == "success" and self.stop_requested:
+            status = "stopped"
+        return Outcome(clean_model(self.model), status, rounds, self.reports)
+
+    def _fixpoint(self) -> None:
+        root = Frame(cursor=Cursor(self.model))
+        passes = 0
+        while True:
+            changed = False
+            for workflow in self.workflows:
+                if self._evaluator.call(workflow.root, root):
+                    changed = True
+                if self.stop_requested:
+                    return
+            if not changed:
+                return
+            passes += 1
+            if passes >= self.settings.max_passes:
+                self._not_converging(f"did not reach a fixpoint after {passes} passes")
+                raise _NotConverging()
+
+    def _not_converging(self, what: str) -> None:
+        busiest = ", ".join(name for name, _ in self._firing.most_common(10)) or "none"
+        self._error(f"Workflow does not converge: it {what}; rules that kept firing: {busiest}")
+        raise _NotConverging()
+
+    def _error(self, text: str) -> None:
+        self.report(entity="environment", id=self.environment_id or None, text=text,
+                    level="error", details=None)
+
+    def _unit_labels(self) -> dict[str, frozenset[str]]:
+        labels = {}
+        services = self.model.get("services")
+        for service in services if isinstance(services, list) else []:
+            for unit in (service.get("units") or []) if isinstance(service, dict) else []:
+                if isinstance(unit, dict) and unit.get("id") is not None:
+                    names = {str(unit["id"])}
+                    for value in (unit.get("name"), get_path(unit, "state.hostname")):
+                        if isinstance(value, str):
+                            names.add(value)
+                    labels[str(unit["id"])] = frozenset(names)
+        return labels
+
+
+class _NotConverging(Exception):
+    """Raised after the non-convergence report has been sent."""
+
+
+def clean_model(model: dict[str, Any]) -> dict[str, Any]:
+    """Remove ``token`` and the ``temp`` of the environment, services and units."""
+    model.pop("token", None)
+    model.pop("temp", None)
+    services = model.get("services")
+    items = services.values() if isinstance(services, dict) else services or []
+    for service in items:
+        if isinstance(service, dict):
+            service.pop("temp", None)
+            for unit in service.get("units") or []:
+                if isinstance(unit, dict):
+                    unit.pop("temp", None)
+    return model

@@ -1,0 +1,163 @@
+"""Heat and agent templates of a catalog folder, and mapping substitution.
+
+Layout (that of Murano 0.2's ``data/``)::
+
+    DIR/templates/cf/<name>.template          Heat (CFN JSON) fragments
+    DIR/templates/agent/<name>.template       execution plans (may be in sub-folders)
+    DIR/templates/agent/scripts/<file>        scripts plans refer to
+    DIR/templates/agent-config/<name>.template agent configuration for user data
+    DIR/init-scripts/<file>                   instance boot scripts
+
+Names come from workflow files, so they never leave their folder: absolute
+names and ``..`` are refused.
+"""
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from .errors import TemplateError
+
+BUILTIN_DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+def safe_join(base: Path, name: str, suffix: str = "") -> Path:
+    """``base/name+suffix``, refusing names that would escape ``base``."""
+    if not isinstance(name, str) or not name.strip():
+        raise TemplateError("empty template name")
+    pure = PurePosixPath(name)
+    if "\\" in name or pure.is_absolute() or ".." in pure.parts or name.startswith("~"):
+        raise TemplateError(f"template name {name!r} must stay inside {base}")
+    path = base.joinpath(*pure.parts)
+    return path.with_name(path.name + suffix) if suffix else path
+
+
+class TemplateStore:
+    """Reads (and caches) the templates of one catalog folder."""
+
+    def __init__(self, data_dir: str | Path, fallback: Path | None = BUILTIN_DATA) -> None:
+        self.data_dir = Path(data_dir)
+        self.fallback = fallback
+        self._json: dict[Path, Any] = {}
+        self._text: dict[Path, str] = {}
+
+    @property
+    def cf_dir(self) -> Path:
+        return self.data_dir / "templates" / "cf"
+
+    @property
+    def agent_dir(self) -> Path:
+        return self.data_dir / "templates" / "agent"
+
+    @property
+    def scripts_dir(self) -> Path:
+        return self.agent_dir / "scripts"
+
+    def heat_path(self, name: str) -> Path:
+        return safe_join(self.cf_dir, name, ".template")
+
+    def agent_path(self, name: str) -> Path:
+        return safe_join(self.agent_dir, name, ".template")
+
+    def heat_template(self, name: str) -> dict:
+        """A fresh copy of a Heat template (callers substitute into it)."""
+        return copy.deepcopy(self._load_json(self.heat_path(name), "Heat template"))
+
+    def agent_template(self, name: str) -> dict:
+        return copy.deepcopy(self._load_json(self.agent_path(name), "agent template"))
+
+    def script(self, name: str) -> bytes:
+        path = safe_join(self.scripts_dir, name)
+        try:
+            return path.read_bytes()
+        except OSError as exc:
+            raise TemplateError(f"script {name!r}: {exc.strerror}", str(path)) from None
+
+    def agent_config(self, name: str) -> str:
+        return self._support_file(Path("templates", "agent-config"), name + ".template")
+
+    def init_script(self, name: str) -> str:
+        return self._support_file(Path("init-scripts"), name)
+
+    def _support_file(self, folder: Path, name: str) -> str:
+        """A user-data file from the catalog, else from Fornace's own data."""
+        bases = [self.data_dir / folder]
+        if self.fallback is not None:
+            bases.append(self.fallback / folder)
+        for base in bases:
+            path = safe_join(base, name)
+            if path.is_file():
+                return self._read_text(path)
+        raise TemplateError(f"{folder / name} not found in {self.data_dir}")
+
+    def _read_text(self, path: Path) -> str:
+        text = self._text.get(path)
+        if text is None:
+            try:
+                text = path.read_text(encoding="utf-8")
+            except (OSError, UnicodeDecodeError) as exc:
+                raise TemplateError(f"cannot read: {exc}", str(path)) from None
+            self._text[path] = text
+        return text
+
+    def _load_json(self, path: Path, what: str) -> Any:
+        data = self._json.get(path)
+        if data is None:
+            if not path.is_file():
+                raise TemplateError(f"{what} {path.stem!r} not found", str(path))
+            try:
+                data = json.loads(self._read_text(path))
+            except json.JSONDecodeError as exc:
+                raise TemplateError(f"invalid JSON at column {exc.colno}: {exc.msg}",
+                                    str(path), exc.lineno) from None
+            if not isinstance(data, dict):
+                raise TemplateError(f"{what} must be a JSON object", str(path))
+            self._json[path] = data
+        return data
+
+
+def substitute(value: Any, mappings: dict[str, Any]) -> Any:
+    """Replace every string (value or key) that is exactly ``$name``.
+
+    The replacement is ``mappings[name]`` when that mapping exists and is not
+    None; otherwise the string stays as it is (0.2 behaviour).
+    """
+    if isinstance(value, str):
+        if value.startswith("$"):
+            replacement = mappings.get(value[1:])
+            if replacement is not None:
+                return replacement
+        return value
+    if isinstance(value, dict):
+        return {_key(k, mappings): substitute(v, mappings) for k, v in value.items()}
+    if isinstance(value, list):
+        return [substitute(v, mappings) for v in value]
+    return value
+
+
+def _key(key: str, mappings: dict[str, Any]) -> str:
+    if key.startswith("$"):
+        replacement = mappings.get(key[1:])
+        if replacement is not None:
+            return str(replacement)
+    return key
+
+
+def merge(base: Any, update: Any) -> Any:
+    """Deep-merge ``update`` into ``base`` (in place for dicts) and return it.
+
+    Dicts merge key by key, lists keep the items of ``base`` and add those of
+    ``update`` not already there, anything else is replaced.
+    """
+    if isinstance(base, dict) and isinstance(update, dict):
+        for key, value in update.items():
+            base[key] = merge(base[key], value) if key in base else value
+        return base
+    if isinstance(base, list) and isinstance(update, list):
+        for item in update:
+            if item not in base:
+                base.append(item)
+        return base
+    return update
