@@ -27,8 +27,13 @@ class NullTrace:
 class RecordingTrace(NullTrace):
     def __init__(self) -> None:
         self.rounds: list[dict[str, Any]] = []
+        self.events: list[tuple[str, dict[str, Any]]] = []  # chronological
         self.secrets: set[str] = set()
         self._actions: dict[int, dict[str, Any]] = {}
+
+    def _add(self, kind: str, entry: dict[str, Any]) -> None:
+        self._current()[kind].append(entry)
+        self.events.append((kind, entry))
 
     def _current(self) -> dict[str, Any]:
         if not self.rounds:
@@ -36,18 +41,18 @@ class RecordingTrace(NullTrace):
         return self.rounds[-1]
 
     def round_started(self, number: int) -> None:
-        self.rounds.append({"round": number, "rules": [], "changes": [],
-                            "actions": [], "reports": []})
+        entry = {"round": number, "rules": [], "changes": [], "actions": [], "reports": []}
+        self.rounds.append(entry)
+        self.events.append(("round", entry))
 
     def rule_matched(self, node: Node, rule_id: str, cursor: Cursor) -> None:
-        self._current()["rules"].append({
-            "rule": rule_id, "where": node.where, "object": cursor.path_text(),
-            "id": cursor.object_id})
+        self._add("rules", {"rule": rule_id, "where": node.where,
+                            "desc": node.attrs.get("desc"), "object": cursor.path_text(),
+                            "id": cursor.object_id})
 
     def changed(self, rule_id: str, where: str, path: str, value: Any) -> None:
-        self._current()["changes"].append({
-            "rule": rule_id, "where": where, "path": path,
-            "value": masked(value, self.secrets)})
+        self._add("changes", {"rule": rule_id, "where": where, "path": path,
+                              "value": masked(value, self.secrets)})
 
     def action_queued(self, action: Action) -> None:
         entry = {"kind": action.kind, "template": action.template,
@@ -56,7 +61,7 @@ class RecordingTrace(NullTrace):
                  "arguments": masked(action.arguments, self.secrets),
                  "rule": action.rule_id, "where": action.where, "outcome": "pending"}
         self._actions[id(action)] = entry
-        self._current()["actions"].append(entry)
+        self._add("actions", entry)
 
     def action_finished(self, action: Action, outcome: str, value: Any) -> None:
         entry = self._actions.pop(id(action), None)
@@ -64,9 +69,10 @@ class RecordingTrace(NullTrace):
             entry["outcome"] = outcome
             if value is not None:
                 entry["result" if outcome == "success" else "error"] = masked(value, self.secrets)
+            self.events.append(("finished", entry))
 
     def reported(self, report: dict[str, Any]) -> None:
-        self._current()["reports"].append(dict(report))
+        self._add("reports", dict(report))
 
 
 def _short(value: Any, limit: int = 70) -> str:
@@ -74,28 +80,30 @@ def _short(value: Any, limit: int = 70) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
-def _action_line(action: dict[str, Any]) -> str:
-    target = f" unit {action['unit']}" if action.get("unit") else ""
-    line = f"    {action['kind']} {action['template'] or ''}{target} -> {action['outcome']}"
-    if action.get("error") is not None:
-        line += f": {_short(action['error'], 100)}"
-    return line
+def _target(action: dict[str, Any]) -> str:
+    return f" on unit {action['unit']}" if action.get("unit") else ""
 
 
-def format_text(rounds: list[dict[str, Any]]) -> str:
-    """A readable per-round trace for operators."""
-    lines = []
-    for entry in rounds:
-        lines.append(f"== round {entry['round']}")
-        for rule in entry["rules"]:
-            lines.append(f"  rule {rule['rule']} ({rule['where']}) matched {rule['object']}")
-        for change in entry["changes"]:
-            lines.append(f"    set {change['path']} = {_short(change['value'])}"
-                         f"  [{change['rule']}]")
-        if entry["actions"]:
-            lines.append("  actions:")
-            lines.extend(_action_line(action) for action in entry["actions"])
-        for report in entry["reports"]:
-            lines.append(f"  report [{report['level']}] {report['entity'] or '-'} "
-                         f"{report['id'] or ''}: {report['text']}")
-    return "\n".join(lines)
+def _line(kind: str, entry: dict[str, Any]) -> str:
+    if kind == "round":
+        return f"== round {entry['round']}"
+    if kind == "rules":
+        what = f" ({entry['id']})" if entry.get("id") is not None else ""
+        desc = f"  -- {entry['desc']}" if entry.get("desc") else ""
+        return f"  rule {entry['rule']} at {entry['where']} matched {entry['object']}{what}{desc}"
+    if kind == "changes":
+        return f"    set {entry['path']} = {_short(entry['value'])}"
+    if kind == "actions":
+        return f"    queued {entry['kind']} {entry['template'] or ''}{_target(entry)}"
+    if kind == "finished":
+        line = f"  {entry['kind']} {entry['template'] or ''}{_target(entry)}: {entry['outcome']}"
+        if entry.get("error") is not None:
+            line += f" {_short(entry['error'], 120)}"
+        return line
+    return (f"    report [{entry['level']}] {entry['entity'] or '-'} "
+            f"{entry['id'] or ''}: {entry['text']}")
+
+
+def format_text(trace: RecordingTrace) -> str:
+    """A readable, chronological trace for operators."""
+    return "\n".join(_line(kind, entry) for kind, entry in trace.events)

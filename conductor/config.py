@@ -1,0 +1,71 @@
+"""Configuration options (oslo.config) shared by the CLI and the daemons."""
+from __future__ import annotations
+
+from typing import Any
+
+from oslo_config import cfg
+
+from .session import Settings
+from .templates import BUILTIN_DATA
+
+engine_opts = [
+    cfg.IntOpt("max_rounds", default=100, min=1,
+               help="Rounds (fixpoint + actions) after which a deployment that still "
+                    "queues actions is stopped as non-converging."),
+    cfg.IntOpt("max_passes", default=100000, min=1,
+               help="Workflow passes within one round after which a deployment whose "
+                    "rules keep changing the model is stopped as non-converging."),
+    cfg.FloatOpt("agent_timeout", default=3600.0, min=0,
+                 help="Seconds to wait for an agent result when a send-command gives no "
+                      "timeout (0 waits without limit, as Murano 0.2 did)."),
+]
+
+rabbit_opts = [
+    cfg.HostAddressOpt("host", default="127.0.0.1", help="Broker host agents connect to."),
+    cfg.PortOpt("port", default=5672, help="Broker port agents connect to."),
+    cfg.StrOpt("login", default="guest", help="Broker user of the agents."),
+    cfg.StrOpt("password", default="guest", secret=True, help="Broker password of the agents."),
+    cfg.StrOpt("virtual_host", default="/", help="Broker virtual host."),
+    cfg.BoolOpt("ssl", default=False, help="Agents use TLS to reach the broker."),
+    cfg.StrOpt("server_address", default="127.0.0.1",
+               help="Address of the Fornace server given to instances in user data."),
+]
+
+common_opts = [
+    cfg.StrOpt("data_dir", default=str(BUILTIN_DATA),
+               help="Catalog folder: workflows/, templates/cf, templates/agent, init-scripts."),
+]
+
+
+def register(conf: cfg.ConfigOpts) -> None:
+    conf.register_opts(common_opts)
+    conf.register_opts(engine_opts, group="engine")
+    conf.register_opts(rabbit_opts, group="rabbitmq")
+
+
+def config_mapping(conf: cfg.ConfigOpts) -> dict[str, Any]:
+    """Every option as ``name`` / ``group.name`` for the ``##name`` paths."""
+    values: dict[str, Any] = {}
+    for opt in common_opts:
+        values[opt.dest] = conf[opt.dest]
+    for group, opts in (("engine", engine_opts), ("rabbitmq", rabbit_opts)):
+        for opt in opts:
+            if not opt.secret:
+                values[f"{group}.{opt.dest}"] = conf[group][opt.dest]
+    return values
+
+
+def engine_settings(conf: cfg.ConfigOpts) -> Settings:
+    rabbit = conf.rabbitmq
+    timeout = conf.engine.agent_timeout
+    return Settings(
+        max_rounds=conf.engine.max_rounds, max_passes=conf.engine.max_passes,
+        agent_timeout=timeout or None, config=config_mapping(conf),
+        broker={"host": rabbit.host, "port": rabbit.port, "login": rabbit.login,
+                "password": rabbit.password, "virtual_host": rabbit.virtual_host,
+                "ssl": rabbit.ssl, "server_address": rabbit.server_address})
+
+
+def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
+    """For oslo-config-generator (``etc/fornace.conf.sample``)."""
+    return [(None, common_opts), ("engine", engine_opts), ("rabbitmq", rabbit_opts)]

@@ -1,0 +1,138 @@
+"""``fornace workflow check|simulate``: the operator's tools for workflow files."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from oslo_config import cfg
+
+from .checker import check
+from .config import engine_settings
+from .errors import FornaceError
+from .secrets import find_secrets, masked
+from .session import Session
+from .simulator import Fault, SimulatedCloud
+from .templates import TemplateStore
+from .trace import RecordingTrace, format_text
+from .workflows import load_workflows
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "workflow", help="check or simulate workflow files",
+        description="Check workflow files, or run them on a simulated cloud.")
+    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    checker = actions.add_parser(
+        "check", help="report problems in workflow files",
+        description="Report every problem in workflow files as file:line: message "
+                    "(XML syntax, unknown functions, filter syntax, unknown <parameter> "
+                    "names, missing templates). Exit status 1 if any.")
+    checker.add_argument("paths", nargs="+", metavar="FILE_OR_DIR",
+                         help="workflow files or folders of *.xml files")
+    checker.add_argument("--data", metavar="DIR",
+                         help="catalog folder with templates/ (default: the folder above "
+                              "each file's workflows/ folder)")
+
+    sim = actions.add_parser(
+        "simulate", help="run workflows on a simulated cloud and print a trace",
+        description="Run the workflow loop on a model with a simulated cloud: every Heat "
+                    "action and agent command succeeds unless --fail/--time-out says "
+                    "otherwise. Prints per round the rules that matched, what they set, "
+                    "the actions and reports, then the final model. Exit status 0 when "
+                    "the deployment succeeds, 1 when it ends with an error or a stop.")
+    sim.add_argument("--model", required=True, metavar="ENV.json",
+                     help="the environment object model (JSON)")
+    sim.add_argument("--data", metavar="DIR",
+                     help="catalog laid out like Fornace's data/ folder (DIR/workflows, "
+                          "DIR/templates/cf, DIR/templates/agent); default: data_dir option")
+    sim.add_argument("--workflows", metavar="DIR", help="workflow folder (default: DATA/workflows)")
+    sim.add_argument("--fail", action="append", default=[], metavar="TEMPLATE[:UNIT]",
+                     help="make this template fail (on one unit: id, name or hostname); "
+                          "repeatable")
+    sim.add_argument("--time-out", action="append", default=[], metavar="TEMPLATE[:UNIT]",
+                     help="make this template time out; repeatable")
+    sim.add_argument("--result", action="append", default=[], metavar="TEMPLATE=JSON",
+                     help="value each command of an agent template returns (default \"ok\")")
+    sim.add_argument("--outputs", metavar="JSON", help="Heat stack outputs (default {})")
+    sim.add_argument("--json", action="store_true", help="print one JSON document")
+    sim.add_argument("--show-secrets", action="store_true",
+                     help="print passwords in the final model instead of ***")
+
+
+def run(conf: cfg.ConfigOpts) -> int:
+    command = conf.command
+    if command.action == "check":
+        problems = check(command.paths, command.data)
+        for problem in problems:
+            print(problem)
+        if not problems:
+            print("no problems found", file=sys.stderr)
+        return 1 if problems else 0
+    return simulate(conf)
+
+
+def _json_arg(text: str, what: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FornaceError(f"{what}: invalid JSON at column {exc.colno}: {exc.msg}") from None
+
+
+def read_model(path: str) -> dict[str, Any]:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise FornaceError(f"{path}: {exc.strerror}") from None
+    try:
+        model = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise FornaceError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    if not isinstance(model, dict):
+        raise FornaceError(f"{path}: the model must be a JSON object")
+    return model
+
+
+def _cloud(command: Any) -> SimulatedCloud:
+    results = {}
+    for item in command.result:
+        template, sep, value = item.partition("=")
+        if not sep or not template:
+            raise FornaceError(f"--result {item!r}: expected TEMPLATE=JSON")
+        results[template] = _json_arg(value, f"--result {template}")
+    outputs = _json_arg(command.outputs, "--outputs") if command.outputs else {}
+    if not isinstance(outputs, dict):
+        raise FornaceError("--outputs must be a JSON object")
+    try:
+        return SimulatedCloud(stack_outputs=outputs, command_results=results,
+                              failures=[Fault.parse(f) for f in command.fail],
+                              timeouts=[Fault.parse(f) for f in command.time_out])
+    except ValueError as exc:
+        raise FornaceError(str(exc)) from None
+
+
+def simulate(conf: cfg.ConfigOpts) -> int:
+    command = conf.command
+    data = Path(command.data or conf.data_dir)
+    workflows = load_workflows(command.workflows or data / "workflows")
+    if not workflows:
+        raise FornaceError(f"no workflow files in {command.workflows or data / 'workflows'}")
+    model = read_model(command.model)
+    secrets = find_secrets(model)
+    stacks, agents = _cloud(command).executors()
+    trace = RecordingTrace()
+    outcome = Session(model, workflows, TemplateStore(data), stacks, agents,
+                      engine_settings(conf), trace=trace).run()
+    final = outcome.model if command.show_secrets else masked(outcome.model, secrets)
+    if command.json:
+        json.dump({"status": outcome.status, "rounds": trace.rounds,
+                   "reports": outcome.reports, "model": final}, sys.stdout, indent=2)
+        print()
+    else:
+        print(format_text(trace))
+        print(f"== deployment {outcome.status} after {outcome.rounds} round(s)")
+        print(json.dumps(final, indent=2))
+    return 0 if outcome.status == "success" else 1
