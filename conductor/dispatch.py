@@ -7,6 +7,7 @@ need the instances.  Each action's callback runs its ``<success>`` or
 """
 from __future__ import annotations
 
+import copy
 import datetime
 from typing import Any, Callable
 
@@ -22,6 +23,11 @@ def heat_error(message: str, reason: str) -> dict[str, Any]:
     """The error a ``<failure>`` block of a Heat action sees (0.2 shape)."""
     return {"message": message, "strerror": reason,
             "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat()}
+
+
+def _detached(value: dict[str, Any]) -> dict[str, Any]:
+    """Resolved mappings that share nothing with the model (merge edits in place)."""
+    return copy.deepcopy(resolve(value))
 
 
 class ActionRunner:
@@ -63,9 +69,9 @@ class ActionRunner:
         parameters: dict[str, Any] = {}
         sources = []
         for action in batch:
-            mappings = resolve(action.mappings)
+            mappings = _detached(action.mappings)
             merge(template, substitute(self.store.heat_template(action.template), mappings))
-            parameters.update(resolve(action.arguments))
+            parameters.update(_detached(action.arguments))
             sources.append(StackSource(action.template, mappings))
         request = StackRequest(self.stack_name, template, parameters, sources)
         ok, value = self._stack_call(lambda: self.stacks.apply(request))
@@ -94,7 +100,7 @@ class ActionRunner:
         labels = self.unit_labels()
         requests = []
         for action in batch:
-            plan = build_plan(self.store, action.template, resolve(action.mappings))
+            plan = build_plan(self.store, action.template, _detached(action.mappings))
             requests.append(PlanRequest(
                 service=action.service, unit=action.unit, template=action.template,
                 plan=plan, timeout=action.timeout,

@@ -76,18 +76,24 @@ class TemplateStore:
             raise TemplateError(f"script {name!r}: {exc.strerror}", str(path)) from None
 
     def agent_config(self, name: str) -> str:
-        return self._support_file(Path("templates", "agent-config"), name + ".template")
+        return self._support_file(Path("templates", "agent-config"), name + ".template",
+                                  "Default.template")
 
     def init_script(self, name: str) -> str:
-        return self._support_file(Path("init-scripts"), name)
+        default = "init.sh" if name.endswith(".sh") else "init.ps1"
+        return self._support_file(Path("init-scripts"), name, default)
 
-    def _support_file(self, folder: Path, name: str) -> str:
-        """A user-data file from the catalog, else from Fornace's own data."""
+    def _support_file(self, folder: Path, name: str, default: str) -> str:
+        """A user-data file from the catalog, else from Fornace's own data.
+
+        A 0.2 catalog may name files Fornace does not ship (``Linux``,
+        ``linux_init.sh``); Fornace's own default of the same kind serves then.
+        """
         bases = [self.data_dir / folder]
         if self.fallback is not None:
             bases.append(self.fallback / folder)
-        for base in bases:
-            path = safe_join(base, name)
+        for base, file in [(b, name) for b in bases] + [(bases[-1], default)]:
+            path = safe_join(base, file)
             if path.is_file():
                 return self._read_text(path)
         raise TemplateError(f"{folder / name} not found in {self.data_dir}")

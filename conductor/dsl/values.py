@@ -83,11 +83,18 @@ def function_(ev: Evaluator, node: Node, frame: Frame) -> Deferred:
 
 
 def resolve(value: Any) -> Any:
-    """Evaluate any :class:`Deferred` inside a value (dicts and lists too)."""
+    """Evaluate any :class:`Deferred` inside a value (dicts and lists too).
+
+    A dict or list without a deferred value inside is returned itself, not a
+    copy: ``<set path="#x"><select/></set>`` keeps a reference to that part
+    of the model, so ``<set target="x">`` edits the model (0.2).
+    """
     if isinstance(value, Deferred):
         return resolve(value())
     if isinstance(value, dict):
-        return {k: resolve(v) for k, v in value.items()}
+        resolved = {k: resolve(v) for k, v in value.items()}
+        return value if all(resolved[k] is v for k, v in value.items()) else resolved
     if isinstance(value, list):
-        return [resolve(v) for v in value]
+        items = [resolve(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value)) else items
     return value
