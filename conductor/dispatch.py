@@ -16,7 +16,7 @@ from .dsl.values import resolve
 from .executors import (AgentExecutor, PlanReply, PlanRequest, StackExecutor,
                         StackFailure, StackRequest, StackSource)
 from .plans import build_plan, read_reply
-from .templates import TemplateStore, merge, substitute
+from .templates import TemplateStore, merge
 
 
 def heat_error(message: str, reason: str) -> dict[str, Any]:
@@ -70,7 +70,7 @@ class ActionRunner:
         sources = []
         for action in batch:
             mappings = _detached(action.mappings)
-            merge(template, substitute(self.store.heat_template(action.template), mappings))
+            merge(template, self.store.heat_template(action.template, mappings))
             parameters.update(_detached(action.arguments))
             sources.append(StackSource(action.template, mappings))
         request = StackRequest(self.stack_name, template, parameters, sources)

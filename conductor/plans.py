@@ -7,12 +7,12 @@ from typing import Any
 
 from .errors import TemplateError
 from .executors import PlanReply
-from .templates import TemplateStore, substitute
+from .templates import TemplateStore
 
 
 def build_plan(store: TemplateStore, template: str, mappings: dict[str, Any]) -> dict[str, Any]:
     """Substitute mappings into a plan template and inline its scripts (base64)."""
-    plan = substitute(store.agent_template(template), mappings)
+    plan = store.agent_template(template, mappings)
     scripts = plan.get("Scripts", [])
     if not isinstance(scripts, list) or not all(isinstance(s, str) for s in scripts):
         raise TemplateError(f"agent template {template!r}: Scripts must be a list of file names")

@@ -13,10 +13,9 @@ names and ``..`` are refused.
 """
 from __future__ import annotations
 
-import copy
 import json
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, Callable
 
 from .errors import TemplateError
 
@@ -40,8 +39,9 @@ class TemplateStore:
     def __init__(self, data_dir: str | Path, fallback: Path | None = BUILTIN_DATA) -> None:
         self.data_dir = Path(data_dir)
         self.fallback = fallback
-        self._json: dict[Path, Any] = {}
+        self._parsed: dict[tuple[str, str], Any] = {}
         self._text: dict[Path, str] = {}
+        self._bytes: dict[str, bytes] = {}
 
     @property
     def cf_dir(self) -> Path:
@@ -61,19 +61,25 @@ class TemplateStore:
     def agent_path(self, name: str) -> Path:
         return safe_join(self.agent_dir, name, ".template")
 
-    def heat_template(self, name: str) -> dict:
-        """A fresh copy of a Heat template (callers substitute into it)."""
-        return copy.deepcopy(self._load_json(self.heat_path(name), "Heat template"))
+    def heat_template(self, name: str, mappings: dict[str, Any] | None = None) -> dict:
+        """A fresh copy of a Heat template with ``mappings`` substituted."""
+        return substitute(self._json(("cf", name), self.heat_path, "Heat template"),
+                          mappings or {})
 
-    def agent_template(self, name: str) -> dict:
-        return copy.deepcopy(self._load_json(self.agent_path(name), "agent template"))
+    def agent_template(self, name: str, mappings: dict[str, Any] | None = None) -> dict:
+        """A fresh copy of an execution plan template with ``mappings`` substituted."""
+        return substitute(self._json(("agent", name), self.agent_path, "agent template"),
+                          mappings or {})
 
     def script(self, name: str) -> bytes:
-        path = safe_join(self.scripts_dir, name)
-        try:
-            return path.read_bytes()
-        except OSError as exc:
-            raise TemplateError(f"script {name!r}: {exc.strerror}", str(path)) from None
+        data = self._bytes.get(name)
+        if data is None:
+            path = safe_join(self.scripts_dir, name)
+            try:
+                data = self._bytes[name] = path.read_bytes()
+            except OSError as exc:
+                raise TemplateError(f"script {name!r}: {exc.strerror}", str(path)) from None
+        return data
 
     def agent_config(self, name: str) -> str:
         return self._support_file(Path("templates", "agent-config"), name + ".template",
@@ -108,9 +114,11 @@ class TemplateStore:
             self._text[path] = text
         return text
 
-    def _load_json(self, path: Path, what: str) -> Any:
-        data = self._json.get(path)
+    def _json(self, key: tuple[str, str], locate: Callable[[str], Path], what: str) -> Any:
+        """A parsed template, shared: callers copy it (``substitute`` does)."""
+        data = self._parsed.get(key)
         if data is None:
+            path = locate(key[1])
             if not path.is_file():
                 raise TemplateError(f"{what} {path.stem!r} not found", str(path))
             try:
@@ -120,7 +128,7 @@ class TemplateStore:
                                     str(path), exc.lineno) from None
             if not isinstance(data, dict):
                 raise TemplateError(f"{what} must be a JSON object", str(path))
-            self._json[path] = data
+            self._parsed[key] = data
         return data
 
 
