@@ -13,6 +13,7 @@ from typing import Any, Callable
 
 from .actions import DELETE_STACK, SEND_COMMAND, UPDATE_STACK, Action
 from .dsl.values import resolve
+from .errors import LocatedError, WorkflowError
 from .executors import (AgentExecutor, PlanReply, PlanRequest, StackExecutor,
                         StackFailure, StackRequest, StackSource)
 from .plans import build_plan, read_reply
@@ -23,6 +24,13 @@ def heat_error(message: str, reason: str) -> dict[str, Any]:
     """The error a ``<failure>`` block of a Heat action sees (0.2 shape)."""
     return {"message": message, "strerror": reason,
             "timestamp": datetime.datetime.now(datetime.timezone.utc).isoformat()}
+
+
+def _located(action: Action, exc: LocatedError) -> WorkflowError:
+    """A template problem, located at the workflow element that queued the action."""
+    file, _, line = action.where.rpartition(":")
+    return WorkflowError(f"<{action.kind}>: {exc}", file or None,
+                         int(line) if line.isdigit() else None)
 
 
 def _detached(value: dict[str, Any]) -> dict[str, Any]:
@@ -52,10 +60,14 @@ class ActionRunner:
                 if batch and not self.stopped():
                     runner(batch)
         finally:
-            for action in actions:
-                if action.outcome == "pending":
-                    action.outcome = "cancelled"
-                    self.trace.action_finished(action, "cancelled", None)
+            self.cancel(actions)
+
+    def cancel(self, actions: list[Action]) -> None:
+        """Mark the actions that did not run as cancelled."""
+        for action in actions:
+            if action.outcome == "pending":
+                action.outcome = "cancelled"
+                self.trace.action_finished(action, "cancelled", None)
 
     def _finish(self, action: Action, ok: bool, value: Any) -> None:
         self.trace.action_finished(action, "success" if ok else "failure", value)
@@ -70,7 +82,11 @@ class ActionRunner:
         sources = []
         for action in batch:
             mappings = _detached(action.mappings)
-            merge(template, self.store.heat_template(action.template, mappings))
+            try:
+                fragment = self.store.heat_template(action.template, mappings)
+            except LocatedError as exc:
+                raise _located(action, exc) from None
+            merge(template, fragment)
             parameters.update(_detached(action.arguments))
             sources.append(StackSource(action.template, mappings))
         request = StackRequest(self.stack_name, template, parameters, sources)
@@ -100,7 +116,10 @@ class ActionRunner:
         labels = self.unit_labels()
         requests = []
         for action in batch:
-            plan = build_plan(self.store, action.template, _detached(action.mappings))
+            try:
+                plan = build_plan(self.store, action.template, _detached(action.mappings))
+            except LocatedError as exc:
+                raise _located(action, exc) from None
             requests.append(PlanRequest(
                 service=action.service, unit=action.unit, template=action.template,
                 plan=plan, timeout=action.timeout,

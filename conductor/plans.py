@@ -34,9 +34,9 @@ def _messages(value: Any) -> list:
 def read_reply(reply: PlanReply, timeout: float | None) -> tuple[bool, Any]:
     """(True, per-command entries) or (False, 0.2 error list for ``<failure>``)."""
     if reply.timed_out:
-        seconds = timeout if timeout is not None else 0
-        return False, [{"type": "timeout", "timeout": seconds,
-                        "messages": [f"no answer from the agent within {seconds:g} seconds"]}]
+        limit = f"within {timeout:g} seconds" if timeout is not None else "in time"
+        return False, [{"type": "timeout", "timeout": timeout,
+                        "messages": [f"no answer from the agent {limit}"]}]
     result = reply.result
     if not isinstance(result, dict) or not isinstance(result.get("Result", []), list):
         return False, [{"type": "general", "messages": ["malformed result from the agent"]}]

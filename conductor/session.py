@@ -14,6 +14,7 @@ a report naming the rules that kept firing.
 from __future__ import annotations
 
 import collections
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -30,6 +31,8 @@ from .templates import TemplateStore
 from .trace import NullTrace
 from .workflows import Workflow
 from .xmlload import Node
+
+LOG = logging.getLogger(__name__)
 
 Reporter = Callable[[dict[str, Any]], None]
 
@@ -118,7 +121,11 @@ class Session:
         self.reports.append(body)
         self.trace.reported(body)
         if self.reporter is not None:
-            self.reporter(body)
+            try:
+                self.reporter(body)
+            except Exception as exc:  # a lost report must not end the deployment
+                LOG.warning("environment %s: could not send report %r: %s",
+                            self.environment_id, body["text"], exc)
 
     def config_value(self, key: str) -> Any:
         config = self.settings.config
@@ -136,15 +143,15 @@ class Session:
         try:
             while True:
                 rounds += 1
-                if rounds > self.settings.max_rounds:
-                    self._not_converging(f"still had actions to run after "
-                                         f"{self.settings.max_rounds} rounds")
                 self.trace.round_started(rounds)
                 self.auto_mutes.clear()
                 self._firing.clear()
                 self._fixpoint()
                 if self.stop_requested or not self.pending:
                     break
+                if rounds > self.settings.max_rounds:  # only when work is really left
+                    self._not_converging(f"still had actions to run after "
+                                         f"{self.settings.max_rounds} rounds")
                 actions, self.pending = self.pending, []
                 self._runner.run(actions)
                 if self.stop_requested:
@@ -157,6 +164,7 @@ class Session:
         except Exception as exc:  # never lose the model to a bug
             status = "error"
             self._error(f"Deployment stopped by an internal error: {type(exc).__name__}: {exc}")
+        self._runner.cancel(self.pending)  # queued, but stopped or failed before running
         if status == "success" and self.stop_requested:
             status = "stopped"
         return Outcome(clean_model(self.model), status, rounds, self.reports)
