@@ -11,11 +11,12 @@ from pathlib import Path
 from typing import Iterator
 
 from .actions import SEND_COMMAND, UPDATE_STACK
-from .engine import FUNCTIONS
+from . import dsl  # noqa: F401  (registers the DSL functions)
+from .engine import FUNCTIONS, bind
 from .errors import LocatedError
 from .templates import TemplateStore
-from .workflows import load_workflow
-from .xmlload import Node
+from .workflows import root_problem
+from .xmlload import Node, parse_file
 
 
 def expand(paths: list[str | Path]) -> tuple[list[Path], list[str]]:
@@ -47,13 +48,19 @@ def check(paths: list[str | Path], data_dir: str | Path | None = None) -> list[s
     stores: dict[Path, TemplateStore] = {}
     for path in files:
         errors: list[LocatedError] = []
-        workflow = load_workflow(path, errors)
-        problems.extend(str(error) for error in errors)
-        if workflow is None:
+        try:
+            root = parse_file(path)
+        except LocatedError as exc:
+            problems.append(str(exc))
             continue
+        problem = root_problem(root)
+        if problem is not None:
+            errors.append(problem)
+        bind(root, errors)
+        problems.extend(str(error) for error in errors)
         catalog = Path(data_dir) if data_dir else catalog_of(path)
         store = stores.setdefault(catalog, TemplateStore(catalog))
-        problems.extend(_check_tree(workflow.root, store))
+        problems.extend(_check_tree(root, store))
     return problems
 
 
@@ -81,7 +88,9 @@ def _walk_content(node: Node) -> Iterator[Node]:
 def _check_tree(root: Node, store: TemplateStore) -> list[str]:
     problems = []
     for node in _walk_calls(root):
-        spec = FUNCTIONS[node.tag]
+        spec = FUNCTIONS.get(node.tag)
+        if spec is None:  # already reported as an unknown function
+            continue
         for name, param in node.params.items():
             if name not in spec.params:
                 problems.append(f"{param.where}: unknown parameter {name!r} of <{node.tag}>"

@@ -21,9 +21,9 @@ def load_workflow(path: str | Path, errors: list[LocatedError] | None = None) ->
     path = Path(path)
     try:
         root = parse_file(path)
-        if root.tag != "workflow":
-            raise WorkflowError(f"root element must be <workflow>, not <{root.tag}>",
-                                str(path), root.line)
+        problem = root_problem(root)
+        if problem is not None:
+            raise problem
     except LocatedError as exc:
         if errors is None:
             raise
@@ -34,6 +34,13 @@ def load_workflow(path: str | Path, errors: list[LocatedError] | None = None) ->
     if errors is not None and len(errors) > before:
         return None
     return Workflow(path, root)
+
+
+def root_problem(root: Node) -> WorkflowError | None:
+    if root.tag != "workflow":
+        return WorkflowError(f"root element must be <workflow>, not <{root.tag}>",
+                             root.file, root.line)
+    return None
 
 
 def workflow_files(folder: str | Path) -> list[Path]:

@@ -1,0 +1,179 @@
+"""``fornace workflow check`` and ``fornace workflow simulate`` end to end."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conductor.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "data" / "examples" / "linux-web.json"
+
+
+def run_cli(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def write_catalog(root: Path, workflows: dict[str, str], cf: dict | None = None,
+                  agent: dict | None = None, scripts: dict | None = None) -> Path:
+    for name, text in workflows.items():
+        path = root / "workflows" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    for folder, files in (("templates/cf", cf or {}), ("templates/agent", agent or {})):
+        for name, body in files.items():
+            path = root / folder / f"{name}.template"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps(body))
+    for name, text in (scripts or {}).items():
+        path = root / "templates/agent/scripts" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+def test_shipped_workflows_are_clean(capsys):
+    code, out, _ = run_cli(capsys, "workflow", "check", str(ROOT / "data" / "workflows"))
+    assert (code, out) == (0, "")
+
+
+def test_check_reports_every_problem_with_file_and_line(tmp_path, capsys):
+    write_catalog(tmp_path, {
+        "a.xml": '<workflow>\n  <rule match="$.services[?(len(@.x))]"/>\n'
+                 '  <frobnicate/>\n'
+                 '  <rule match="$">\n    <update-cf-stack template="Missing"/>\n'
+                 '    <select><parameter name="pth">x</parameter></select>\n'
+                 '    <send-command template="Plan" service="s" unit="u"/>\n  </rule>\n'
+                 '</workflow>\n',
+        "b.xml": "<workflow>\n  <rule match='$'>\n</workflow>\n",
+    }, agent={"Plan": {"Scripts": ["absent.ps1"], "Commands": []}})
+    code, out, _ = run_cli(capsys, "workflow", "check", str(tmp_path / "workflows"))
+    assert code == 1
+    lines = out.splitlines()
+    a, b = tmp_path / "workflows" / "a.xml", tmp_path / "workflows" / "b.xml"
+    assert any(line.startswith(f"{a}:2: ") and "function calls" in line for line in lines)
+    assert any(line.startswith(f"{a}:3: ") and "unknown function <frobnicate>" in line
+               for line in lines)
+    assert any(line.startswith(f"{a}:5: ") and "'Missing'" in line for line in lines)
+    assert any(line.startswith(f"{a}:6: ") and "unknown parameter 'pth' of <select>" in line
+               for line in lines)
+    assert any(line.startswith(f"{a}:7: ") and "absent.ps1" in line for line in lines)
+    assert any(line.startswith(f"{b}:") and "XML syntax error" in line for line in lines)
+
+
+def test_check_missing_path_is_a_problem(tmp_path, capsys):
+    code, out, _ = run_cli(capsys, "workflow", "check", str(tmp_path / "nope"))
+    assert code == 1 and "no such file or folder" in out
+
+
+def test_simulate_example_json(capsys):
+    code, out, _ = run_cli(capsys, "workflow", "simulate", "--model", str(EXAMPLE), "--json")
+    assert code == 0
+    doc = json.loads(out)
+    assert doc["status"] == "success"
+    kinds = [(a["kind"], a["template"], a["unit"])
+             for r in doc["rounds"] for a in r["actions"]]
+    assert kinds == [("update-cf-stack", "LinuxInstance", None)] * 2 + [
+        ("send-command", "Linux/DeployStaticSite", "unit0001"),
+        ("send-command", "Linux/DeployStaticSite", "unit0002")]
+    first = doc["rounds"][0]["actions"][0]
+    assert set(first) >= {"kind", "template", "service", "unit", "mappings", "arguments"}
+    assert first["mappings"]["instanceName"] == "web1"
+    units = doc["model"]["services"][0]["units"]
+    assert [u["state"] for u in units] == [
+        {"hostname": "web1", "siteDeployed": True}, {"hostname": "web2", "siteDeployed": True}]
+    texts = [r["text"] for r in doc["reports"]]
+    assert "Web site deployed on web1: ok" in texts and "Service site is ready" in texts
+    assert all(set(r) >= {"entity", "id", "level", "text"}
+               for rnd in doc["rounds"] for r in rnd["reports"])
+
+
+def test_simulate_text_trace_and_failure(capsys):
+    code, out, _ = run_cli(capsys, "workflow", "simulate", "--model", str(EXAMPLE),
+                           "--fail", "Linux/DeployStaticSite:web2")
+    assert code == 0  # the example workflow records the failure and goes on
+    assert "== round 1" in out and "matched services.0.units.0 (unit0001)" in out
+    assert "send-command Linux/DeployStaticSite on unit unit0002: failure" in out
+    assert "report [error] unit unit0002: Web site deployment on web2 failed" in out
+    assert "Service site is ready" not in out
+
+
+STOPPING = """<workflow>
+  <rule match="$.services[*].units[?(not @.state.done)]">
+    <send-command template="Work" error="e">
+      <parameter name="service"><select path="::id"/></parameter>
+      <parameter name="unit"><select path="id"/></parameter>
+      <parameter name="mappings"><map><pw name="pw"><select path="::adminPassword"/></pw></map></parameter>
+      <success><set path="state.done"><select source="result" path="0.Result.0"/></set></success>
+      <failure><report entity="unit" level="error"><parameter name="id"><select path="id"/></parameter>
+        <parameter name="text">failed: <select source="e" path="0.type"/></parameter></report><stop/></failure>
+    </send-command>
+  </rule>
+</workflow>
+"""
+
+
+@pytest.fixture
+def stopping_catalog(tmp_path):
+    root = write_catalog(tmp_path / "cat", {"w.xml": STOPPING.replace(
+        'error="e"', 'error="e" result="result"')},
+        agent={"Work": {"Scripts": ["w.ps1"], "Commands": [{"Name": "Do", "Arguments": {"P": "$pw"}}]}},
+        scripts={"w.ps1": "function Do {}"})
+    model = tmp_path / "env.json"
+    model.write_text(json.dumps({"id": "E", "services": [
+        {"id": "S", "adminPassword": "Very$ecret1",
+         "units": [{"id": "u1", "name": "one"}, {"id": "u2", "name": "two"}]}]}))
+    return root, model
+
+
+def test_simulate_other_catalog_stop_and_secrets(stopping_catalog, capsys):
+    root, model = stopping_catalog
+    code, out, _ = run_cli(capsys, "workflow", "simulate", "--model", str(model),
+                           "--data", str(root), "--time-out", "Work:two", "--json")
+    assert code == 1
+    doc = json.loads(out)
+    assert doc["status"] == "stopped"
+    assert doc["reports"][-1]["text"] == "failed: timeout"
+    assert "Very$ecret1" not in out
+    assert doc["model"]["services"][0]["adminPassword"] == "***"
+    assert doc["model"]["services"][0]["units"][0]["state"] == {"done": "ok"}
+
+
+def test_simulate_result_option(stopping_catalog, capsys):
+    root, model = stopping_catalog
+    code, out, _ = run_cli(capsys, "workflow", "simulate", "--model", str(model),
+                           "--data", str(root), "--result", 'Work={"v": 2}', "--json")
+    assert code == 0
+    units = json.loads(out)["model"]["services"][0]["units"]
+    assert [u["state"]["done"] for u in units] == [{"v": 2}, {"v": 2}]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--model", "/nonexistent.json"], "/nonexistent.json"),
+    (["--model", "{bad}"], "{bad}"),
+    (["--model", str(EXAMPLE), "--result", "novalue"], "TEMPLATE=JSON"),
+    (["--model", str(EXAMPLE), "--outputs", "[1"], "--outputs: invalid JSON"),
+])
+def test_simulate_bad_input_is_one_clear_line(args, message, capsys):
+    code, out, err = run_cli(capsys, "workflow", "simulate", *args)
+    assert code == 2
+    assert message in err and "Traceback" not in err
+
+
+def test_simulate_bad_model_json_names_line(tmp_path, capsys):
+    model = tmp_path / "m.json"
+    model.write_text('{\n  "id": "x",\n  oops\n}')
+    code, _, err = run_cli(capsys, "workflow", "simulate", "--model", str(model))
+    assert code == 2 and f"{model}:3:" in err
+
+
+def test_console_script_runs():
+    proc = subprocess.run([sys.executable, "-m", "conductor.cli", "workflow", "check",
+                           str(ROOT / "data" / "workflows")], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
