@@ -43,8 +43,15 @@ class Query:
         self.steps = steps
 
     def find(self, cursor: Cursor) -> list[Cursor]:
-        """All matches below ``cursor``, in document order."""
-        start, _ = start_cursor(cursor, self.prefix)
+        """All matches of the query run at ``cursor``, in document order."""
+        return self.find_from(self.start(cursor))
+
+    def start(self, cursor: Cursor) -> Cursor:
+        """Where the query starts: the cursor, an ancestor or the root."""
+        return start_cursor(cursor, self.prefix)[0]
+
+    def find_from(self, start: Cursor) -> list[Cursor]:
+        """All matches below ``start`` (the prefix already applied)."""
         current = [start]
         if self.first_on_self is not None:
             current = self.first_on_self(current)

@@ -36,6 +36,7 @@ def find_secrets(value: Any, found: set[str] | None = None) -> set[str]:
 
 
 def mask_text(text: str, secrets: Iterable[str]) -> str:
+    """Mask every secret inside ``text`` (longest first, so none leaks in part)."""
     for secret in sorted(secrets, key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, MASK)

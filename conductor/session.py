@@ -24,9 +24,10 @@ from .dispatch import ActionRunner
 from .engine import Evaluator
 from .errors import FornaceError
 from .executors import AgentExecutor, StackExecutor
+from .query import Query
 from .hostnames import HostnameGenerator, model_hostnames
 from .scope import Frame
-from .secrets import find_secrets, masked, mask_text
+from .secrets import find_secrets, mask_text, masked
 from .templates import TemplateStore
 from .trace import NullTrace
 from .workflows import Workflow
@@ -81,6 +82,7 @@ class Session:
         self.auto_mutes: set[tuple] = set()
         self.permanent_mutes: set[tuple] = set()
         self.pending: list[Action] = []
+        self._root_queries: dict[Query, list[Cursor]] = {}
         self.reports: list[dict[str, Any]] = []
         self.hostnames = HostnameGenerator(lambda: model_hostnames(self.model))
         self.agent_timeout = self.settings.agent_timeout
@@ -100,12 +102,29 @@ class Session:
         if not isinstance(temp, dict):
             temp = self.model["temp"] = {}
         temp["_stop_requested"] = True
+        self._root_queries.clear()
+
+    def find(self, query: Query, cursor: Cursor) -> list[Cursor]:
+        """Run a query; whole-model results are reused until the model changes.
+
+        Rules often search the whole model once per matched object (a unit
+        looking for its domain controller); without this, that costs units x
+        services filter evaluations per pass.
+        """
+        start = query.start(cursor)
+        if start.parent is not None:
+            return query.find_from(start)
+        found = self._root_queries.get(query)
+        if found is None:
+            found = self._root_queries[query] = query.find_from(start)
+        return found
 
     def is_muted(self, key: tuple) -> bool:
         return key in self.auto_mutes or key in self.permanent_mutes
 
     def changed(self, rule_id: str, node: Node, path: str, value: Any) -> None:
         self.side_effects = True
+        self._root_queries.clear()
         self._firing[f"{rule_id or '(top level)'} at {node.where}"] += 1
         self.trace.changed(rule_id, node.where, path, value)
 
@@ -115,7 +134,9 @@ class Session:
         self.trace.action_queued(action)
 
     def report(self, entity: Any, id: Any, text: str, level: str, details: Any) -> None:
-        body = {"id": id, "entity": entity, "text": mask_text(text, self.secrets),
+        if self.secrets and any(secret in text for secret in self.secrets):
+            text = mask_text(text, self.secrets)
+        body = {"id": id, "entity": entity, "text": text,
                 "details": masked(details, self.secrets), "level": level,
                 "environment_id": self.environment_id}
         self.reports.append(body)

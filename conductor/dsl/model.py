@@ -18,6 +18,9 @@ from ..xmlload import Node
 from .values import resolve
 
 
+_SPECIAL = frozenset(":/#")
+
+
 def _variable(frame: Frame, key: str) -> tuple[str, str]:
     """Split ``'::unit.name'`` into the variable key and the path inside it."""
     name, _, rest = key.partition(".")
@@ -25,6 +28,8 @@ def _variable(frame: Frame, key: str) -> tuple[str, str]:
 
 
 def read(ev: Evaluator, frame: Frame, path: str, source: str | None) -> Any:
+    if source is None and (not path or path[0] not in _SPECIAL):  # the common case
+        return get_path(frame.cursor.value, path)
     if path.startswith("##"):
         return ev.session.config_value(path[2:])
     if path.startswith("#"):
@@ -53,7 +58,7 @@ def _query(ev: Evaluator, node: Node, frame: Frame) -> list[Cursor]:
         return []
     source = ev.arg(node, frame, "source")
     start = Cursor(frame.get(source)) if source is not None else frame.cursor
-    return compile_query(path).find(start)
+    return ev.session.find(compile_query(path), start)
 
 
 def _prepare_query(node: Node) -> None:

@@ -67,7 +67,7 @@ def rule(ev: Evaluator, node: Node, frame: Frame) -> None:
             raise WorkflowError(f"<rule>: match parameter evaluated to {match!r}")
         query = compile_query(match)
     limit = int(ev.arg(node, frame, "limit") or 0)
-    matches = query.find(frame.cursor)
+    matches = session.find(query, frame.cursor)
     if not matches:
         _run_empty(ev, node, frame, full_id)
         return
