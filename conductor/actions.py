@@ -7,7 +7,7 @@ queued it, in the frame it was queued from.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 UPDATE_STACK = "update-cf-stack"
 DELETE_STACK = "delete-cf-stack"
@@ -25,14 +25,15 @@ class Action:
     mappings: dict[str, Any] = field(default_factory=dict)
     arguments: dict[str, Any] = field(default_factory=dict)
     timeout: float | None = None
-    on_success: Callable[[Any], None] = lambda result: None
-    on_failure: Callable[[Any], None] = lambda error: None
+    blocks: Any = None  # runs <success>/<failure>: .run(succeeded, value)
     outcome: str = "pending"  # then "success", "failure" or "cancelled"
 
     def succeed(self, result: Any) -> None:
         self.outcome = "success"
-        self.on_success(result)
+        if self.blocks is not None:
+            self.blocks.run(True, result)
 
     def fail(self, error: Any) -> None:
         self.outcome = "failure"
-        self.on_failure(error)
+        if self.blocks is not None:
+            self.blocks.run(False, error)

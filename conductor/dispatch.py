@@ -7,12 +7,11 @@ need the instances.  Each action's callback runs its ``<success>`` or
 """
 from __future__ import annotations
 
-import copy
 import datetime
 from typing import Any, Callable
 
 from .actions import DELETE_STACK, SEND_COMMAND, UPDATE_STACK, Action
-from .dsl.values import resolve
+from .dsl.values import detached
 from .errors import LocatedError, WorkflowError
 from .executors import (AgentExecutor, PlanReply, PlanRequest, StackExecutor,
                         StackFailure, StackRequest, StackSource)
@@ -31,11 +30,6 @@ def _located(action: Action, exc: LocatedError) -> WorkflowError:
     file, _, line = action.where.rpartition(":")
     return WorkflowError(f"<{action.kind}>: {exc}", file or None,
                          int(line) if line.isdigit() else None)
-
-
-def _detached(value: dict[str, Any]) -> dict[str, Any]:
-    """Resolved mappings that share nothing with the model (merge edits in place)."""
-    return copy.deepcopy(resolve(value))
 
 
 class ActionRunner:
@@ -81,13 +75,13 @@ class ActionRunner:
         parameters: dict[str, Any] = {}
         sources = []
         for action in batch:
-            mappings = _detached(action.mappings)
+            mappings = detached(action.mappings)
             try:
                 fragment = self.store.heat_template(action.template, mappings)
             except LocatedError as exc:
                 raise _located(action, exc) from None
             merge(template, fragment)
-            parameters.update(_detached(action.arguments))
+            parameters.update(detached(action.arguments))
             sources.append(StackSource(action.template, mappings))
         request = StackRequest(self.stack_name, template, parameters, sources)
         ok, value = self._stack_call(lambda: self.stacks.apply(request))
@@ -117,7 +111,7 @@ class ActionRunner:
         requests = []
         for action in batch:
             try:
-                plan = build_plan(self.store, action.template, _detached(action.mappings))
+                plan = build_plan(self.store, action.template, detached(action.mappings))
             except LocatedError as exc:
                 raise _located(action, exc) from None
             requests.append(PlanRequest(

@@ -57,7 +57,8 @@ class PlanReply:
 class StackExecutor(abc.ABC):
     @abc.abstractmethod
     def apply(self, request: StackRequest) -> dict[str, Any]:
-        """Create or update the stack; return its outputs or raise StackFailure."""
+        """Merge the template into the stack's current one (creating the stack if
+        absent), wait for the result; return the outputs or raise StackFailure."""
 
     @abc.abstractmethod
     def delete(self, stack_name: str) -> None:

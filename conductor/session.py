@@ -79,6 +79,7 @@ class Session:
         if hasattr(self.trace, "secrets"):
             self.trace.secrets |= self.secrets
         self.side_effects = False
+        self.deferred_values = False  # set once a <function> value exists
         self.auto_mutes: set[tuple] = set()
         self.permanent_mutes: set[tuple] = set()
         self.pending: list[Action] = []
@@ -112,7 +113,7 @@ class Session:
         services filter evaluations per pass.
         """
         start = query.start(cursor)
-        if start.parent is not None:
+        if start.value is not self.model:  # below the root, or a context variable
             return query.find_from(start)
         found = self._root_queries.get(query)
         if found is None:

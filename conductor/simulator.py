@@ -12,6 +12,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
+from .templates import merge
 from .executors import (AgentExecutor, PlanReply, PlanRequest, StackExecutor,
                         StackFailure, StackRequest)
 
@@ -69,7 +70,8 @@ class SimulatedStacks(StackExecutor):
                     raise StackFailure(
                         f"stack {request.stack_name} failed: simulated failure of "
                         f"template {source.template}", "simulated failure")
-        self.stacks[request.stack_name] = request.template
+        current = self.stacks.get(request.stack_name, {})
+        self.stacks[request.stack_name] = merge(current, copy.deepcopy(request.template))
         return copy.deepcopy(self.cloud.stack_outputs)
 
     def delete(self, stack_name: str) -> None:

@@ -42,6 +42,7 @@ class TemplateStore:
         self._parsed: dict[tuple[str, str], Any] = {}
         self._text: dict[Path, str] = {}
         self._bytes: dict[str, bytes] = {}
+        self._support: dict[tuple[str, str], str] = {}
 
     @property
     def cf_dir(self) -> Path:
@@ -95,13 +96,18 @@ class TemplateStore:
         A 0.2 catalog may name files Fornace does not ship (``Linux``,
         ``linux_init.sh``); Fornace's own default of the same kind serves then.
         """
+        key = (str(folder), name)
+        text = self._support.get(key)
+        if text is not None:
+            return text
         bases = [self.data_dir / folder]
         if self.fallback is not None:
             bases.append(self.fallback / folder)
         for base, file in [(b, name) for b in bases] + [(bases[-1], default)]:
             path = safe_join(base, file)
             if path.is_file():
-                return self._read_text(path)
+                text = self._support[key] = self._read_text(path)
+                return text
         raise TemplateError(f"{folder / name} not found in {self.data_dir}")
 
     def _read_text(self, path: Path) -> str:

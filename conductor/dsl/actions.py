@@ -28,26 +28,30 @@ def _dict_arg(ev: Evaluator, node: Node, frame: Frame, name: str) -> dict:
     return value
 
 
-def _callbacks(ev: Evaluator, node: Node, frame: Frame) -> dict[str, Any]:
-    result_var = ev.arg(node, frame, "result")
-    error_var = ev.arg(node, frame, "error")
+class Blocks:
+    """Runs the ``<success>``/``<failure>`` block of an action element later,
+    in the frame it was queued from (one small object, not closures: a big
+    deployment keeps thousands of them alive)."""
 
-    def run(block_tag: str, var: str | None, value: Any) -> None:
+    __slots__ = ("ev", "node", "frame", "result_var", "error_var")
+
+    def __init__(self, ev: Evaluator, node: Node, frame: Frame) -> None:
+        self.ev, self.node, self.frame = ev, node, frame
+        self.result_var = ev.arg(node, frame, "result")
+        self.error_var = ev.arg(node, frame, "error")
+
+    def run(self, succeeded: bool, value: Any) -> None:
+        var = self.result_var if succeeded else self.error_var
         if var:
-            frame.set(var, value)
-        block = node.child(block_tag)
+            self.frame.set(var, value)
+        block = self.node.child("success" if succeeded else "failure")
         if block is not None:
-            ev.content(block, frame)
-
-    return {
-        "on_success": lambda value: run("success", result_var, value),
-        "on_failure": lambda error: run("failure", error_var, error),
-    }
+            self.ev.content(block, self.frame)
 
 
 def _queue(ev: Evaluator, node: Node, frame: Frame, kind: str, **fields: Any) -> None:
-    action = Action(kind=kind, where=node.where, rule_id=frame.rule_id, **fields,
-                    **_callbacks(ev, node, frame))
+    action = Action(kind=kind, where=node.where, rule_id=frame.rule_id,
+                    blocks=Blocks(ev, node, frame), **fields)
     ev.session.queue(action)
 
 

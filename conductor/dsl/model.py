@@ -85,7 +85,9 @@ def select_single(ev: Evaluator, node: Node, frame: Frame) -> Any:
 def set_(ev: Evaluator, node: Node, frame: Frame) -> None:
     path = ev.arg(node, frame, "path") or ""
     target = ev.arg(node, frame, "target")
-    value = resolve(ev.content(node, frame))
+    value = ev.content(node, frame)
+    if ev.session.deferred_values:  # only after a <function> was evaluated
+        value = resolve(value)
     if path.startswith("##"):
         raise WorkflowError(f"<set>: configuration {path!r} is read-only")
     if path.startswith("#"):

@@ -79,6 +79,7 @@ class Deferred:
 
 @function("function")
 def function_(ev: Evaluator, node: Node, frame: Frame) -> Deferred:
+    ev.session.deferred_values = True  # from now on, set must look for them
     return Deferred(ev, node, frame)
 
 
@@ -97,4 +98,19 @@ def resolve(value: Any) -> Any:
     if isinstance(value, list):
         items = [resolve(v) for v in value]
         return value if all(a is b for a, b in zip(items, value)) else items
+    return value
+
+
+def detached(value: Any) -> Any:
+    """A copy of a JSON-like value with deferred values evaluated.
+
+    Action mappings go through this: the Heat merge edits templates in place
+    and must never reach model objects through a mapping.
+    """
+    if isinstance(value, Deferred):
+        return detached(value())
+    if isinstance(value, dict):
+        return {k: detached(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [detached(v) for v in value]
     return value

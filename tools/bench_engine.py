@@ -1,0 +1,323 @@
+#!/usr/bin/env python3
+"""Benchmark of the workflow engine on the simulated cloud (not a test).
+
+It deploys environments of growing size -- one Active Directory service
+(domain ``acme.loc``, a master and a secondary unit) plus web server services
+whose units join that domain -- with the workflows of
+``tools/bench_catalog/workflows`` (written like Murano 0.2 workflow files),
+and times ``Session(...).run()`` only: building the model and loading the
+workflows are left out.  Every run is checked (status, final state of every
+unit, number of actions of each kind, rounds) before its time is printed, so
+a broken run can never show up as a fast one.
+
+    python tools/bench_engine.py                      # 10, 100, 1000, 5000 units
+    python tools/bench_engine.py --sizes 10,100,1000 --repeat 3
+    python tools/bench_engine.py --profile 1000       # cProfile top 25 of one run
+    python tools/bench_engine.py --per-unit-join --sizes 10,100
+        # the unit-driven DomainJoin variant (see variants/DomainJoinPerUnit.xml)
+
+Targets: 1000 units in under 1 s, and time(5000) / time(1000) under 6
+(time per unit must not grow with the size of the model).
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import collections
+import cProfile
+import gc
+import io
+import math
+import pstats
+import random
+import re
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from conductor.session import Session, Settings  # noqa: E402
+from conductor.simulator import SimulatedCloud  # noqa: E402
+from conductor.templates import TemplateStore  # noqa: E402
+from conductor.workflows import Workflow, load_workflow, load_workflows  # noqa: E402
+
+CATALOG = Path(__file__).resolve().parent / "bench_catalog"
+PER_UNIT_JOIN = CATALOG / "variants" / "DomainJoinPerUnit.xml"
+
+DOMAIN = "acme.loc"
+DNS_IP = "10.0.0.10"
+ADMIN_PASSWORD = "Bench-Adm1n!pass"
+RECOVERY_PASSWORD = "Bench-Rec0very!pass"
+
+DEFAULT_SIZES = (10, 100, 1000, 5000)
+TARGET_1000 = 1.0   # seconds for 1000 units
+TARGET_RATIO = 6.0  # time(5000) / time(1000)
+EXPECTED_ROUNDS = 7  # create, passwords+IIS, primary DC, DNS IP, joins, secondary DC, idle
+
+
+# ----------------------------------------------------------------- model
+
+@dataclass
+class Shape:
+    units: int
+    services: int
+    web_units: int
+
+
+def build_model(total_units: int, units_per_service: int, seed: int) -> tuple[dict, Shape]:
+    """An environment as the API sends it: ids everywhere, units named."""
+    if total_units < 3:
+        raise ValueError("at least 3 units: 2 for Active Directory and 1 web server")
+    rng = random.Random(seed)
+
+    def new_id() -> str:
+        return uuid.UUID(int=rng.getrandbits(128), version=4).hex
+
+    def service(name: str, type_: str, pattern: str, units: list[dict], **extra: Any) -> dict:
+        body = {
+            "id": new_id(), "name": name, "type": type_,
+            "osImage": {"name": "ws-2012-std", "type": "ws-2012-std"},
+            "flavor": "m1.medium", "availabilityZone": "nova",
+            "adminPassword": ADMIN_PASSWORD, "unitNamingPattern": pattern,
+            **extra, "units": units,
+        }
+        for index, unit in enumerate(units):
+            unit["id"] = new_id()
+            unit["name"] = f"{name}_instance_{index}"
+        return body
+
+    services = [service("acme", "activeDirectory", "dc#", [
+        {"isMaster": True, "recoveryPassword": RECOVERY_PASSWORD},
+        {"isMaster": False, "recoveryPassword": RECOVERY_PASSWORD},
+    ], domain=DOMAIN)]
+    web_units = total_units - 2
+    for k in range(1, math.ceil(web_units / units_per_service) + 1):
+        count = min(units_per_service, web_units - (k - 1) * units_per_service)
+        services.append(service(f"web{k}", "webServer", f"web{k}-#",
+                                [{} for _ in range(count)], domain=DOMAIN))
+    model = {"id": new_id(), "name": f"bench-{total_units}", "tenant_id": new_id(),
+             "token": "bench-token-" + new_id(), "services": services}
+    return model, Shape(total_units, len(services), web_units)
+
+
+# ----------------------------------------------------------------- one run
+
+@dataclass
+class Run:
+    shape: Shape
+    seconds: float
+    rounds: int
+    heat_updates: int   # update-cf-stack actions (merged into stack_applies)
+    stack_applies: int
+    agent_commands: int
+
+    @property
+    def actions(self) -> int:
+        return self.heat_updates + self.agent_commands
+
+
+def load_bench_workflows(per_unit_join: bool) -> list[Workflow]:
+    workflows = load_workflows(CATALOG / "workflows")
+    if per_unit_join:
+        variant = load_workflow(PER_UNIT_JOIN)
+        workflows = [variant if w.path.name == "DomainJoin.xml" else w for w in workflows]
+    return workflows
+
+
+def run_once(size: int, workflows: list[Workflow], args: argparse.Namespace,
+             profiler: cProfile.Profile | None = None) -> Run:
+    model, shape = build_model(size, args.units_per_service, seed=size)
+    store = TemplateStore(CATALOG)
+    stacks, agents = SimulatedCloud(command_results={"AskDnsIp": DNS_IP}).executors()
+    requests = []
+    apply = stacks.apply
+
+    def counting_apply(request):  # record what Heat was asked, outside the engine
+        requests.append(request)
+        return apply(request)
+    stacks.apply = counting_apply
+    expected_rounds = (max(EXPECTED_ROUNDS, shape.web_units + 5) if args.per_unit_join
+                       else EXPECTED_ROUNDS)
+    settings = Settings(max_rounds=max(200, expected_rounds + 10))
+
+    gc.collect()
+    if profiler is not None:
+        profiler.enable()
+    started = time.perf_counter()
+    outcome = Session(model, workflows, store, stacks, agents, settings).run()
+    seconds = time.perf_counter() - started
+    if profiler is not None:
+        profiler.disable()
+
+    check(outcome, shape, stacks, agents, requests, expected_rounds)
+    return Run(shape, seconds, outcome.rounds, sum(len(r.sources) for r in requests),
+               len(requests), len(agents.plans))
+
+
+# ----------------------------------------------------------------- checks
+
+def check(outcome: Any, shape: Shape, stacks: Any, agents: Any, requests: list,
+          expected_rounds: int) -> None:
+    """Refuse to time a run that did not deploy everything exactly once."""
+    problems = [r["text"] for r in outcome.reports if r["level"] != "info"]
+    assert outcome.status == "success", f"status {outcome.status}: {problems[:5]}"
+    assert not problems, f"warnings/errors reported: {problems[:5]}"
+    assert outcome.rounds == expected_rounds, \
+        f"{outcome.rounds} rounds, expected {expected_rounds}"
+    model = outcome.model
+    assert "token" not in model and "temp" not in model, "token/temp left in the final model"
+
+    ad, webs = model["services"][0], model["services"][1:]
+    assert ad["type"] == "activeDirectory"
+    assert ad.get("state", {}).get("primaryDcIp") == DNS_IP, f"AD state: {ad.get('state')}"
+    hostnames = set()
+    env = model["id"]
+    resources = stacks.stacks[f"e{env}"]["Resources"]
+
+    def common(service: dict, unit: dict, pattern: str) -> dict:
+        assert "temp" not in unit and "temp" not in service, "temp left in the final model"
+        state = unit.get("state") or {}
+        hostname = state.get("hostname")
+        assert isinstance(hostname, str) and re.fullmatch(pattern, hostname), \
+            f"{unit['name']}: hostname {hostname!r}"
+        assert hostname not in hostnames, f"hostname {hostname} given twice"
+        hostnames.add(hostname)
+        assert state.get("adminPasswordSet") is True, f"{unit['name']}: {state}"
+        instance = resources.get(hostname)
+        assert instance is not None, f"no Heat resource for {hostname}"
+        user_data = instance["Properties"]["UserData"]
+        queue = f"e{env}-{service['id']}-{unit['id']}".lower()
+        assert "%" not in user_data and hostname in user_data, f"{hostname}: user data"
+        assert queue in _agent_config(user_data), f"{hostname}: agent queue missing"
+        return state
+
+    for unit in ad["units"]:
+        state = common(ad, unit, r"dc\d+")
+        if unit["isMaster"]:
+            assert state.get("domainAdminPasswordSet") and state.get("primaryDcCreated"), \
+                f"master DC {unit['name']}: {state}"
+        else:
+            assert state.get("domain") == DOMAIN and state.get("secondaryDcCreated"), \
+                f"secondary DC {unit['name']}: {state}"
+    web_units = 0
+    for service in webs:
+        pattern = re.escape(service["unitNamingPattern"]).replace("\\#", "#").replace("#", r"\d+")
+        for unit in service["units"]:
+            state = common(service, unit, pattern)
+            assert state.get("iisInstalled") is True and state.get("domain") == DOMAIN, \
+                f"web unit {unit['name']}: {state}"
+            web_units += 1
+    assert web_units == shape.web_units and len(model["services"]) == shape.services
+    assert len(resources) == shape.units + 1, f"{len(resources)} Heat resources"
+
+    heat = sum(len(r.sources) for r in requests)
+    assert heat == shape.units, f"{heat} update-cf-stack actions for {shape.units} units"
+    plans = collections.Counter(p.template for p in agents.plans)
+    expected = {"SetLocalAdminPassword": shape.units, "SetDomainAdminPassword": 1,
+                "CreatePrimaryDC": 1, "AskDnsIp": 1, "JoinDomain": shape.web_units + 1,
+                "CreateSecondaryDC": 1, "InstallIIS": shape.web_units}
+    assert plans == expected, f"agent plans {dict(plans)}, expected {expected}"
+    joined = sum(1 for r in outcome.reports if " joined domain " in r["text"])
+    assert joined == shape.web_units + 1, f"{joined} 'joined domain' reports"
+
+
+def _agent_config(user_data: str) -> str:
+    """The agent configuration the boot script carries (base64 inside it)."""
+    match = re.search(r"\$ConfigBase64 = '([^']*)'", user_data)
+    assert match, "no agent configuration in the user data"
+    return base64.b64decode(match.group(1)).decode()
+
+
+# ----------------------------------------------------------------- main
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)),
+                        help="total units per run, comma separated (default %(default)s)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="runs per size; the best time is kept (default 1)")
+    parser.add_argument("--units-per-service", type=int, default=10,
+                        help="units of each web server service (default 10)")
+    parser.add_argument("--profile", type=int, metavar="SIZE",
+                        help="profile one run of SIZE units and print the top 25 functions")
+    parser.add_argument("--profile-sort", default="cumulative",
+                        help="pstats sort key for --profile (default cumulative)")
+    parser.add_argument("--per-unit-join", action="store_true",
+                        help="use variants/DomainJoinPerUnit.xml instead of DomainJoin.xml")
+    args = parser.parse_args(argv)
+    try:
+        args.sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    except ValueError:
+        parser.error("--sizes takes integers separated by commas")
+    if any(s < 3 for s in args.sizes) or (args.profile is not None and args.profile < 3):
+        parser.error("sizes must be at least 3 units")
+    if args.repeat < 1 or args.units_per_service < 1:
+        parser.error("--repeat and --units-per-service must be at least 1")
+    return args
+
+
+def profile(size: int, workflows: list[Workflow], args: argparse.Namespace) -> None:
+    profiler = cProfile.Profile()
+    run = run_once(size, workflows, args, profiler)
+    print(f"\nProfile of one run of {size} units ({run.seconds:.3f} s under the profiler, "
+          f"{run.rounds} rounds, {run.actions} actions), top 25 by {args.profile_sort}:")
+    out = io.StringIO()
+    stats = pstats.Stats(profiler, stream=out)
+    stats.strip_dirs().sort_stats(args.profile_sort).print_stats(25)
+    print(out.getvalue())
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    workflows = load_bench_workflows(args.per_unit_join)
+    rules = sum(1 for w in workflows for _ in _rules(w.root))
+    print(f"Fornace engine benchmark: {len(workflows)} workflow files "
+          f"({', '.join(w.path.name for w in workflows)}), {rules} rules; "
+          f"best of {args.repeat}; simulator; {args.units_per_service} units per web service")
+    if args.profile is not None:
+        profile(args.profile, workflows, args)
+        return 0
+
+    header = f"{'units':>6} {'services':>8} {'rounds':>6} {'actions':>8} " \
+             f"{'(heat+agent)':>13} {'seconds':>9} {'us/unit':>9}"
+    print(header)
+    print("-" * len(header))
+    best: dict[int, Run] = {}
+    for size in args.sizes:
+        runs = [run_once(size, workflows, args) for _ in range(args.repeat)]
+        run = min(runs, key=lambda r: r.seconds)
+        best[size] = run
+        split = f"({run.heat_updates}+{run.agent_commands})"
+        print(f"{size:>6} {run.shape.services:>8} {run.rounds:>6} {run.actions:>8} "
+              f"{split:>13} {run.seconds:>9.4f} {run.seconds / size * 1e6:>9.1f}", flush=True)
+
+    print(f"\nTargets: 1000 units under {TARGET_1000:g} s; time(5000)/time(1000) "
+          f"under {TARGET_RATIO:g}")
+    if 1000 in best:
+        seconds = best[1000].seconds
+        print(f"  1000 units: {seconds:.3f} s  "
+              f"{'OK' if seconds < TARGET_1000 else 'MISSED'}")
+    if 1000 in best and 5000 in best:
+        ratio = best[5000].seconds / best[1000].seconds
+        print(f"  time(5000)/time(1000) = {ratio:.2f}  "
+              f"{'OK' if ratio < TARGET_RATIO else 'MISSED'}")
+    return 0
+
+
+def _rules(node: Any):
+    if node.tag == "rule":
+        yield node
+    for child in node.children:
+        yield from _rules(child)
+    for param in node.params.values():
+        yield from _rules(param)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
