@@ -360,3 +360,30 @@ def test_set_below_a_string_is_an_error_and_model_survives(catalog):
     assert run.unit("uA1")["state"] == {"ok": "1"}
     assert run.unit("uA1")["name"] == "web_instance_1"
     assert "token" not in run.model
+
+
+def test_select_all_same_path_on_two_sources(catalog):
+    # whole-model query results are reused; results from context variables must not be
+    catalog.rules('<rule match="$">'
+                  '<set path="#first"><select path="services.0"/></set>'
+                  '<set path="#second"><select path="services.1"/></set>'
+                  '<set path="ids"><map>'
+                  '<i name="first"><select-all source="first" path="$.units[*].id"/></i>'
+                  '<i name="second"><select-all source="second" path="$.units[*].id"/></i>'
+                  '</map></set></rule>')
+    run = catalog.run()
+    assert run.model["ids"] == {"first": ["uA1", "uA2"], "second": ["uB1"]}
+
+
+def test_whole_model_query_sees_changes_made_in_between(catalog):
+    # each unit looks for services not yet marked, then marks its own service:
+    # a stale cached result would let every unit see the first answer
+    catalog.rules(
+        '<rule match="$.services[*].units[*]">'
+        '<set path="state.unmarked">'
+        '<select-all path="/$.services[?(not @.marked)].id"/></set>'
+        '<set path="::marked"><true/></set></rule>')
+    run = catalog.run()
+    seen = {u["id"]: u["state"]["unmarked"]
+            for s in run.model["services"] for u in s["units"]}
+    assert seen == {"uA1": ["SvcA", "SvcB"], "uA2": ["SvcB"], "uB1": ["SvcB"]}
