@@ -43,7 +43,7 @@ DEFAULT_BROKER = {"host": "127.0.0.1", "port": 5672, "login": "guest", "password
 
 @dataclass
 class Settings:
-    max_rounds: int = 100
+    max_rounds: int = 500
     max_passes: int = 100_000
     agent_timeout: float | None = None  # seconds; None waits without limit (0.2)
     config: Mapping[str, Any] = field(default_factory=dict)  # what ##name reads
@@ -98,7 +98,7 @@ class Session:
         temp = self.model.get("temp")
         return isinstance(temp, dict) and bool(temp.get("_stop_requested"))
 
-    def request_stop(self, node: Node | None = None) -> None:
+    def request_stop(self) -> None:
         temp = self.model.get("temp")
         if not isinstance(temp, dict):
             temp = self.model["temp"] = {}
@@ -192,12 +192,12 @@ class Session:
         return Outcome(clean_model(self.model), status, rounds, self.reports)
 
     def _fixpoint(self) -> None:
-        root = Frame(cursor=Cursor(self.model))
+        root = Cursor(self.model)
         passes = 0
         while True:
             changed = False
-            for workflow in self.workflows:
-                if self._evaluator.call(workflow.root, root):
+            for workflow in self.workflows:  # each run in a fresh context, as in 0.2
+                if self._evaluator.call(workflow.root, Frame(cursor=root)):
                     changed = True
                 if self.stop_requested:
                     return
@@ -206,7 +206,6 @@ class Session:
             passes += 1
             if passes >= self.settings.max_passes:
                 self._not_converging(f"did not reach a fixpoint after {passes} passes")
-                raise _NotConverging()
 
     def _not_converging(self, what: str) -> None:
         busiest = ", ".join(name for name, _ in self._firing.most_common(10)) or "none"

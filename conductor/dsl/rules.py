@@ -136,7 +136,7 @@ def unmute(ev: Evaluator, node: Node, frame: Frame) -> None:
 
 @function("stop")
 def stop(ev: Evaluator, node: Node, frame: Frame) -> None:
-    ev.session.request_stop(node)
+    ev.session.request_stop()
 
 
 @function("empty")
