@@ -1,0 +1,58 @@
+"""Options of the API service (oslo.config)."""
+from __future__ import annotations
+
+import os
+
+from oslo_config import cfg
+
+DEFAULT_STATE_DIR = os.path.join(os.path.expanduser("~"), ".fornace")
+
+api_opts = [
+    cfg.HostAddressOpt("host", default="127.0.0.1", help="Address the API listens on."),
+    cfg.PortOpt("port", default=8082, help="Port the API listens on."),
+    cfg.StrOpt("auth_mode", default="noauth", choices=["noauth", "keystone"],
+               help="noauth: tenant and user from X-Tenant-Id/X-User-Id headers or the "
+                    "defaults below; keystone: X-Auth-Token validated by Keystone."),
+    cfg.StrOpt("default_tenant", default="demo", help="noauth tenant without X-Tenant-Id."),
+    cfg.StrOpt("default_user", default="demo", help="noauth user without X-User-Id."),
+    cfg.IntOpt("max_body_size", default=1024 * 1024, min=1024,
+               help="Largest request body accepted, in bytes (larger: 413)."),
+    cfg.StrOpt("state_dir", default=DEFAULT_STATE_DIR,
+               help="Folder for the default SQLite database and other local state."),
+]
+
+database_opts = [
+    cfg.StrOpt("connection", secret=True,
+               help="SQLAlchemy URL of the database (default: SQLite file "
+                    "fornace.sqlite in state_dir), e.g. "
+                    "postgresql+psycopg://user@127.0.0.1:5432/fornace."),
+]
+
+keystone_opts = [
+    cfg.URIOpt("auth_url", help="Keystone v3 URL, e.g. http://127.0.0.1:5000/v3."),
+    cfg.StrOpt("username", help="Service user that validates tokens."),
+    cfg.StrOpt("password", secret=True, help="Password of the service user."),
+    cfg.StrOpt("project_name", default="service", help="Project of the service user."),
+    cfg.StrOpt("user_domain_name", default="Default"),
+    cfg.StrOpt("project_domain_name", default="Default"),
+    cfg.IntOpt("cache_seconds", default=60, min=0,
+               help="How long a validated token is trusted before asking Keystone again."),
+]
+
+
+def register(conf: cfg.ConfigOpts) -> None:
+    conf.register_opts(api_opts, group="api")
+    conf.register_opts(database_opts, group="database")
+    conf.register_opts(keystone_opts, group="keystone")
+
+
+def database_url(conf: cfg.ConfigOpts) -> str:
+    if conf.database.connection:
+        return conf.database.connection
+    os.makedirs(conf.api.state_dir, exist_ok=True)
+    return "sqlite:///" + os.path.join(conf.api.state_dir, "fornace.sqlite")
+
+
+def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    """For oslo-config-generator (``etc/fornace.conf.sample``)."""
+    return [("api", api_opts), ("database", database_opts), ("keystone", keystone_opts)]

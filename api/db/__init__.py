@@ -1,0 +1,1 @@
+"""Storage of the API: SQLAlchemy models, engine set-up and Alembic migrations."""

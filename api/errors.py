@@ -1,0 +1,44 @@
+"""Errors of the API, each with its HTTP status.
+
+They become JSON bodies ``{"error": {"code": N, "title": …, "message": …}}``
+(the real muranoclient crashes on text/plain errors and non-dict bodies).
+"""
+from __future__ import annotations
+
+
+class ApiError(Exception):
+    status = 500
+    title = "Internal Server Error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class BadRequest(ApiError):
+    status, title = 400, "Bad Request"
+
+
+class Unauthorized(ApiError):
+    status, title = 401, "Unauthorized"
+
+
+class Forbidden(ApiError):
+    status, title = 403, "Forbidden"
+
+
+class NotFound(ApiError):
+    status, title = 404, "Not Found"
+
+
+class TooLarge(ApiError):
+    status, title = 413, "Request Entity Too Large"
+
+
+class Unavailable(ApiError):
+    status, title = 503, "Service Unavailable"
+
+
+def error_body(status: int, title: str, message: str) -> dict:
+    return {"error": {"code": status, "title": title, "message": message},
+            "code": status, "title": title, "explanation": message}

@@ -1,0 +1,486 @@
+"""What the API does with the database: environments, sessions, services,
+deployments and the results and reports that come back from the conductor.
+
+Every call takes the caller's :class:`Context`; an environment of another
+tenant is never read or changed (403), a missing one is 404.  Changes that
+must not be half-stored happen in one transaction; deploying is claimed
+with conditional UPDATEs so two concurrent deploys cannot both win.
+"""
+from __future__ import annotations
+
+import copy
+import datetime
+import logging
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session as DbSession, sessionmaker
+
+from conductor import contract
+from conductor.secrets import find_secrets, mask_text, masked
+
+from . import specs, tree
+from .db.models import ConfigSession, Deployment, Environment, Status, new_id, utcnow
+from .errors import BadRequest, Forbidden, NotFound, Unavailable
+
+LOG = logging.getLogger(__name__)
+
+BUSY = ("deploying", "deleting")
+Publisher = Callable[[dict, str], None]  # (task body, message id)
+
+
+@dataclass(frozen=True)
+class Context:
+    tenant_id: str
+    user_id: str
+    token: str | None = None
+    is_admin: bool = False
+
+
+def iso(value: datetime.datetime | None) -> str | None:
+    return value.replace(microsecond=0).isoformat() if value is not None else None
+
+
+def env_view(env: Environment, status: str) -> dict[str, Any]:
+    return {"id": env.id, "name": env.name, "created": iso(env.created),
+            "updated": iso(env.updated), "tenant_id": env.tenant_id,
+            "version": env.version, "status": status}
+
+
+def session_view(session: ConfigSession) -> dict[str, Any]:
+    return {"id": session.id, "environment_id": session.environment_id,
+            "created": iso(session.created), "updated": iso(session.updated),
+            "user_id": session.user_id, "version": session.version, "state": session.state}
+
+
+def deployment_view(deployment: Deployment) -> dict[str, Any]:
+    return {"id": deployment.id, "environment_id": deployment.environment_id,
+            "state": deployment.state, "started": iso(deployment.started),
+            "finished": iso(deployment.finished), "created": iso(deployment.created),
+            "updated": iso(deployment.updated), "description": deployment.description}
+
+
+def status_view(status: Status) -> dict[str, Any]:
+    return {"id": status.id, "deployment_id": status.deployment_id, "entity": status.entity,
+            "entity_id": status.entity_id, "text": status.text, "details": status.details,
+            "level": status.level, "created": iso(status.created),
+            "updated": iso(status.updated)}
+
+
+class Store:
+    def __init__(self, sessions: sessionmaker, publish: Publisher) -> None:
+        self._sessions = sessions
+        self._publish = publish
+
+    # -- helpers ---------------------------------------------------------
+    def _environment(self, db: DbSession, ctx: Context, env_id: str,
+                     lock: bool = False) -> Environment:
+        query = select(Environment).where(Environment.id == env_id)
+        if lock:
+            query = query.with_for_update()
+        env = db.scalars(query).first()
+        if env is None:
+            raise NotFound(f"environment {env_id} not found")
+        if env.tenant_id != ctx.tenant_id and not ctx.is_admin:
+            raise Forbidden(f"not authorized to access environment {env_id}")
+        return env
+
+    @staticmethod
+    def _status(db: DbSession, env: Environment) -> str:
+        if env.state in BUSY:
+            return env.state
+        pending = db.scalar(select(func.count()).select_from(ConfigSession).where(
+            ConfigSession.environment_id == env.id, ConfigSession.state == "open",
+            ConfigSession.version == env.version))
+        if pending:
+            return "pending"
+        return env.state
+
+    def _session(self, db: DbSession, ctx: Context, env: Environment, session_id: str | None,
+                 editable: bool) -> ConfigSession:
+        """The configuration session named by the header, checked."""
+        if not session_id:
+            raise BadRequest("the X-Configuration-Session header is required")
+        session = db.get(ConfigSession, session_id)
+        if session is None or session.environment_id != env.id:
+            raise NotFound(f"session {session_id} not found in environment {env.id}")
+        if session.user_id != ctx.user_id and not ctx.is_admin:
+            raise Forbidden(f"not authorized to access session {session_id}")
+        if editable:
+            if session.state != "open":
+                raise Forbidden(f"session {session_id} is {session.state}: it cannot be changed")
+            if session.version != env.version:
+                raise Forbidden(f"session {session_id} is invalid: environment {env.id} "
+                                f"changed since it was opened")
+        return session
+
+    # -- environments ----------------------------------------------------
+    def list_environments(self, ctx: Context) -> list[dict[str, Any]]:
+        with self._sessions() as db:
+            envs = db.scalars(select(Environment).where(Environment.tenant_id == ctx.tenant_id)
+                              .order_by(Environment.created)).all()
+            pending = set(db.scalars(
+                select(ConfigSession.environment_id).join(
+                    Environment, Environment.id == ConfigSession.environment_id).where(
+                    Environment.tenant_id == ctx.tenant_id, ConfigSession.state == "open",
+                    ConfigSession.version == Environment.version)))
+            return [env_view(env, env.state if env.state in BUSY else
+                             "pending" if env.id in pending else env.state) for env in envs]
+
+    def create_environment(self, ctx: Context, name: str) -> dict[str, Any]:
+        with self._sessions.begin() as db:
+            env_id = new_id()
+            env = Environment(id=env_id, name=name, tenant_id=ctx.tenant_id, version=0,
+                              state="ready",
+                              description={"id": env_id, "name": name, "services": []})
+            db.add(env)
+            db.flush()
+            return env_view(env, "ready")
+
+    def get_environment(self, ctx: Context, env_id: str,
+                        session_id: str | None = None) -> dict[str, Any]:
+        with self._sessions() as db:
+            env = self._environment(db, ctx, env_id)
+            description = env.description
+            if session_id:
+                session = self._session(db, ctx, env, session_id, editable=False)
+                description = session.description
+            view = env_view(env, self._status(db, env))
+            view["services"] = specs.masked_view(description.get("services") or [])
+            return view
+
+    def update_environment(self, ctx: Context, env_id: str, name: str) -> dict[str, Any]:
+        with self._sessions.begin() as db:
+            env = self._environment(db, ctx, env_id, lock=True)
+            env.name = name
+            env.description = {**env.description, "name": name}
+            env.updated = utcnow()
+            db.flush()
+            return env_view(env, self._status(db, env))
+
+    def delete_environment(self, ctx: Context, env_id: str, abandon: bool = False) -> None:
+        """Tear down (send a deletion task) or, never deployed / abandoned, just forget."""
+        with self._sessions.begin() as db:
+            env = self._environment(db, ctx, env_id, lock=True)
+            if abandon or (env.version == 0 and env.state == "ready"):
+                db.delete(env)
+                return
+            previous = env.state
+            claimed = db.execute(update(Environment).where(
+                Environment.id == env_id, Environment.state.not_in(BUSY)).values(
+                state="deleting", updated=utcnow())).rowcount
+            if claimed != 1:
+                raise Forbidden(f"environment {env_id} is {env.state}; wait for it to end "
+                                f"or delete it with abandon=true")
+            deployment = Deployment(id=new_id(), environment_id=env.id,
+                                    tenant_id=env.tenant_id, kind="delete",
+                                    description=masked(env.description))
+            db.add(deployment)
+            body = contract.deletion_task_body(env.id, env.name, ctx.token, env.tenant_id)
+        self._send(body, deployment.id, env_id, previous)
+
+    def _send(self, body: dict, message_id: str, env_id: str, previous: str,
+              session_id: str | None = None) -> None:
+        """Publish a task; if the broker refuses, undo the claim (nothing half-done)."""
+        try:
+            self._publish(body, message_id)
+        except Exception as exc:
+            LOG.error("environment %s: cannot publish task %s: %s", env_id, message_id, exc)
+            with self._sessions.begin() as db:
+                db.execute(update(Environment).where(Environment.id == env_id).values(
+                    state=previous))
+                if session_id:
+                    db.execute(update(ConfigSession).where(
+                        ConfigSession.id == session_id).values(state="open"))
+                deployment = db.get(Deployment, message_id)
+                if deployment is not None:
+                    db.delete(deployment)
+            raise Unavailable("the task queue is unavailable; nothing was started, "
+                              "try again later") from None
+
+    def last_status(self, ctx: Context, env_id: str,
+                    session_id: str | None = None) -> dict[str, Any]:
+        with self._sessions() as db:
+            env = self._environment(db, ctx, env_id)
+            if session_id:
+                self._session(db, ctx, env, session_id, editable=False)
+            deployment = db.scalars(select(Deployment).where(
+                Deployment.environment_id == env.id).order_by(
+                Deployment.started.desc())).first()
+            latest: dict[str, Any] = {}
+            if deployment is not None:
+                for status in db.scalars(select(Status).where(
+                        Status.deployment_id == deployment.id).order_by(Status.created)):
+                    if status.entity_id:
+                        latest[status.entity_id] = status_view(status)
+            return latest
+
+    # -- sessions ----------------------------------------------------------
+    def configure(self, ctx: Context, env_id: str) -> dict[str, Any]:
+        with self._sessions.begin() as db:
+            env = self._environment(db, ctx, env_id, lock=True)
+            if env.state in BUSY:
+                raise Forbidden(f"cannot open a session: environment {env_id} is {env.state}")
+            session = ConfigSession(id=new_id(), environment_id=env.id, user_id=ctx.user_id,
+                                    version=env.version, state="open",
+                                    description=copy.deepcopy(env.description))
+            db.add(session)
+            db.flush()
+            return session_view(session)
+
+    def get_session(self, ctx: Context, env_id: str, session_id: str) -> dict[str, Any]:
+        with self._sessions() as db:
+            env = self._environment(db, ctx, env_id)
+            session = self._session(db, ctx, env, session_id, editable=False)
+            if session.state == "open" and session.version != env.version:
+                raise Forbidden(f"session {session_id} is invalid: environment {env_id} "
+                                f"changed since it was opened")
+            return session_view(session)
+
+    def delete_session(self, ctx: Context, env_id: str, session_id: str) -> None:
+        with self._sessions.begin() as db:
+            env = self._environment(db, ctx, env_id)
+            session = self._session(db, ctx, env, session_id, editable=False)
+            if session.state == "deploying":
+                raise Forbidden(f"session {session_id} is deploying and cannot be deleted")
+            db.delete(session)
+
+    def deploy(self, ctx: Context, env_id: str, session_id: str) -> None:
+        with self._sessions.begin() as db:
+            env = self._environment(db, ctx, env_id)
+            session = self._session(db, ctx, env, session_id, editable=False)
+            if session.state != "open":
+                raise Forbidden(f"session {session_id} is already {session.state}")
+            if session.version != env.version:
+                raise Forbidden(f"session {session_id} is invalid: another session was "
+                                f"deployed since it was opened")
+            previous = env.state
+            claimed = db.execute(update(Environment).where(
+                Environment.id == env.id, Environment.version == session.version,
+                Environment.state.not_in(BUSY)).values(
+                state="deploying", updated=utcnow())).rowcount
+            if claimed != 1:
+                raise Forbidden(f"environment {env_id} is already being deployed or deleted")
+            db.execute(update(ConfigSession).where(ConfigSession.id == session.id).values(
+                state="deploying", updated=utcnow()))
+            deployment = Deployment(id=new_id(), environment_id=env.id,
+                                    tenant_id=env.tenant_id, session_id=session.id,
+                                    kind="deploy", description=masked(session.description))
+            db.add(deployment)
+            body = contract.task_body(session.description, ctx.token, env.tenant_id)
+        self._send(body, deployment.id, env_id, previous, session_id)
+
+    # -- services ------------------------------------------------------------
+    def get_services(self, ctx: Context, env_id: str, path: str,
+                     session_id: str | None) -> Any:
+        with self._sessions() as db:
+            env = self._environment(db, ctx, env_id)
+            description = env.description
+            if session_id:
+                description = self._session(db, ctx, env, session_id,
+                                            editable=False).description
+            return specs.masked_view(tree.get(description.get("services") or [],
+                                              tree.split(path)))
+
+    def _edit(self, ctx: Context, env_id: str, session_id: str | None,
+              change: Callable[[list], Any]) -> Any:
+        """Apply ``change`` to a copy of the session's services; store it if valid."""
+        with self._sessions.begin() as db:
+            env = self._environment(db, ctx, env_id)
+            session = self._session(db, ctx, env, session_id, editable=True)
+            description = copy.deepcopy(session.description)
+            services = description.setdefault("services", [])
+            if not isinstance(services, list):
+                raise BadRequest("the environment's services are not a list")
+            result = change(services)
+            session.description = description
+            session.updated = utcnow()
+            return specs.masked_view(result)
+
+    def post_service(self, ctx: Context, env_id: str, path: str, data: Any,
+                     session_id: str | None) -> Any:
+        segments = tree.split(path)
+
+        def change(services: list) -> Any:
+            now = iso(utcnow())
+            if not segments:
+                _spec(specs.validate_create, data)
+                service = _spec(specs.prepare_new, data, now, services)
+                services.append(service)
+                return service
+            target = tree.get(services, segments)
+            if not isinstance(target, list):
+                raise BadRequest(f"{path} is not a list: POST adds items to lists")
+            items = data if isinstance(data, list) else [data]
+            target.extend(copy.deepcopy(items))
+            _revalidate(services, segments, now)
+            return data
+        return self._edit(ctx, env_id, session_id, change)
+
+    def put_service(self, ctx: Context, env_id: str, path: str, data: Any,
+                    session_id: str | None) -> Any:
+        segments = tree.split(path)
+
+        def change(services: list) -> Any:
+            now = iso(utcnow())
+            if not segments:
+                if not isinstance(data, list):
+                    raise BadRequest("PUT on /services takes the whole list of services")
+                new = specs.keep_secrets(copy.deepcopy(data), services)
+                for item in new:
+                    _spec(specs.validate_update, item)
+                new = [_spec(specs.prepare_units, item) for item in new]
+                services[:] = new
+                return new
+            try:
+                old = tree.get(services, segments)
+            except NotFound:
+                old = None
+            value = specs.keep_secrets(copy.deepcopy(data), old)
+            tree.put(services, segments, value)
+            _revalidate(services, segments, now)
+            return tree.get(services, segments)
+        return self._edit(ctx, env_id, session_id, change)
+
+    def delete_service(self, ctx: Context, env_id: str, path: str,
+                       session_id: str | None) -> None:
+        segments = tree.split(path)
+
+        def change(services: list) -> None:
+            if not segments:
+                services.clear()
+                return None
+            tree.delete(services, segments)
+            if len(segments) > 1:
+                _revalidate(services, segments, iso(utcnow()))
+            return None
+        self._edit(ctx, env_id, session_id, change)
+
+    # -- deployments ----------------------------------------------------------
+    def list_deployments(self, ctx: Context, env_id: str | None = None) -> list[dict[str, Any]]:
+        with self._sessions() as db:
+            query = select(Deployment).where(Deployment.tenant_id == ctx.tenant_id)
+            if env_id is not None:
+                self._environment(db, ctx, env_id)
+                query = query.where(Deployment.environment_id == env_id)
+            return [deployment_view(d) for d in db.scalars(
+                query.order_by(Deployment.started.desc()))]
+
+    def reports(self, ctx: Context, env_id: str, deployment_id: str,
+                service_ids: list[str]) -> list[dict[str, Any]]:
+        with self._sessions() as db:
+            env = self._environment(db, ctx, env_id)
+            deployment = db.get(Deployment, deployment_id)
+            if deployment is None or deployment.environment_id != env.id:
+                raise NotFound(f"deployment {deployment_id} not found in environment {env_id}")
+            query = select(Status).where(Status.deployment_id == deployment.id)
+            if service_ids:
+                query = query.where(Status.entity_id.in_(
+                    _entities_of(deployment.description, service_ids)))
+            return [status_view(s) for s in db.scalars(query.order_by(Status.created))]
+
+    # -- from the conductor ------------------------------------------------------
+    def apply_result(self, body: Any, message_id: str | None) -> None:
+        """Store a final model (task-results); a redelivered result changes nothing."""
+        model = contract.parse_result(body)
+        with self._sessions.begin() as db:
+            deployment = db.get(Deployment, message_id) if message_id else None
+            if deployment is None:
+                deployment = _running(db, model["id"])
+            if deployment is None or deployment.finished is not None:
+                LOG.info("result %s for environment %s: no running deployment, ignored",
+                         message_id, model["id"])
+                return
+            env = db.get(Environment, deployment.environment_id)
+            errors = db.scalar(select(func.count()).select_from(Status).where(
+                Status.deployment_id == deployment.id, Status.level == "error"))
+            now = utcnow()
+            deployment.finished = now
+            deployment.updated = now
+            deployment.state = "completed_w_errors" if errors else "success"
+            if env is None:
+                return
+            if deployment.kind == "delete":
+                if errors:
+                    env.state, env.updated = "delete failure", now
+                else:
+                    db.delete(env)
+                return
+            env.description = model
+            env.version += 1
+            env.state = "deploy failure" if errors else "ready"
+            env.updated = now
+            if deployment.session_id:
+                db.execute(update(ConfigSession).where(
+                    ConfigSession.id == deployment.session_id).values(
+                    state="deployed", updated=now))
+
+    def add_report(self, body: Any, message_id: str | None) -> None:
+        """Store a status row (task-reports); a redelivered report is stored once."""
+        report = contract.parse_report(body)
+        try:
+            with self._sessions.begin() as db:
+                if message_id and db.scalar(select(Status.id).where(
+                        Status.message_id == message_id)):
+                    return
+                deployment = _running(db, report.environment_id) or db.scalars(
+                    select(Deployment).where(
+                        Deployment.environment_id == report.environment_id).order_by(
+                        Deployment.started.desc())).first()
+                if deployment is None:
+                    LOG.info("report %s for unknown environment %s dropped", message_id,
+                             report.environment_id)
+                    return
+                secrets: set[str] = set()
+                for owner in (db.get(Environment, deployment.environment_id),
+                              db.get(ConfigSession, deployment.session_id or "")):
+                    if owner is not None:
+                        find_secrets(owner.description, secrets)
+                details = report.details
+                if details is not None and not isinstance(details, str):
+                    details = str(masked(details, secrets))
+                db.add(Status(id=new_id(), deployment_id=deployment.id, message_id=message_id,
+                              entity=report.entity,
+                              entity_id=None if report.id is None else str(report.id),
+                              text=mask_text(report.text, secrets),
+                              details=mask_text(details, secrets) if details else details,
+                              level=report.level))
+        except IntegrityError:  # the same report stored by a concurrent consumer
+            LOG.info("report %s already stored", message_id)
+
+
+def _running(db: DbSession, env_id: str) -> Deployment | None:
+    return db.scalars(select(Deployment).where(
+        Deployment.environment_id == env_id, Deployment.finished.is_(None)).order_by(
+        Deployment.started.desc())).first()
+
+
+def _entities_of(description: dict, service_ids: list[str]) -> set[str]:
+    """The given services and their units (reports name either)."""
+    wanted = set(service_ids)
+    for service in description.get("services") or []:
+        if isinstance(service, dict) and service.get("id") in service_ids:
+            for unit in service.get("units") or []:
+                if isinstance(unit, dict) and unit.get("id"):
+                    wanted.add(unit["id"])
+    return wanted
+
+
+def _spec(check: Callable, *args: Any) -> Any:
+    try:
+        return check(*args)
+    except specs.SpecError as exc:
+        raise BadRequest(str(exc)) from None
+
+
+def _revalidate(services: list, segments: list[str], now: str | None) -> None:
+    """After an edit below a service, the service must still be valid."""
+    service = tree.top_service(services, segments)
+    if isinstance(service, dict):
+        _spec(specs.validate_update, service)
+        prepared = _spec(specs.prepare_units, service)
+        prepared["updated"] = now
+        index = next(i for i, item in enumerate(services) if item is service)
+        services[index] = prepared

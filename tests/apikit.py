@@ -1,0 +1,57 @@
+"""Helpers for the API tests: an API on a fresh database with a recording publisher."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi.testclient import TestClient
+from sqlalchemy import text
+
+from api.app import create_app
+from api.auth import NoAuth
+from api.db.engine import make_engine, session_factory, upgrade
+from api.store import Store
+
+
+@dataclass
+class Published:
+    tasks: list[tuple[dict, str]] = field(default_factory=list)
+    fail: bool = False
+
+    def __call__(self, body: dict, message_id: str) -> None:
+        if self.fail:
+            raise ConnectionError("broker down")
+        self.tasks.append((body, message_id))
+
+
+@dataclass
+class Api:
+    client: TestClient
+    store: Store
+    published: Published
+
+    def as_tenant(self, tenant: str, user: str = "u1") -> dict[str, str]:
+        return {"X-Tenant-Id": tenant, "X-User-Id": user}
+
+
+def make_api(url: str, max_body_size: int = 1024 * 1024) -> Api:
+    upgrade(url)
+    engine = make_engine(url)
+    published = Published()
+    store = Store(session_factory(engine), published)
+    app = create_app(store, NoAuth("t1", "u1"), max_body_size)
+    return Api(TestClient(app, raise_server_exceptions=False), store, published)
+
+
+def reset_postgres(url: str) -> None:
+    """Drop every table of the test database (tests start from an empty schema)."""
+    engine = make_engine(url)
+    with engine.begin() as connection:
+        connection.execute(text("DROP SCHEMA public CASCADE"))
+        connection.execute(text("CREATE SCHEMA public"))
+    engine.dispose()
+
+
+def web_server(name: str = "frontend", **extra: Any) -> dict[str, Any]:
+    return {"name": name, "type": "webServer", "adminPassword": "P@ssw0rd-web",
+            "domain": "acme.loc", "units": [{"location": "west-dc"}], **extra}
