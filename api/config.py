@@ -33,8 +33,9 @@ keystone_opts = [
     cfg.StrOpt("username", help="Service user that validates tokens."),
     cfg.StrOpt("password", secret=True, help="Password of the service user."),
     cfg.StrOpt("project_name", default="service", help="Project of the service user."),
-    cfg.StrOpt("user_domain_name", default="Default"),
-    cfg.StrOpt("project_domain_name", default="Default"),
+    cfg.StrOpt("user_domain_name", default="Default", help="Domain of the service user."),
+    cfg.StrOpt("project_domain_name", default="Default",
+               help="Domain of the service user's project."),
     cfg.IntOpt("cache_seconds", default=60, min=0,
                help="How long a validated token is trusted before asking Keystone again."),
 ]

@@ -40,5 +40,5 @@ class Unavailable(ApiError):
 
 
 def error_body(status: int, title: str, message: str) -> dict:
-    return {"error": {"code": status, "title": title, "message": message},
-            "code": status, "title": title, "explanation": message}
+    # every top-level value must be an object: muranoclient reads .get("message") of each
+    return {"error": {"code": status, "title": title, "message": message}}

@@ -441,6 +441,8 @@ class Store:
                 details = report.details
                 if details is not None and not isinstance(details, str):
                     details = str(masked(details, secrets))
+                if report.level == "error" and deployment.state == "success":
+                    _late_error(db, deployment)
                 db.add(Status(id=new_id(), deployment_id=deployment.id, message_id=message_id,
                               entity=report.entity,
                               entity_id=None if report.id is None else str(report.id),
@@ -449,6 +451,14 @@ class Store:
                               level=report.level))
         except IntegrityError:  # the same report stored by a concurrent consumer
             LOG.info("report %s already stored", message_id)
+
+
+def _late_error(db: DbSession, deployment: Deployment) -> None:
+    """An error report that arrived after the result (two queues, no common order)."""
+    deployment.state = "completed_w_errors"
+    env = db.get(Environment, deployment.environment_id)
+    if env is not None and env.state == "ready" and deployment.kind == "deploy":
+        env.state = "deploy failure"
 
 
 def _running(db: DbSession, env_id: str) -> Deployment | None:

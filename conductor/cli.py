@@ -8,28 +8,38 @@ with an error), 2 bad usage or unreadable input.
 """
 from __future__ import annotations
 
+import importlib
 import sys
-from typing import Callable
+from types import ModuleType
 
 from oslo_config import cfg
 
-from . import config, workflow_cli
+from . import config
 from .errors import FornaceError
 
-# name -> (add its parsers to the sub-parsers object, run it)
-COMMANDS: dict[str, tuple[Callable, Callable[[cfg.ConfigOpts], int]]] = {
-    "workflow": (workflow_cli.add_parsers, workflow_cli.run),
+# sub-command -> module with add_parsers(subparsers), run(conf) and maybe register(conf)
+COMMANDS = {
+    "workflow": "conductor.workflow_cli",
+    "api": "api.cli",
 }
 
 
+def _module(name: str) -> ModuleType:
+    return importlib.import_module(COMMANDS[name])
+
+
 def _add_command_parsers(subparsers) -> None:
-    for add_parsers, _ in COMMANDS.values():
-        add_parsers(subparsers)
+    for name in COMMANDS:
+        _module(name).add_parsers(subparsers)
 
 
 def build_conf() -> cfg.ConfigOpts:
     conf = cfg.ConfigOpts()
     config.register(conf)
+    for name in COMMANDS:
+        register = getattr(_module(name), "register", None)
+        if register is not None:
+            register(conf)
     conf.register_cli_opt(cfg.SubCommandOpt(
         "command", title="commands", handler=_add_command_parsers,
         help="run 'fornace COMMAND --help' for the options of each"))
@@ -47,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fornace: {exc}", file=sys.stderr)
         return 2
     try:
-        return COMMANDS[conf.command.name][1](conf)
+        return _module(conf.command.name).run(conf)
     except FornaceError as exc:
         print(f"fornace: {exc}", file=sys.stderr)
         return 2

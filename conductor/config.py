@@ -31,6 +31,12 @@ rabbit_opts = [
                help="Address of the Fornace server given to instances in user data."),
 ]
 
+broker_opts = [
+    cfg.StrOpt("url", default="memory://", secret=True,
+               help="Broker URL: memory:// (in-process, one-machine mode) or "
+                    "amqp://user:password@host:5672/vhost for RabbitMQ."),
+]
+
 common_opts = [
     cfg.StrOpt("data_dir", default=str(BUILTIN_DATA),
                help="Catalog folder: workflows/, templates/cf, templates/agent, init-scripts."),
@@ -41,6 +47,7 @@ def register(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(common_opts)
     conf.register_opts(engine_opts, group="engine")
     conf.register_opts(rabbit_opts, group="rabbitmq")
+    conf.register_opts(broker_opts, group="broker")
 
 
 def config_mapping(conf: cfg.ConfigOpts) -> dict[str, Any]:
@@ -68,4 +75,5 @@ def engine_settings(conf: cfg.ConfigOpts) -> Settings:
 
 def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
     """For oslo-config-generator (``etc/fornace.conf.sample``)."""
-    return [(None, common_opts), ("engine", engine_opts), ("rabbitmq", rabbit_opts)]
+    return [(None, common_opts), ("engine", engine_opts), ("rabbitmq", rabbit_opts),
+            ("broker", broker_opts)]

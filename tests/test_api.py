@@ -341,3 +341,16 @@ def test_unknown_route_and_method_are_json(api):
     assert response.status_code == 404 and response.json()["error"]["code"] == 404
     response = api.client.patch("/environments")
     assert response.status_code == 405 and response.headers["content-type"] == "application/json"
+
+
+def test_error_report_after_the_result_still_counts(api):
+    env = create_env(api)
+    session = open_session(api, env["id"])
+    add_service(api, env["id"], session, web_server())
+    deploy(api, env["id"], session)
+    body, message_id = api.published.tasks[-1]
+    api.store.apply_result(contract.result_body(body), message_id)
+    api.store.add_report(contract.report_body("u", "unit", "late", "error", env["id"]), "late")
+    assert api.client.get(f"/environments/{env['id']}").json()["status"] == "deploy failure"
+    deployment = api.client.get(f"/environments/{env['id']}/deployments").json()["deployments"][0]
+    assert deployment["state"] == "completed_w_errors"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import base64
 
+from ..contract import agent_queue, results_queue as result_queue
 from ..engine import Evaluator, function
 from ..scope import Frame
 from ..xmlload import Node
@@ -16,15 +17,6 @@ def generate_hostname(ev: Evaluator, node: Node, frame: Frame) -> str:
     return ev.session.hostnames.generate(
         _text(pattern) if pattern else None,
         _text(service_id) if service_id is not None else None)
-
-
-def agent_queue(environment_id: str, service_id: str, unit_id: str) -> str:
-    """The per-unit input queue of the agent (0.2 naming, lower-cased)."""
-    return f"e{environment_id}-{service_id}-{unit_id}".lower()
-
-
-def result_queue(environment_id: str) -> str:
-    return f"-execution-results-e{environment_id}".lower()
 
 
 @function("prepare-user-data", params=("hostname", "service", "unit", "template", "initFile"))

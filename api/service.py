@@ -1,0 +1,92 @@
+"""Wiring of the API process: database, broker, consumers and the web app.
+
+The consumers of ``task-results`` and ``task-reports`` run in a background
+thread of the API process; the web app publishes tasks through one broker
+connection per thread (kombu connections are not shared across threads).
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from fastapi import FastAPI
+from oslo_config import cfg
+
+from conductor import contract
+from conductor.broker import Broker, Consumer, Delivery
+
+from .app import create_app
+from .auth import KeystoneAuth, NoAuth
+from .config import database_url
+from .db.engine import make_engine, session_factory, upgrade
+from .store import Store
+
+LOG = logging.getLogger(__name__)
+
+
+class ThreadBrokers:
+    """A publisher with one :class:`Broker` per calling thread."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._local = threading.local()
+        self._all: list[Broker] = []
+        self._lock = threading.Lock()
+
+    def broker(self) -> Broker:
+        broker = getattr(self._local, "broker", None)
+        if broker is None:
+            broker = self._local.broker = Broker(self.url)
+            with self._lock:
+                self._all.append(broker)
+        return broker
+
+    def publish_task(self, body: dict, message_id: str) -> None:
+        self.broker().publish(contract.TASKS, body, message_id)
+
+    def close(self) -> None:
+        with self._lock:
+            for broker in self._all:
+                broker.close()
+            self._all.clear()
+
+
+class ApiService:
+    """Everything ``fornace api`` runs."""
+
+    def __init__(self, conf: cfg.ConfigOpts, db_url: str | None = None) -> None:
+        url = db_url or database_url(conf)
+        upgrade(url)
+        self.engine = make_engine(url)
+        self.brokers = ThreadBrokers(conf.broker.url)
+        self.store = Store(session_factory(self.engine), self.brokers.publish_task)
+        auth: Any = (KeystoneAuth.from_config(conf) if conf.api.auth_mode == "keystone"
+                     else NoAuth(conf.api.default_tenant, conf.api.default_user))
+        self.app: FastAPI = create_app(self.store, auth, conf.api.max_body_size)
+        self._stop = threading.Event()
+        self._consumer: Consumer | None = None
+        self._thread: threading.Thread | None = None
+
+    def _on_result(self, body: Any, delivery: Delivery) -> None:
+        self.store.apply_result(body, delivery.message_id)
+
+    def _on_report(self, body: Any, delivery: Delivery) -> None:
+        self.store.add_report(body, delivery.message_id)
+
+    def start_consumers(self) -> Consumer:
+        """Consume results and reports in a background thread."""
+        self._consumer = Consumer(Broker(self.brokers.url),
+                                  {contract.RESULTS: self._on_result,
+                                   contract.REPORTS: self._on_report}, self._stop)
+        self._thread = threading.Thread(target=self._consumer.run, name="api-consumers",
+                                        daemon=True)
+        self._thread.start()
+        return self._consumer
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+        self.brokers.close()
+        self.engine.dispose()

@@ -1,0 +1,565 @@
+"""Tests of conductor.broker: in memory, and against the RabbitMQ of this machine.
+
+The RabbitMQ tests use ``services.amqp_url()`` (skip, or fail under
+``FORNACE_REQUIRE_SERVICES=1``, when RabbitMQ is absent), unique queue names
+that are deleted afterwards, and a small TCP proxy to cut connections the
+way a broker restart or a network failure does.
+"""
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+import uuid
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import kombu
+import pytest
+
+from conductor import broker as broker_module
+from conductor.broker import Broker, Consumer, Delivery, kombu_queue
+from conductor.contract import TASKS, ContractError, parse_report, report_body
+from services import amqp_url  # tests/ is on sys.path (rootdir conftest, no package)
+
+WAIT = 10.0  # upper bound for anything that should happen "soon"
+
+
+def unique(prefix: str = "test") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+class Running:
+    """A Consumer in a thread, with the calls its handlers got."""
+
+    def __init__(self, broker: Broker, queues: list[str], handler: Any = None,
+                 **options: Any) -> None:
+        self.calls: list[tuple[Any, Delivery]] = []
+        self.changed = threading.Condition()
+        self.stop = threading.Event()
+        self.handler = handler
+        self.consumer = Consumer(broker, {q: self._handle for q in queues}, self.stop,
+                                 **{"requeue_delay": 0.05, "poll_interval": 0.1, **options})
+        self.thread = threading.Thread(target=self.consumer.run, daemon=True)
+        self.thread.start()
+        assert self.consumer.ready.wait(WAIT), "the consumer did not subscribe"
+
+    def _handle(self, body: Any, delivery: Delivery) -> None:
+        with self.changed:
+            self.calls.append((body, delivery))
+            self.changed.notify_all()
+        if self.handler is not None:
+            self.handler(body, delivery)
+
+    def wait_calls(self, count: int, timeout: float = WAIT) -> list[tuple[Any, Delivery]]:
+        with self.changed:
+            assert self.changed.wait_for(lambda: len(self.calls) >= count, timeout), \
+                f"{len(self.calls)} handler calls, expected {count}"
+            return list(self.calls)
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(WAIT)
+        assert not self.thread.is_alive(), "the consumer did not stop"
+
+
+@pytest.fixture
+def consumers():
+    started: list[Running] = []
+
+    def start(*args: Any, **kwargs: Any) -> Running:
+        running = Running(*args, **kwargs)
+        started.append(running)
+        return running
+
+    yield start
+    for running in started:
+        running.close()
+
+
+def record_acks(monkeypatch, log: list) -> None:
+    original = kombu.message.Message.ack
+
+    def ack(self, *args, **kwargs):
+        log.append(("ack", self.properties.get("message_id")))
+        return original(self, *args, **kwargs)
+
+    monkeypatch.setattr(kombu.message.Message, "ack", ack)
+
+
+# ======================================================= both transports
+
+@pytest.fixture(params=["memory", "rabbitmq"])
+def url(request) -> str:
+    return "memory://" if request.param == "memory" else amqp_url()
+
+
+@pytest.fixture
+def queue(url):
+    """A unique queue name, deleted after the test."""
+    names: list[str] = []
+
+    def make(prefix: str = "test") -> str:
+        names.append(unique(prefix))
+        return names[-1]
+
+    yield make
+    with Broker(url) as cleaner:
+        for name in names:
+            cleaner.delete(name)
+
+
+def test_publish_then_consume_in_another_thread(url, queue, consumers):
+    name = queue()
+    with Broker(url) as broker:
+        first = broker.publish(name, {"n": 1})
+        second = broker.publish(name, {"n": 2}, message_id="my-id-2")
+    assert second == "my-id-2" and len(first) == 32
+    running = consumers(Broker(url), [name])
+    calls = running.wait_calls(2)
+    assert [(body, d.message_id, d.queue) for body, d in calls] == [
+        ({"n": 1}, first, name), ({"n": 2}, "my-id-2", name)]
+
+
+def test_ack_comes_only_after_the_handler_returned(url, queue, consumers, monkeypatch):
+    name = queue()
+    log: list = []
+    record_acks(monkeypatch, log)
+
+    def handler(body, delivery):
+        log.append(("start", delivery.message_id))
+        time.sleep(0.3)  # several turns of the consumer loop
+        log.append(("end", delivery.message_id))
+
+    running = consumers(Broker(url), [name], handler)
+    with Broker(url) as broker:
+        broker.publish(name, {"x": 1}, message_id="m1")
+    running.wait_calls(1)
+    deadline = time.monotonic() + WAIT
+    while ("ack", "m1") not in log and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert log == [("start", "m1"), ("end", "m1"), ("ack", "m1")]
+
+
+def test_contract_error_drops_the_message(url, queue, consumers, caplog):
+    name = queue()
+
+    def handler(body, delivery):
+        if body.get("bad"):
+            raise ContractError("report message: field 'level' must be a string")
+
+    running = consumers(Broker(url), [name], handler)
+    with caplog.at_level(logging.ERROR, logger="conductor.broker"), Broker(url) as broker:
+        broker.publish(name, {"bad": True, "token": "tok-secret-123"}, message_id="poison")
+        broker.publish(name, {"good": True}, message_id="fine")
+        calls = running.wait_calls(2)
+        time.sleep(0.2)  # a requeued poison message would come back in this time
+    assert [d.message_id for _, d in running.calls] == ["poison", "fine"]
+    assert [d.message_id for _, d in calls] == ["poison", "fine"]
+    dropped = [r.getMessage() for r in caplog.records if "dropping" in r.getMessage()]
+    assert dropped == [f"dropping bad message poison on {name!r}: "
+                       "report message: field 'level' must be a string"]
+    assert "tok-secret-123" not in caplog.text
+    assert Broker(url).drain(name, timeout=0.05) == []
+
+
+def test_a_body_that_is_not_json_is_dropped_without_calling_the_handler(
+        url, queue, consumers, caplog):
+    name = queue()
+    with Broker(url) as broker:
+        broker.publish(name, {"ok": 1}, message_id="before")  # declares the queue
+    with kombu.Connection(url) as conn:
+        kombu.Producer(conn).publish("{not json", exchange="", routing_key=name,
+                                     serializer=None, content_type="text/plain",
+                                     content_encoding="utf-8", message_id="garbage")
+    with caplog.at_level(logging.ERROR, logger="conductor.broker"):
+        with Broker(url) as broker:
+            broker.publish(name, {"ok": 2}, message_id="after")
+        running = consumers(Broker(url), [name])
+        calls = running.wait_calls(2)
+    assert [d.message_id for _, d in calls] == ["before", "after"]
+    assert f"dropping bad message garbage on {name!r}" in caplog.text
+    assert "invalid JSON at line 1:2" in caplog.text
+
+
+def test_other_errors_requeue_and_redeliver_with_the_same_id(url, queue, consumers, caplog):
+    name = queue()
+    failures = {"count": 0}
+
+    def handler(body, delivery):
+        if failures["count"] < 2:
+            failures["count"] += 1
+            raise RuntimeError(f"database down, token was {body['token']}")
+
+    running = consumers(Broker(url), [name], handler)
+    with caplog.at_level(logging.ERROR, logger="conductor.broker"), Broker(url) as broker:
+        broker.publish(name, {"token": "tok-secret-456"}, message_id="retry-me")
+        calls = running.wait_calls(3)
+    assert [d.message_id for _, d in calls] == ["retry-me"] * 3
+    if url.startswith("amqp"):
+        assert [d.redelivered for _, d in calls] == [False, True, True]
+    assert "RuntimeError: database down, token was ***" in caplog.text
+    assert "tok-secret-456" not in caplog.text
+    time.sleep(0.1)
+    assert len(running.calls) == 3  # acked after the success
+    assert Broker(url).drain(name, timeout=0.05) == []
+
+
+def test_one_consumer_serves_several_queues(url, queue, consumers):
+    reports, results = queue("reports"), queue("results")
+    running = consumers(Broker(url), [reports, results])
+    with Broker(url) as broker:
+        body = report_body("u1", "unit", "hello", "info", "E1")
+        broker.publish(reports, body, message_id="r1")
+        broker.publish(results, {"id": "E1"}, message_id="s1")
+    calls = running.wait_calls(2)
+    seen = {d.queue: (b, d.message_id) for b, d in calls}
+    assert seen == {reports: (body, "r1"), results: ({"id": "E1"}, "s1")}
+    assert parse_report(seen[reports][0]).text == "hello"
+
+
+def test_publishers_in_several_threads(url, queue, consumers):
+    name = queue()
+    sent: list[str] = []
+    lock = threading.Lock()
+
+    def publish(thread: int) -> None:
+        with Broker(url) as broker:  # one Broker per thread
+            for n in range(10):
+                message_id = broker.publish(name, {"thread": thread, "n": n})
+                with lock:
+                    sent.append(message_id)
+
+    threads = [threading.Thread(target=publish, args=(t,)) for t in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(WAIT)
+    running = consumers(Broker(url), [name], prefetch=5)
+    calls = running.wait_calls(40)
+    assert sorted(d.message_id for _, d in calls) == sorted(sent)
+    for t in range(4):  # order is kept per publisher
+        assert [b["n"] for b, _ in calls if b["thread"] == t] == list(range(10))
+
+
+def test_drain(url, queue):
+    name = queue()
+    with Broker(url) as broker:
+        ids = [broker.publish(name, {"n": n}) for n in range(3)]
+        start = time.monotonic()
+        assert broker.drain(name, timeout=WAIT, count=2) == [({"n": 0}, ids[0]),
+                                                             ({"n": 1}, ids[1])]
+        assert time.monotonic() - start < 1  # count reached: no waiting
+        assert broker.drain(name, timeout=0.1) == [({"n": 2}, ids[2])]
+        assert broker.drain(name, timeout=0.05) == []
+
+
+def test_stop_ends_an_idle_consumer_quickly(url, queue):
+    stop = threading.Event()
+    consumer = Consumer(Broker(url), {queue(): lambda b, d: None}, stop, poll_interval=0.1)
+    thread = threading.Thread(target=consumer.run)
+    thread.start()
+    assert consumer.ready.wait(WAIT)
+    start = time.monotonic()
+    stop.set()
+    thread.join(WAIT)
+    assert not thread.is_alive() and time.monotonic() - start < 1
+    assert not consumer.ready.is_set()
+
+
+def test_a_stop_lets_the_running_handler_finish_and_acks_it(url, queue):
+    name = queue()
+    stop = threading.Event()
+    started, done = threading.Event(), []
+
+    def handler(body, delivery):
+        started.set()
+        stop.wait()  # the handler watches the same event
+        done.append(delivery.message_id)
+
+    consumer = Consumer(Broker(url), {name: handler}, stop, poll_interval=0.1)
+    thread = threading.Thread(target=consumer.run)
+    thread.start()
+    with Broker(url) as broker:
+        broker.publish(name, {"x": 1}, message_id="long")
+        broker.publish(name, {"x": 2}, message_id="next")
+        assert started.wait(WAIT)
+        stop.set()
+        thread.join(WAIT)
+        assert done == ["long"]
+        # the finished one was acked, the one not started is still there
+        assert broker.drain(name, timeout=0.5) == [({"x": 2}, "next")]
+
+
+# ============================================================ memory only
+
+def test_memory_tasks_exchange_routing():
+    with Broker() as broker:
+        broker.delete(TASKS)
+        try:
+            message_id = broker.publish(TASKS, {"id": "E1", "tenant_id": "t", "token": None})
+            assert broker.drain(TASKS, timeout=0.1) == [
+                ({"id": "E1", "tenant_id": "t", "token": None}, message_id)]
+        finally:
+            broker.delete(TASKS)
+
+
+def test_kombu_queue_definitions():
+    tasks = kombu_queue(TASKS)
+    assert (tasks.name, tasks.exchange.name, tasks.exchange.type, tasks.routing_key) == (
+        "tasks", "tasks", "direct", "tasks")
+    assert tasks.durable and tasks.exchange.durable
+    agent = kombu_queue("eenv-svc-unit")
+    assert (agent.exchange.name, agent.routing_key, agent.durable) == (
+        "", "eenv-svc-unit", True)
+
+
+def test_broker_repr_masks_the_password():
+    assert "s3cret" not in repr(Broker("amqp://user:s3cret@localhost:5672//"))
+    assert repr(Broker()) == "Broker('memory://')"
+
+
+def test_consumer_needs_handlers():
+    with pytest.raises(ValueError):
+        Consumer(Broker(), {}, threading.Event())
+
+
+# ========================================================== RabbitMQ only
+
+class Proxy:
+    """A TCP proxy to the broker whose connections can be cut."""
+
+    def __init__(self, target: tuple[str, int]) -> None:
+        self.target = target
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.sockets: list[socket.socket] = []
+        self.lock = threading.Lock()
+        self.refusing = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def url(self, url: str) -> str:
+        parts = urlsplit(url)
+        netloc = parts.netloc.rsplit("@", 1)
+        host = f"127.0.0.1:{self.port}"
+        return urlunsplit(parts._replace(netloc=f"{netloc[0]}@{host}" if len(netloc) == 2
+                                         else host))
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            if self.refusing:
+                client.close()
+                continue
+            upstream = socket.create_connection(self.target)
+            with self.lock:
+                self.sockets += [client, upstream]
+            for a, b in ((client, upstream), (upstream, client)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                sink.sendall(data)
+        except OSError:
+            pass
+        for sock in (source, sink):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self) -> None:
+        """Break every open connection (the broker went away)."""
+        with self.lock:
+            sockets, self.sockets = self.sockets, []
+        for sock in sockets:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            sock.close()
+
+    def close(self) -> None:
+        self.listener.close()
+        self.cut()
+
+
+@pytest.fixture
+def rabbit() -> str:
+    return amqp_url()
+
+
+@pytest.fixture
+def rabbit_queue(rabbit):
+    names: list[str] = []
+
+    def make(prefix: str = "test") -> str:
+        names.append(unique(prefix))
+        return names[-1]
+
+    yield make
+    with Broker(rabbit) as cleaner:
+        for name in names:
+            cleaner.delete(name)
+
+
+@pytest.fixture
+def proxy(rabbit):
+    parts = urlsplit(rabbit)
+    running = Proxy((parts.hostname or "127.0.0.1", parts.port or 5672))
+    yield running
+    running.close()
+
+
+def test_durable_queue_and_persistent_message_outlive_the_connection(rabbit, rabbit_queue):
+    name = rabbit_queue()
+    with Broker(rabbit) as broker:
+        message_id = broker.publish(name, {"plan": 1})
+    with kombu.Connection(rabbit) as conn:  # a new connection
+        channel = conn.channel()
+        with pytest.raises(conn.channel_errors, match="durable"):
+            kombu.Queue(name, kombu.Exchange(""), routing_key=name,
+                        durable=False)(channel).declare()
+    with kombu.Connection(rabbit) as conn:
+        message = kombu_queue(name)(conn.channel()).get(no_ack=False)
+        assert message.properties["delivery_mode"] == 2
+        assert message.properties["message_id"] == message_id
+        assert message.content_type == "application/json"
+        assert message.decode() == {"plan": 1}
+        message.ack()
+
+
+def test_a_message_not_acked_by_a_dead_consumer_comes_back(rabbit, rabbit_queue):
+    name = rabbit_queue()
+    with Broker(rabbit) as broker:
+        message_id = broker.publish(name, {"plan": 2})
+        with kombu.Connection(rabbit) as conn:
+            message = kombu_queue(name)(conn.channel()).get(no_ack=False)
+            assert message.properties["message_id"] == message_id
+            # the connection closes without an ack
+        assert broker.drain(name, timeout=WAIT, count=1) == [({"plan": 2}, message_id)]
+
+
+def test_a_handler_cut_off_from_the_broker_is_redelivered(rabbit, rabbit_queue, proxy,
+                                                          consumers):
+    """The ack is lost with the connection: the message goes to another consumer."""
+    name = rabbit_queue()
+    started, release = threading.Event(), threading.Event()
+
+    def slow(body, delivery):
+        started.set()
+        assert release.wait(WAIT)
+
+    first = consumers(Broker(proxy.url(rabbit)), [name], slow)
+    with Broker(rabbit) as broker:
+        message_id = broker.publish(name, {"deploy": "E1"})
+    assert started.wait(WAIT)
+    proxy.refusing = True  # the first consumer stays away
+    proxy.cut()
+    second = consumers(Broker(rabbit), [name])
+    calls = second.wait_calls(1)
+    assert [(b, d.message_id, d.redelivered) for b, d in calls] == [
+        ({"deploy": "E1"}, message_id, True)]
+    release.set()
+
+
+def test_the_consumer_reconnects_after_the_broker_went_away(rabbit, rabbit_queue, proxy,
+                                                            consumers):
+    name = rabbit_queue()
+    running = consumers(Broker(proxy.url(rabbit)), [name])
+    with Broker(rabbit) as broker:
+        broker.publish(name, {"n": 1}, message_id="one")
+        running.wait_calls(1)
+        proxy.cut()
+        deadline = time.monotonic() + WAIT
+        while running.consumer.ready.is_set() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        broker.publish(name, {"n": 2}, message_id="two")
+    calls = running.wait_calls(2)  # after the reconnection backoff (0.5 s)
+    assert [d.message_id for _, d in calls] == ["one", "two"]
+
+
+def test_publish_retries_through_a_lost_connection(rabbit, rabbit_queue, proxy):
+    name = rabbit_queue()
+    with Broker(proxy.url(rabbit)) as broker:
+        broker.publish(name, {"n": 1}, message_id="one")
+        proxy.cut()
+        broker.publish(name, {"n": 2}, message_id="two")  # reconnects and sends
+    assert Broker(rabbit).drain(name, timeout=WAIT, count=2) == [
+        ({"n": 1}, "one"), ({"n": 2}, "two")]
+
+
+def test_two_consumers_on_one_queue_share_the_messages(rabbit, rabbit_queue, consumers):
+    name = rabbit_queue()
+
+    def work(body, delivery):
+        time.sleep(0.02)
+
+    one = consumers(Broker(rabbit), [name], work)
+    two = consumers(Broker(rabbit), [name], work)
+    with Broker(rabbit) as broker:
+        sent = {broker.publish(name, {"n": n}) for n in range(10)}
+    deadline = time.monotonic() + WAIT
+    while len(one.calls) + len(two.calls) < 10 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    got = [d.message_id for _, d in one.calls + two.calls]
+    assert sorted(got) == sorted(sent)  # each message exactly once
+    assert one.calls and two.calls      # and both had some
+
+
+def test_a_long_handler_keeps_the_heartbeats_going(rabbit, rabbit_queue, consumers):
+    """A deployment can last longer than two heartbeats without losing its message."""
+    name = rabbit_queue()
+
+    def deploy(body, delivery):
+        time.sleep(2.5)  # > 2 heartbeat intervals of 1 s
+
+    running = consumers(Broker(rabbit, heartbeat=1), [name], deploy, poll_interval=0.2)
+    with Broker(rabbit) as broker:
+        broker.publish(name, {"deploy": 1}, message_id="long")
+        running.wait_calls(1)
+        time.sleep(2.8)
+        assert [d.message_id for _, d in running.calls] == ["long"]  # not redelivered
+        assert running.consumer.ready.is_set()
+        assert broker.drain(name, timeout=0.1) == []  # acked
+
+
+def test_the_tasks_exchange_routes_to_the_tasks_queue(rabbit):
+    """``tasks`` is a shared name: only our own message is taken out of it."""
+    with Broker(rabbit) as broker:
+        message_id = broker.publish(TASKS, {"id": "E-test", "tenant_id": "t", "token": None})
+    with kombu.Connection(rabbit) as conn:
+        channel = conn.channel()
+        queue = kombu_queue(TASKS)(channel)
+        found, others = None, []
+        deadline = time.monotonic() + WAIT
+        while found is None and time.monotonic() < deadline:
+            message = queue.get(no_ack=False)
+            if message is None:
+                time.sleep(0.02)
+            elif message.properties.get("message_id") == message_id:
+                found = message
+            else:
+                others.append(message)
+        for other in others:
+            other.requeue()
+        assert found is not None
+        assert found.delivery_info["exchange"] == "tasks"
+        assert found.delivery_info["routing_key"] == "tasks"
+        assert found.decode() == {"id": "E-test", "tenant_id": "t", "token": None}
+        found.ack()
+        # the exchange is a durable direct one: declaring it otherwise fails
+        with pytest.raises(conn.channel_errors):
+            kombu.Exchange(TASKS, "fanout", durable=True)(conn.channel()).declare()
+
+
+def test_confirms_are_on_for_amqp(rabbit):
+    assert Broker(rabbit).connection().transport_options.get("confirm_publish") is True
+    assert "confirm_publish" not in Broker(rabbit, confirm=False).connection().transport_options
+    assert broker_module.RETRY_POLICY["max_retries"] >= 10

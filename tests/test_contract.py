@@ -1,0 +1,244 @@
+"""Tests of conductor.contract: queue names, message bodies and their parsing."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conductor import contract
+from conductor.contract import (ContractError, Report, Task, agent_queue, deletion_task_body,
+                                parse_plan_result, parse_report, parse_result, parse_task,
+                                report_body, result_body, results_queue, task_body)
+
+
+def model() -> dict:
+    return {
+        "id": "ENV1", "name": "MyDC", "temp": {"x": 1},
+        "services": [
+            {"id": "SvcA", "type": "webServer", "temp": {"y": 2}, "adminPassword": "S3cr3t!",
+             "units": [{"id": "uA1", "temp": {"z": 3}, "state": {"hostname": "h1"}},
+                       {"id": "uA2"}]},
+            {"id": "SvcB", "units": []},
+        ],
+    }
+
+
+# ------------------------------------------------------------------ names
+
+def test_queue_names_follow_0_2():
+    assert contract.TASKS == "tasks"
+    assert contract.RESULTS == "task-results"
+    assert contract.REPORTS == "task-reports"
+    assert agent_queue("ENV1", "SvcA", "uA1") == "eenv1-svca-ua1"
+    assert results_queue("ENV1") == "-execution-results-eenv1"
+
+
+def test_hosts_uses_the_contract_names():
+    from conductor.dsl import hosts
+    assert hosts.agent_queue is contract.agent_queue
+    assert hosts.result_queue is contract.results_queue
+
+
+# ----------------------------------------------------------------- bodies
+
+def test_task_body_is_the_model_with_token_and_tenant():
+    original = model()
+    body = task_body(original, "tok-123", "tenant-1")
+    assert body["token"] == "tok-123" and body["tenant_id"] == "tenant-1"
+    assert {k: v for k, v in body.items() if k not in ("token", "tenant_id")} == original
+    assert "token" not in original  # the caller's model is not touched
+    assert json.loads(json.dumps(body)) == body
+
+
+def test_task_body_allows_no_token():
+    assert task_body({"id": "E"}, None, "t")["token"] is None
+
+
+def test_task_body_rejects_a_model_without_id():
+    with pytest.raises(ContractError, match="'id'"):
+        task_body({"name": "x"}, "tok", "t")
+
+
+def test_deletion_task_body():
+    body = deletion_task_body("E1", "MyDC", "tok-1", "ten")
+    assert body == {"id": "E1", "name": "MyDC", "services": {}, "deleted": True,
+                    "token": "tok-1", "tenant_id": "ten"}
+    task = parse_task(body)
+    assert task.deleted and task.environment_id == "E1"
+
+
+def test_result_body_removes_token_and_every_temp():
+    source = task_body(model(), "tok-123", "ten")
+    body = result_body(source)
+    assert "token" not in body and "temp" not in body
+    assert all("temp" not in s for s in body["services"])
+    assert all("temp" not in u for s in body["services"] for u in s["units"])
+    assert body["services"][0]["units"][0]["state"] == {"hostname": "h1"}
+    assert body["tenant_id"] == "ten"
+    assert source["token"] == "tok-123" and "temp" in source  # a copy
+
+
+def test_clean_model_handles_services_as_object_and_odd_shapes():
+    value = {"id": "E", "token": "t", "services": {"a": {"temp": 1, "units": {"u": {"temp": 2}}},
+                                                   "b": "odd"}}
+    assert contract.clean_model(value) == {"id": "E", "services": {
+        "a": {"units": {"u": {}}}, "b": "odd"}}
+    assert contract.clean_model({"id": "E", "services": None}) == {"id": "E", "services": None}
+
+
+def test_clean_model_matches_the_session_cleaning():
+    from conductor.session import clean_model as session_clean
+    assert contract.clean_model(model()) == session_clean(model())
+
+
+def test_report_body_has_exactly_the_0_2_keys():
+    body = report_body("uA1", "unit", "Creating instance", "info", "ENV1")
+    assert body == {"id": "uA1", "entity": "unit", "text": "Creating instance",
+                    "details": None, "level": "info", "environment_id": "ENV1"}
+    assert report_body(None, None, "t", "error", "E", details={"a": 1})["details"] == {"a": 1}
+    assert report_body(7, "service", "t", "warning", "E")["id"] == "7"
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"entity": "host"}, "entity"),
+    ({"level": "debug"}, "level"),
+    ({"text": None}, "text"),
+    ({"environment_id": 3}, "environment_id"),
+    ({"id": ["x"]}, "id"),
+])
+def test_report_body_checks_fields(kwargs, field):
+    args = {"id": "u", "entity": "unit", "text": "t", "level": "info", "environment_id": "E"}
+    args.update(kwargs)
+    with pytest.raises(ContractError) as caught:
+        report_body(**args)
+    assert caught.value.field == field and caught.value.kind == "report"
+    assert repr(field) in str(caught.value) and "report message" in str(caught.value)
+
+
+# ---------------------------------------------------------------- parsing
+
+def test_parse_task_accepts_bytes_str_and_dict():
+    body = task_body(model(), "tok", "ten")
+    for raw in (json.dumps(body).encode(), json.dumps(body), body,
+                b"\xef\xbb\xbf" + json.dumps(body).encode()):
+        task = parse_task(raw)
+        assert isinstance(task, Task)
+        assert task.model == body and task.token == "tok" and task.tenant_id == "ten"
+        assert task.environment_id == "ENV1" and task.deleted is False
+
+
+@pytest.mark.parametrize("change, field, words", [
+    ({"id": 5}, "id", "must be a string, got a number"),
+    ({"id": ""}, "id", "must not be empty"),
+    ({"tenant_id": None}, "tenant_id", "must be a string, got null"),
+    ({"token": 12}, "token", "must be a string or null"),
+    ({"services": "x"}, "services", "must be a list or an object"),
+    ({"deleted": "yes"}, "deleted", "must be a boolean"),
+    ({"name": 1}, "name", "must be a string"),
+])
+def test_parse_task_names_the_bad_field(change, field, words):
+    body = {**task_body(model(), "tok", "ten"), **change}
+    with pytest.raises(ContractError) as caught:
+        parse_task(body)
+    message = str(caught.value)
+    assert message.startswith("task message: ") and f"field '{field}'" in message
+    assert words in message
+    assert caught.value.field == field
+
+
+def test_parse_task_missing_fields():
+    with pytest.raises(ContractError, match="task message: field 'tenant_id' is missing"):
+        parse_task({"id": "E", "token": "t"})
+    with pytest.raises(ContractError, match="field 'id' is missing"):
+        parse_task({"tenant_id": "t"})
+
+
+def test_errors_do_not_quote_secret_values():
+    with pytest.raises(ContractError) as caught:
+        parse_task({"id": "E", "tenant_id": "t", "token": ["tok-very-secret"]})
+    assert "tok-very-secret" not in str(caught.value)
+
+
+@pytest.mark.parametrize("raw, where", [
+    ('{"id": "E",\n  "x": }', "line 2:8"),
+    (b"{", "line 1:2"),
+    ("", "line 1:1"),
+])
+def test_invalid_json_gives_the_position(raw, where):
+    with pytest.raises(ContractError) as caught:
+        parse_task(raw)
+    assert f"task message: invalid JSON at {where}" in str(caught.value)
+    assert caught.value.field is None
+
+
+def test_non_utf8_and_non_objects():
+    with pytest.raises(ContractError, match="not UTF-8"):
+        parse_result(b"\xff\xfe{")
+    with pytest.raises(ContractError, match="result message: body must be a JSON object, "
+                                            "got a list"):
+        parse_result("[1, 2]")
+    with pytest.raises(ContractError, match="body must be a JSON object, got null"):
+        parse_report("null")
+
+
+def test_contract_error_is_a_value_error_and_simple_to_raise():
+    error = ContractError("bad thing")
+    assert isinstance(error, ValueError) and str(error) == "bad thing"
+    assert error.kind is None and error.field is None
+
+
+def test_parse_result():
+    body = result_body(model())
+    assert parse_result(json.dumps(body)) == body
+    with pytest.raises(ContractError, match="result message: field 'id' is missing"):
+        parse_result({"name": "x"})
+    with pytest.raises(ContractError, match="field 'id' must be a string"):
+        parse_result({"id": 1})
+
+
+def test_parse_report_round_trip():
+    body = report_body("SvcA", "service", "done", "warning", "ENV1", details="why")
+    report = parse_report(json.dumps(body).encode())
+    assert report == Report(id="SvcA", entity="service", text="done", details="why",
+                            level="warning", environment_id="ENV1")
+    assert report.body() == body
+
+
+def test_parse_report_defaults_details_and_checks_enums():
+    body = {"id": None, "entity": None, "text": "t", "level": "error", "environment_id": "E"}
+    assert parse_report(body).details is None
+    with pytest.raises(ContractError, match="field 'level' must be one of info, warning, "
+                                            "error, got 'fatal'"):
+        parse_report({**body, "level": "fatal"})
+    with pytest.raises(ContractError, match="field 'entity' must be one of unit, service, "
+                                            "environment or null"):
+        parse_report({**body, "entity": "Unit"})
+    with pytest.raises(ContractError, match="field 'text' is missing"):
+        parse_report({k: v for k, v in body.items() if k != "text"})
+
+
+def test_parse_plan_result():
+    ok = {"IsException": False, "Result": [{"IsException": False, "Result": ["x"]}],
+          "FormatVersion": "1"}
+    assert parse_plan_result(json.dumps(ok)) == ok
+    failed = {"IsException": True, "Result": ["System.Exception", "no"]}
+    assert parse_plan_result(failed) == failed
+    with pytest.raises(ContractError, match="plan result message: field 'IsException' must "
+                                            "be a boolean, got a string"):
+        parse_plan_result({"IsException": "false", "Result": []})
+    with pytest.raises(ContractError, match="field 'Result' must be a list, got an object"):
+        parse_plan_result({"IsException": False, "Result": {}})
+    with pytest.raises(ContractError, match="field 'Result' is missing"):
+        parse_plan_result({"IsException": False})
+
+
+def test_contract_does_not_import_kombu():
+    import ast
+    import inspect
+    tree = ast.parse(inspect.getsource(contract))
+    imported = {alias.name.split(".")[0] for node in ast.walk(tree)
+                if isinstance(node, (ast.Import, ast.ImportFrom))
+                for alias in getattr(node, "names", [])}
+    imported |= {node.module.split(".")[0] for node in ast.walk(tree)
+                 if isinstance(node, ast.ImportFrom) and node.module}
+    assert "kombu" not in imported

@@ -1,0 +1,107 @@
+"""The API driven by the real python-muranoclient 2.8 over HTTP."""
+from __future__ import annotations
+
+import socket
+import threading
+import time
+
+import pytest
+import uvicorn
+
+from apikit import make_api, web_server
+from conductor import contract
+
+mc_client = pytest.importorskip("muranoclient.v1.client")
+mc_exc = pytest.importorskip("muranoclient.common.exceptions")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture
+def served(tmp_path):
+    api = make_api(f"sqlite:///{tmp_path / 'mc.sqlite'}")
+    port = free_port()
+    server = uvicorn.Server(uvicorn.Config(api.client.app, host="127.0.0.1", port=port,
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert server.started
+    client = mc_client.Client(f"http://127.0.0.1:{port}", token="tok-1")
+    yield api, client
+    server.should_exit = True
+    thread.join(5)
+
+
+def test_environments(served):
+    api, client = served
+    env = client.environments.create({"name": "mc-env"})
+    assert env.name == "mc-env" and env.version == 0
+    assert [e.id for e in client.environments.list()] == [env.id]
+    shown = client.environments.get(env.id)
+    assert shown.services == [] and shown.status == "ready"
+    client.environments.update(env.id, "renamed")
+    assert client.environments.get(env.id).name == "renamed"
+    client.environments.delete(env.id)
+    with pytest.raises(mc_exc.HTTPNotFound):
+        client.environments.get(env.id)
+
+
+def test_sessions_services_deploy_and_reports(served):
+    api, client = served
+    env = client.environments.create({"name": "mc-deploy"})
+    session = client.sessions.configure(env.id)
+    assert session.state == "open"
+    assert client.sessions.get(env.id, session.id).state == "open"
+    service = client.services.post(env.id, "/", web_server(), session.id)
+    assert service.name == "frontend" and service.units[0]["name"] == "frontend_instance_0"
+    assert [s.name for s in client.services.list(env.id, session.id)] == ["frontend"]
+    got = client.services.get(env.id, f"/{service.id}", session.id)
+    assert got.adminPassword == "***"
+    assert client.environments.get(env.id, session.id).services[0]["id"] == service.id
+    client.services.delete(env.id, f"/{service.id}", session.id)
+    assert client.services.list(env.id, session.id) == []
+    client.services.post(env.id, "/", web_server("again"), session.id)
+
+    other = client.sessions.configure(env.id)
+    client.sessions.delete(env.id, other.id)
+    with pytest.raises(mc_exc.HTTPNotFound):
+        client.sessions.get(env.id, other.id)
+
+    client.sessions.deploy(env.id, session.id)
+    assert client.sessions.get(env.id, session.id).state == "deploying"
+    with pytest.raises(mc_exc.HTTPForbidden):
+        client.sessions.delete(env.id, session.id)
+    with pytest.raises(mc_exc.HTTPForbidden):
+        client.sessions.configure(env.id)
+
+    body, message_id = api.published.tasks[-1]
+    unit_id = body["services"][0]["units"][0]["id"]
+    api.store.add_report(contract.report_body(unit_id, "unit", "created", "info", env.id), "r1")
+    api.store.apply_result(contract.result_body(body), message_id)
+
+    deployments = client.deployments.list(env.id)
+    assert [d.id for d in deployments] == [message_id]
+    assert deployments[0].state == "success"
+    assert [d.id for d in client.deployments.list(None, all_environments=True)] == [message_id]
+    reports = client.deployments.reports(env.id, message_id)
+    assert [r.text for r in reports] == ["created"]
+    statuses = client.environments.last_status(env.id, session.id)
+    assert statuses[unit_id].text == "created"
+
+
+def test_errors_reach_the_client_as_exceptions(served):
+    api, client = served
+    with pytest.raises(mc_exc.HTTPNotFound):
+        client.environments.get("nope")
+    env = client.environments.create({"name": "e"})
+    session = client.sessions.configure(env.id)
+    with pytest.raises(mc_exc.HTTPBadRequest):
+        client.services.post(env.id, "/", {"name": "x", "type": "teapot", "units": [{}]},
+                             session.id)
