@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from .actions import Action
+from .contract import clean_model
 from .cursor import Cursor, get_path
 from .dispatch import ActionRunner
 from .engine import Evaluator
@@ -232,18 +233,3 @@ class Session:
 
 class _NotConverging(Exception):
     """Raised after the non-convergence report has been sent."""
-
-
-def clean_model(model: dict[str, Any]) -> dict[str, Any]:
-    """Remove ``token`` and the ``temp`` of the environment, services and units."""
-    model.pop("token", None)
-    model.pop("temp", None)
-    services = model.get("services")
-    items = services.values() if isinstance(services, dict) else services or []
-    for service in items:
-        if isinstance(service, dict):
-            service.pop("temp", None)
-            for unit in service.get("units") or []:
-                if isinstance(unit, dict):
-                    unit.pop("temp", None)
-    return model

@@ -86,11 +86,6 @@ def test_clean_model_handles_services_as_object_and_odd_shapes():
     assert contract.clean_model({"id": "E", "services": None}) == {"id": "E", "services": None}
 
 
-def test_clean_model_matches_the_session_cleaning():
-    from conductor.session import clean_model as session_clean
-    assert contract.clean_model(model()) == session_clean(model())
-
-
 def test_report_body_has_exactly_the_0_2_keys():
     body = report_body("uA1", "unit", "Creating instance", "info", "ENV1")
     assert body == {"id": "uA1", "entity": "unit", "text": "Creating instance",
