@@ -10,7 +10,7 @@ import time
 from typing import Any, Mapping
 
 from .errors import Unauthorized
-from .store import Context
+from .store import ID_LENGTH, Context
 
 
 class NoAuth:
@@ -21,9 +21,13 @@ class NoAuth:
         self.default_user = default_user
 
     def context(self, headers: Mapping[str, str]) -> Context:
-        return Context(tenant_id=headers.get("x-tenant-id") or self.default_tenant,
-                       user_id=headers.get("x-user-id") or self.default_user,
-                       token=headers.get("x-auth-token"))
+        tenant = headers.get("x-tenant-id") or self.default_tenant
+        user = headers.get("x-user-id") or self.default_user
+        for header, value in (("X-Tenant-Id", tenant), ("X-User-Id", user)):
+            # stored in String(64) columns; PostgreSQL refuses longer values and NUL
+            if len(value) > ID_LENGTH or not value.isprintable():
+                raise Unauthorized(f"{header} must be at most {ID_LENGTH} printable characters")
+        return Context(tenant_id=tenant, user_id=user, token=headers.get("x-auth-token"))
 
 
 class KeystoneAuth:

@@ -14,7 +14,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from sqlalchemy import func, select, update
+from sqlalchemy import exists, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session as DbSession, sessionmaker
 
@@ -40,13 +40,20 @@ class Context:
 
 
 def iso(value: datetime.datetime | None) -> str | None:
-    return value.replace(microsecond=0).isoformat() if value is not None else None
+    # == value.replace(microsecond=0).isoformat(), in one call
+    return value.isoformat(timespec="seconds") if value is not None else None
 
 
 def env_view(env: Environment, status: str) -> dict[str, Any]:
-    return {"id": env.id, "name": env.name, "created": iso(env.created),
-            "updated": iso(env.updated), "tenant_id": env.tenant_id,
-            "version": env.version, "status": status}
+    return _env_view(env.id, env.name, env.created, env.updated, env.tenant_id, env.version,
+                     status)
+
+
+def _env_view(env_id: str, name: str, created: datetime.datetime | None,
+              updated: datetime.datetime | None, tenant_id: str, version: int,
+              status: str) -> dict[str, Any]:
+    return {"id": env_id, "name": name, "created": iso(created), "updated": iso(updated),
+            "tenant_id": tenant_id, "version": version, "status": status}
 
 
 def session_view(session: ConfigSession) -> dict[str, Any]:
@@ -69,23 +76,40 @@ def status_view(status: Status) -> dict[str, Any]:
             "updated": iso(status.updated)}
 
 
+# The view of an environment and whether it has a session of its current
+# version still open (then its status is "pending" unless it is busy).
+_ENV_VIEW_COLUMNS = (Environment.id, Environment.name, Environment.created, Environment.updated,
+                     Environment.tenant_id, Environment.version, Environment.state)
+_PENDING = exists().where(ConfigSession.environment_id == Environment.id,
+                          ConfigSession.state == "open",
+                          ConfigSession.version == Environment.version).label("pending")
+
+
 class Store:
     def __init__(self, sessions: sessionmaker, publish: Publisher) -> None:
         self._sessions = sessions
         self._publish = publish
+        # The hot reads (list and show an environment) use a plain connection
+        # without a transaction: no ORM session, no BEGIN/ROLLBACK round trips.
+        # Nothing changes for them: they write nothing, and under READ COMMITTED
+        # (PostgreSQL's default) each statement sees the latest committed data
+        # whether or not it is in a transaction; SQLite does not begin one
+        # before a SELECT anyway.
+        engine = sessions.kw.get("bind")
+        self._reader = (engine.execution_options(isolation_level="AUTOCOMMIT")
+                        if engine is not None else None)
+
+    def _read(self) -> Any:
+        """A connection for reads (or an ORM session if the factory has no engine)."""
+        return self._reader.connect() if self._reader is not None else self._sessions()
 
     # -- helpers ---------------------------------------------------------
     def _environment(self, db: DbSession, ctx: Context, env_id: str,
                      lock: bool = False) -> Environment:
-        query = select(Environment).where(Environment.id == env_id)
+        query = select(Environment).where(Environment.id == _lookup_id(env_id, "environment"))
         if lock:
             query = query.with_for_update()
-        env = db.scalars(query).first()
-        if env is None:
-            raise NotFound(f"environment {env_id} not found")
-        if env.tenant_id != ctx.tenant_id and not ctx.is_admin:
-            raise Forbidden(f"not authorized to access environment {env_id}")
-        return env
+        return _allowed(ctx, env_id, db.scalars(query).first())
 
     @staticmethod
     def _status(db: DbSession, env: Environment) -> str:
@@ -103,31 +127,21 @@ class Store:
         """The configuration session named by the header, checked."""
         if not session_id:
             raise BadRequest("the X-Configuration-Session header is required")
-        session = db.get(ConfigSession, session_id)
-        if session is None or session.environment_id != env.id:
-            raise NotFound(f"session {session_id} not found in environment {env.id}")
-        if session.user_id != ctx.user_id and not ctx.is_admin:
-            raise Forbidden(f"not authorized to access session {session_id}")
-        if editable:
-            if session.state != "open":
-                raise Forbidden(f"session {session_id} is {session.state}: it cannot be changed")
-            if session.version != env.version:
-                raise Forbidden(f"session {session_id} is invalid: environment {env.id} "
-                                f"changed since it was opened")
-        return session
+        return _session_allowed(ctx, env, session_id,
+                                db.get(ConfigSession, _lookup_id(session_id, "session")),
+                                editable)
 
     # -- environments ----------------------------------------------------
     def list_environments(self, ctx: Context) -> list[dict[str, Any]]:
-        with self._sessions() as db:
-            envs = db.scalars(select(Environment).where(Environment.tenant_id == ctx.tenant_id)
-                              .order_by(Environment.created)).all()
-            pending = set(db.scalars(
-                select(ConfigSession.environment_id).join(
-                    Environment, Environment.id == ConfigSession.environment_id).where(
-                    Environment.tenant_id == ctx.tenant_id, ConfigSession.state == "open",
-                    ConfigSession.version == Environment.version)))
-            return [env_view(env, env.state if env.state in BUSY else
-                             "pending" if env.id in pending else env.state) for env in envs]
+        # One query, only the columns of the view (not the descriptions), no ORM
+        # objects: a tenant may have hundreds of environments.
+        with self._read() as db:
+            rows = db.execute(select(*_ENV_VIEW_COLUMNS, _PENDING).where(
+                Environment.tenant_id == ctx.tenant_id).order_by(Environment.created))
+            return [_env_view(env_id, name, created, updated, tenant_id, version,
+                              state if state in BUSY else "pending" if pending else state)
+                    for env_id, name, created, updated, tenant_id, version, state, pending
+                    in rows]
 
     def create_environment(self, ctx: Context, name: str) -> dict[str, Any]:
         with self._sessions.begin() as db:
@@ -141,13 +155,20 @@ class Store:
 
     def get_environment(self, ctx: Context, env_id: str,
                         session_id: str | None = None) -> dict[str, Any]:
-        with self._sessions() as db:
-            env = self._environment(db, ctx, env_id)
+        with self._read() as db:
+            # the environment and whether it is pending in one query, no ORM object
+            env = db.execute(select(*Environment.__table__.c, _PENDING).where(
+                Environment.id == _lookup_id(env_id, "environment"))).first()
+            _allowed(ctx, env_id, env)
             description = env.description
             if session_id:
-                session = self._session(db, ctx, env, session_id, editable=False)
+                session = _session_allowed(ctx, env, session_id, db.execute(
+                    select(*ConfigSession.__table__.c).where(
+                        ConfigSession.id == _lookup_id(session_id, "session"))).first(),
+                    editable=False)
                 description = session.description
-            view = env_view(env, self._status(db, env))
+            view = env_view(env, env.state if env.state in BUSY else
+                            "pending" if env.pending else env.state)
             view["services"] = specs.masked_view(description.get("services") or [])
             return view
 
@@ -281,8 +302,7 @@ class Store:
             if session_id:
                 description = self._session(db, ctx, env, session_id,
                                             editable=False).description
-            return specs.masked_view(tree.get(description.get("services") or [],
-                                              tree.split(path)))
+            return _masked_at(description.get("services") or [], tree.split(path))
 
     def _edit(self, ctx: Context, env_id: str, session_id: str | None,
               change: Callable[[list], Any]) -> Any:
@@ -295,6 +315,9 @@ class Store:
             if not isinstance(services, list):
                 raise BadRequest("the environment's services are not a list")
             result = change(services)
+            if tree.depth(services) > tree.MAX_DEPTH:  # e.g. sub-path PUTs, deeper each time
+                raise BadRequest(f"the services would nest more than {tree.MAX_DEPTH} levels "
+                                 f"deep")
             session.description = description
             session.updated = utcnow()
             return specs.masked_view(result)
@@ -338,10 +361,12 @@ class Store:
                 old = tree.get(services, segments)
             except NotFound:
                 old = None
-            value = specs.keep_secrets(copy.deepcopy(data), old)
+            # with its key, so that PUT .../adminPassword "***" keeps the password
+            key = segments[-1]
+            value = specs.keep_secrets({key: copy.deepcopy(data)}, {key: old})[key]
             tree.put(services, segments, value)
             _revalidate(services, segments, now)
-            return tree.get(services, segments)
+            return _masked_at(services, segments)
         return self._edit(ctx, env_id, session_id, change)
 
     def delete_service(self, ctx: Context, env_id: str, path: str,
@@ -372,13 +397,14 @@ class Store:
                 service_ids: list[str]) -> list[dict[str, Any]]:
         with self._sessions() as db:
             env = self._environment(db, ctx, env_id)
-            deployment = db.get(Deployment, deployment_id)
+            deployment = db.get(Deployment, _lookup_id(deployment_id, "deployment"))
             if deployment is None or deployment.environment_id != env.id:
                 raise NotFound(f"deployment {deployment_id} not found in environment {env_id}")
             query = select(Status).where(Status.deployment_id == deployment.id)
             if service_ids:
                 query = query.where(Status.entity_id.in_(
-                    _entities_of(deployment.description, service_ids)))
+                    {i for i in _entities_of(deployment.description, service_ids)
+                     if _could_be_id(i)}))
             return [status_view(s) for s in db.scalars(query.order_by(Status.created))]
 
     # -- from the conductor ------------------------------------------------------
@@ -453,6 +479,50 @@ class Store:
             LOG.info("report %s already stored", message_id)
 
 
+ID_LENGTH = 64  # of the String(64) id columns
+
+
+def _could_be_id(value: str) -> bool:
+    """Whether a stored id could equal ``value`` (from a URL, a header, a query)."""
+    return len(value) <= ID_LENGTH and "\x00" not in value
+
+
+def _lookup_id(value: str, what: str) -> str:
+    """``value``, to look up by; NotFound for one that no stored id can equal.
+
+    A NUL must not reach the database: PostgreSQL refuses it in a text query
+    parameter (a DataError, a 500).  Longer than the column, no id equals it either.
+    """
+    if not _could_be_id(value):
+        raise NotFound(f"{what} {value!r:.80} not found")
+    return value
+
+
+def _session_allowed(ctx: Context, env: Any, session_id: str, session: Any,
+                     editable: bool) -> Any:
+    """``session`` (a ConfigSession or a row of its columns), checked."""
+    if session is None or session.environment_id != env.id:
+        raise NotFound(f"session {session_id} not found in environment {env.id}")
+    if session.user_id != ctx.user_id and not ctx.is_admin:
+        raise Forbidden(f"not authorized to access session {session_id}")
+    if editable:
+        if session.state != "open":
+            raise Forbidden(f"session {session_id} is {session.state}: it cannot be changed")
+        if session.version != env.version:
+            raise Forbidden(f"session {session_id} is invalid: environment {env.id} "
+                            f"changed since it was opened")
+    return session
+
+
+def _allowed(ctx: Context, env_id: str, env: Any) -> Any:
+    """``env`` (an Environment or a row of its columns) if the caller may use it."""
+    if env is None:
+        raise NotFound(f"environment {env_id} not found")
+    if env.tenant_id != ctx.tenant_id and not ctx.is_admin:
+        raise Forbidden(f"not authorized to access environment {env_id}")
+    return env
+
+
 def _late_error(db: DbSession, deployment: Deployment) -> None:
     """An error report that arrived after the result (two queues, no common order)."""
     deployment.state = "completed_w_errors"
@@ -476,6 +546,12 @@ def _entities_of(description: dict, service_ids: list[str]) -> set[str]:
                 if isinstance(unit, dict) and unit.get("id"):
                     wanted.add(unit["id"])
     return wanted
+
+
+def _masked_at(services: list, segments: list[str]) -> Any:
+    """The value at ``segments``, masked as a part of the whole list: masking goes
+    by key, so ``/services/<id>/adminPassword`` alone must not come back in clear."""
+    return tree.get(specs.masked_view(services), segments)
 
 
 def _spec(check: Callable, *args: Any) -> Any:

@@ -12,6 +12,24 @@ from typing import Any
 from .errors import BadRequest, NotFound
 
 
+MAX_DEPTH = 64
+"""Deepest nesting of lists and objects in a services list (the code that copies,
+masks and serialises it recurses)."""
+
+
+def depth(value: Any) -> int:
+    """How deeply lists and objects nest in ``value`` (0 for a scalar), without recursion."""
+    deepest = 0
+    pending = [(value, 1)]
+    while pending:
+        item, level = pending.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, level)
+            children = item.values() if isinstance(item, dict) else item
+            pending.extend((child, level + 1) for child in children)
+    return deepest
+
+
 def split(path: str) -> list[str]:
     return [part for part in path.strip("/").split("/") if part]
 
