@@ -133,6 +133,8 @@ class Store:
 
     # -- environments ----------------------------------------------------
     def list_environments(self, ctx: Context) -> list[dict[str, Any]]:
+        if not _could_be_id(ctx.tenant_id):  # an admin's ?tenant= no row can have
+            return []
         # One query, only the columns of the view (not the descriptions), no ORM
         # objects: a tenant may have hundreds of environments.
         with self._read() as db:
