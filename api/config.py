@@ -17,6 +17,10 @@ api_opts = [
     cfg.StrOpt("default_user", default="demo", help="noauth user without X-User-Id."),
     cfg.IntOpt("max_body_size", default=1024 * 1024, min=1024,
                help="Largest request body accepted, in bytes (larger: 413)."),
+    cfg.IntOpt("workers", default=1, min=1,
+               help="API worker processes; more than one needs a shared broker "
+                    "([broker] url = amqp://...)."),
+    cfg.BoolOpt("access_log", default=True, help="Log one line per HTTP request."),
     cfg.StrOpt("state_dir", default=DEFAULT_STATE_DIR,
                help="Folder for the default SQLite database and other local state."),
 ]

@@ -55,9 +55,11 @@ class ThreadBrokers:
 class ApiService:
     """Everything ``fornace api`` runs."""
 
-    def __init__(self, conf: cfg.ConfigOpts, db_url: str | None = None) -> None:
+    def __init__(self, conf: cfg.ConfigOpts, db_url: str | None = None,
+                 migrate: bool = True) -> None:
         url = db_url or database_url(conf)
-        upgrade(url)
+        if migrate:  # worker processes leave it to their parent
+            upgrade(url)
         self.engine = make_engine(url)
         self.brokers = ThreadBrokers(conf.broker.url)
         self.store = Store(session_factory(self.engine), self.brokers.publish_task)

@@ -29,6 +29,8 @@ CPU used by the client, the server and PostgreSQL during each run is printed
     python tools/bench_api.py                          # 300 req/s, 20 s per run
     python tools/bench_api.py --rate 500 --seconds 30 --runs read
     python tools/bench_api.py --server uvicorn --workers 2
+    pip install --target /tmp/uv httptools uvloop    # uvicorn[standard]'s parser and loop,
+    python tools/bench_api.py --server-path /tmp/uv  # for the server only
     python tools/bench_api.py --py-spy /tmp/api.svg    # profile the server (py-spy;
                                                        # .txt: collapsed stacks)
     python tools/bench_api.py --keep                   # leave fornace_bench in place
@@ -147,7 +149,6 @@ def seed(url: str, count: int, tenants: int, threads: int = 4) -> list[Env]:
     from api.store import Context
     store, engine = make_store(url)
     kinds = (["empty"] * 5 + ["deployed"] * 11 + ["pending"] * 3 + ["deploying"])
-    rng = random.Random(42)
     plan = [(f"tenant-{i % tenants}", kinds[i % len(kinds)], i) for i in range(count)]
     envs: list[Env] = []
     lock = threading.Lock()
@@ -163,7 +164,7 @@ def seed(url: str, count: int, tenants: int, threads: int = 4) -> list[Env]:
                 store.deploy(ctx, env["id"], session)
                 if kind == "deployed":
                     finish(store, env["id"], session)
-            if kind == "deployed" and rng.random() < 0.3:  # a pending change on top
+            if kind == "deployed" and random.Random(index).random() < 0.3:  # a change on top
                 session = store.configure(ctx, env["id"])["id"]
                 store.post_service(ctx, env["id"], "", web_server("extra"), session)
                 kind = "pending"
@@ -271,7 +272,9 @@ def start_server(args: argparse.Namespace, url: str) -> Server:
     else:
         command = [sys.executable, "-m", "uvicorn", "tools.bench_api:server_app", "--factory",
                    "--host", "127.0.0.1", "--port", str(port), "--workers", str(args.workers),
-                   "--no-access-log", "--log-level", "warning"]
+                   "--log-level", "info"]  # with the access log, like `fornace api`
+        if args.no_access_log:
+            command.append("--no-access-log")
     if args.py_spy:
         if not shutil.which("py-spy"):
             raise SystemExit("py-spy is not installed (pip install py-spy)")
@@ -705,8 +708,9 @@ async def run_phase(args: argparse.Namespace, server: Server, url: str, workload
         await client.close()
         conductor.stop()
     rows = report(f"{title}: {args.rate:g} req/s offered for {args.seconds:g} s "
-                  f"({args.server}, {args.workers} worker(s), {args.client} client, "
-                  f"{client.opened} connections)", stats, wall, cpu, list(workload.calls))
+                  f"({args.server}, {args.workers} worker(s), {args.client} client"
+                  + (f", {client.opened} connections)" if args.client == "raw" else ")"),
+                  stats, wall, cpu, list(workload.calls))
     for failure in conductor.failures[:3]:
         print(f"  conductor failure: {failure}")
     return rows
@@ -724,7 +728,8 @@ def verdict(rows: dict[str, dict[str, float]], rate: float) -> bool:
             return False
         good = row["p99"] < TARGET_P99_MS and row["errors"] == 0
         ok &= good
-        parts.append(f"{call} p99 {row['p99']:.1f} ms{'' if row['errors'] == 0 else ' with errors'}")
+        errors = f" and {row['errors']} errors" if row["errors"] else ""
+        parts.append(f"{call} p99 {row['p99']:.1f} ms{errors}")
     achieved = rows["all"]["rate"]
     reached = achieved >= 0.95 * rate
     ok &= reached
@@ -743,11 +748,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--envs", type=int, default=1000, help="environments seeded (1000)")
     parser.add_argument("--tenants", type=int, default=5, help="tenants they belong to (5)")
     parser.add_argument("--runs", default="mixed,read", help="mixed,read (both)")
+    parser.add_argument("--read-mix", default="list=50,show=50", metavar="CALL=W,...",
+                        help="weights of the read run (list=50,show=50)")
     parser.add_argument("--server", choices=("fornace", "uvicorn"), default="fornace",
                         help="fornace: the `fornace api` command (default); uvicorn: "
                              "python -m uvicorn on server_app, see --workers")
     parser.add_argument("--workers", type=int, default=1, help="uvicorn workers (--server "
                                                                  "uvicorn only)")
+    parser.add_argument("--no-access-log", action="store_true",
+                        help="uvicorn without its access log (--server uvicorn only)")
     parser.add_argument("--client", choices=("raw", "httpx"), default="raw")
     parser.add_argument("--connections", type=int, default=64,
                         help="most connections the client opens (64)")
@@ -763,8 +772,8 @@ def main(argv: list[str] | None = None) -> int:
                              "without installing them")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
-    if args.server == "fornace" and args.workers != 1:
-        parser.error("--workers needs --server uvicorn (fornace api runs one process)")
+    if args.server == "fornace" and (args.workers != 1 or args.no_access_log):
+        parser.error("--workers and --no-access-log need --server uvicorn")
 
     import logging
     logging.basicConfig(level=logging.WARNING)
@@ -793,8 +802,12 @@ def main(argv: list[str] | None = None) -> int:
                 asyncio.run(run_phase(args, server, url, Workload(envs, args.tenants, MIXED, rng),
                                       "MIXED (list, show, configure, post service, deploy)"))
             elif run == "read":
+                mix = {k.strip(): float(w) for k, w in
+                       (part.split("=") for part in args.read_mix.split(","))}
+                if not set(mix) <= set(READ):
+                    parser.error("--read-mix takes list and show")
                 rows = asyncio.run(run_phase(args, server, url,
-                                             Workload(envs, args.tenants, READ, rng),
+                                             Workload(envs, args.tenants, mix, rng),
                                              "READ (show + list only)"))
                 ok = verdict(rows, args.rate)
             else:
