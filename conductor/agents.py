@@ -1,0 +1,58 @@
+"""The agent side over AMQP: execution plans out, results back.
+
+Each plan goes to its unit's input queue with the plan id as message id;
+results come back on the environment's results queue carrying the same id.
+A plan that gets no answer within its timeout is reported as timed out (the
+0.2 ``timeout`` error shape), so a dead agent never hangs a deployment.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable
+
+from . import contract
+from .broker import Broker
+from .executors import AgentExecutor, PlanReply, PlanRequest
+
+LOG = logging.getLogger(__name__)
+
+
+class AmqpAgents(AgentExecutor):
+    def __init__(self, broker: Broker, environment_id: str, default_timeout: float | None = 3600.0,
+                 poll: float = 0.5, clock: Callable[[], float] = time.monotonic) -> None:
+        self.broker = broker
+        self.environment_id = environment_id
+        self.default_timeout = default_timeout
+        self.poll = poll
+        self.clock = clock
+
+    def run(self, requests: list[PlanRequest]) -> list[PlanReply]:
+        started = self.clock()
+        waiting: dict[str, int] = {}
+        for index, request in enumerate(requests):
+            plan_id = request.plan["ID"]
+            self.broker.publish(contract.agent_queue(self.environment_id, request.service,
+                                                     request.unit), request.plan, plan_id)
+            waiting[plan_id] = index
+        replies: list[PlanReply | None] = [None] * len(requests)
+        queue = contract.results_queue(self.environment_id)
+        while waiting:
+            for body, message_id in self.broker.drain(queue, timeout=self.poll):
+                index = waiting.pop(message_id or "", None)
+                if index is None:
+                    LOG.info("environment %s: result %s answers no waiting plan, dropped",
+                             self.environment_id, message_id)
+                    continue
+                try:
+                    replies[index] = PlanReply(contract.parse_plan_result(body))
+                except contract.ContractError as exc:
+                    replies[index] = PlanReply({"IsException": True,
+                                                "Result": ["MalformedResult", str(exc)]})
+            now = self.clock()
+            for plan_id, index in list(waiting.items()):
+                limit = requests[index].timeout or self.default_timeout
+                if limit is not None and now - started >= limit:
+                    del waiting[plan_id]
+                    replies[index] = PlanReply(timed_out=True)
+        return [reply or PlanReply(timed_out=True) for reply in replies]

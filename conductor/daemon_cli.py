@@ -1,0 +1,69 @@
+"""``fornace conductor``: the deployment daemon."""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+from pathlib import Path
+
+from oslo_config import cfg
+
+from .config import engine_settings
+from .daemon import Conductor, ConductorSettings
+from .simulator import SimulatedCloud
+
+conductor_opts = [
+    cfg.IntOpt("max_environments", default=4, min=1,
+               help="Deployments run at the same time (one consumer thread each)."),
+    cfg.StrOpt("stacks", default="simulator", choices=["simulator", "heat"],
+               help="Where stacks are made: simulator (every stack action succeeds, "
+                    "for trying workflows) or heat (python-heatclient, see [heat])."),
+]
+
+
+def register(conf: cfg.ConfigOpts) -> None:
+    conf.register_opts(conductor_opts, group="conductor")
+
+
+def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    return [("conductor", conductor_opts)]
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "conductor", help="run the deployment daemon",
+        description="Consume deployment tasks, run their workflows (Heat stacks first, "
+                    "then agent plans), send reports as they happen and the final model.")
+    parser.add_argument("--max-environments", type=int,
+                        help="deployments at the same time (default [conductor] "
+                             "max_environments)")
+    parser.add_argument("--stacks", choices=["simulator", "heat"],
+                        help="stack backend (default [conductor] stacks)")
+
+
+def _stacks_factory(conf: cfg.ConfigOpts, backend: str):
+    if backend == "heat":
+        from .heat import HeatStacks
+
+        return lambda task: HeatStacks.from_config(conf, task.token, task.tenant_id)
+    return lambda task: SimulatedCloud().executors()[0]
+
+
+def run(conf: cfg.ConfigOpts) -> int:
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    command = conf.command
+    settings = ConductorSettings(
+        broker_url=conf.broker.url, data_dir=Path(conf.data_dir),
+        max_environments=command.max_environments or conf.conductor.max_environments,
+        engine=engine_settings(conf))
+    daemon = Conductor(settings, _stacks_factory(conf, command.stacks or conf.conductor.stacks))
+    daemon.start()
+    stopped = daemon.stop
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stopped.set())
+    logging.getLogger(__name__).info("conductor: %d consumer(s) on %s",
+                                     settings.max_environments, daemon.consumers[0].broker.display)
+    stopped.wait()
+    daemon.shutdown()
+    return 0

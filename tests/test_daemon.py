@@ -1,0 +1,120 @@
+"""The conductor daemon on a real broker, with simulated stacks and a stand-in agent."""
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from conductor import contract
+from conductor.broker import Broker
+from conductor.daemon import Conductor, ConductorSettings
+from conductor.session import Settings
+from conductor.simulator import SimulatedCloud
+from services import amqp_url
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+def model(env_id: str) -> dict:
+    return {"id": env_id, "name": "daemon", "services": [{
+        "id": "svc1", "name": "site", "type": "linuxWebServer", "unitNamingPattern": "web#",
+        "osImage": {"name": "debian"}, "adminPassword": "Secret-pass-1",
+        "units": [{"id": "u1", "name": "site_instance_0"}, {"id": "u2", "name": "site_instance_1"}]}]}
+
+
+class StandInAgents:
+    """Answers every plan sent to the given units with an "ok" result."""
+
+    def __init__(self, url: str, env_id: str, units: list[str], silent: set[str] = frozenset(),
+                 service: str = "svc1"):
+        self.url, self.env_id, self.units, self.silent = url, env_id, units, silent
+        self.service = service
+        self.stop = threading.Event()
+        self.plans: list[str] = []
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self) -> None:
+        with Broker(self.url) as broker:
+            while not self.stop.is_set():
+                for unit in self.units:
+                    queue = contract.agent_queue(self.env_id, self.service, unit)
+                    for plan, plan_id in broker.drain(queue, timeout=0.05):
+                        self.plans.append(unit)
+                        if unit in self.silent:
+                            continue
+                        result = {"IsException": False, "Result": [
+                            {"IsException": False, "Result": ["done"]}
+                            for _ in plan["Commands"]]}
+                        broker.publish(contract.results_queue(self.env_id), result, plan_id)
+
+
+@pytest.fixture(params=["memory", "rabbitmq"])
+def conductor(request):
+    url = "memory://" if request.param == "memory" else amqp_url()
+    stacks_seen = []
+
+    def stacks(task):
+        stacks_seen.append(task.environment_id)
+        return SimulatedCloud().executors()[0]
+
+    daemon = Conductor(ConductorSettings(broker_url=url, data_dir=DATA, max_environments=2,
+                                         engine=Settings(agent_timeout=3)), stacks)
+    daemon.start()
+    assert daemon.wait_ready()
+    yield url, daemon
+    daemon.shutdown()
+
+
+def collect(broker: Broker, queue: str, until, timeout: float = 20.0) -> list:
+    found = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and not until(found):
+        found.extend(broker.drain(queue, timeout=0.2))
+    return found
+
+
+def test_task_to_result_with_reports(conductor):
+    url, _ = conductor
+    env_id = "d" + uuid.uuid4().hex[:8]
+    agents = StandInAgents(url, env_id, ["u1", "u2"])
+    with Broker(url) as broker:
+        broker.publish(contract.TASKS, {"text": "not a task"}, "bad-" + env_id)  # dropped
+        broker.publish(contract.TASKS, contract.task_body(model(env_id), "tok", "t1"),
+                       "task-" + env_id)
+        results = collect(broker, contract.RESULTS,
+                          lambda found: any(m == "task-" + env_id for _, m in found))
+        reports = collect(broker, contract.REPORTS, lambda found: len(found) >= 8, 5)
+    agents.stop.set()
+    body, message_id = next((b, m) for b, m in results if m == "task-" + env_id)
+    final = contract.parse_result(body)
+    assert "token" not in final and "temp" not in final
+    units = final["services"][0]["units"]
+    assert [u["state"] for u in units] == [{"hostname": "web1", "siteDeployed": True},
+                                           {"hostname": "web2", "siteDeployed": True}]
+    assert sorted(agents.plans) == ["u1", "u2"]
+    ours = [(b, m) for b, m in reports if b["environment_id"] == env_id]
+    texts = [b["text"] for b, _ in ours]
+    assert "Web site deployed on web1: done" in texts
+    assert all(m.startswith("task-" + env_id + "-report-") for _, m in ours)
+    assert len({m for _, m in ours}) == len(ours)
+
+
+def test_silent_agent_times_out_and_the_deployment_ends(conductor):
+    url, _ = conductor
+    env_id = "d" + uuid.uuid4().hex[:8]
+    agents = StandInAgents(url, env_id, ["u1", "u2"], silent={"u2"})
+    with Broker(url) as broker:
+        broker.publish(contract.TASKS, contract.task_body(model(env_id), None, "t1"),
+                       "task-" + env_id)
+        results = collect(broker, contract.RESULTS,
+                          lambda found: any(m == "task-" + env_id for _, m in found), 30)
+        reports = collect(broker, contract.REPORTS, lambda found: False, 1)
+    agents.stop.set()
+    assert any(m == "task-" + env_id for _, m in results)
+    errors = [b["text"] for b, _ in reports
+              if b["environment_id"] == env_id and b["level"] == "error"]
+    assert any("web2" in text and "no answer from the agent" in text for text in errors)

@@ -1,0 +1,74 @@
+"""API -> tasks -> conductor -> (simulated stacks, stand-in agents) -> results -> API."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.service import ApiService
+from conductor.cli import build_conf
+from conductor.daemon import Conductor, ConductorSettings
+from conductor.session import Settings
+from conductor.simulator import SimulatedCloud
+from services import amqp_url
+from test_daemon import StandInAgents
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+@pytest.fixture(params=["memory", "rabbitmq"])
+def stack(request, tmp_path):
+    url = "memory://" if request.param == "memory" else amqp_url()
+    conf = build_conf()
+    conf(["api"], default_config_files=[])
+    conf.set_override("url", url, group="broker")
+    api = ApiService(conf, f"sqlite:///{tmp_path / 'flow.sqlite'}")
+    assert api.start_consumers().ready.wait(10)
+    daemon = Conductor(ConductorSettings(broker_url=url, data_dir=DATA, max_environments=1,
+                                         engine=Settings(agent_timeout=5)),
+                       lambda task: SimulatedCloud().executors()[0])
+    daemon.start()
+    assert daemon.wait_ready()
+    yield url, TestClient(api.app)
+    daemon.shutdown()
+    api.stop()
+
+
+def wait_status(client, env_id, wanted, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        response = client.get(f"/environments/{env_id}")
+        if response.status_code == 404 and wanted == "gone":
+            return None
+        body = response.json()
+        if body.get("status") == wanted:
+            return body
+        time.sleep(0.1)
+    raise AssertionError(f"environment {env_id} did not become {wanted}: {body}")
+
+
+def test_deploy_then_delete_through_the_api(stack):
+    url, client = stack
+    env = client.post("/environments", json={"name": "flow"}).json()
+    session = client.post(f"/environments/{env['id']}/configure").json()["id"]
+    service = client.post(f"/environments/{env['id']}/services/", headers={
+        "X-Configuration-Session": session}, json={
+        "name": "site", "type": "linuxWebServer", "unitNamingPattern": "web#",
+        "osImage": {"name": "debian"}, "units": [{}, {}]}).json()
+    agents = StandInAgents(url, env["id"], [u["id"] for u in service["units"]],
+                           service=service["id"])
+    assert client.post(f"/environments/{env['id']}/sessions/{session}/deploy").status_code == 200
+    ready = wait_status(client, env["id"], "ready")
+    assert ready["version"] == 1
+    states = [u["state"] for u in ready["services"][0]["units"]]
+    assert states == [{"hostname": "web1", "siteDeployed": True},
+                      {"hostname": "web2", "siteDeployed": True}]
+    deployment = client.get(f"/environments/{env['id']}/deployments").json()["deployments"][0]
+    assert deployment["state"] == "success"
+    reports = client.get(f"/environments/{env['id']}/deployments/{deployment['id']}").json()
+    assert "Service site is ready" in [r["text"] for r in reports["reports"]]
+    assert client.delete(f"/environments/{env['id']}").status_code == 200
+    wait_status(client, env["id"], "gone")
+    agents.stop.set()
