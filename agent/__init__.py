@@ -1,1 +1,1 @@
-"""Fornace agent package (grows in later issues)."""
+"""Fornace unit agent: runs execution plans from the broker (see agent/README.md)."""

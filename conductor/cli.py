@@ -21,6 +21,7 @@ from .errors import FornaceError
 COMMANDS = {
     "workflow": "conductor.workflow_cli",
     "api": "api.cli",
+    "agent": "agent.cli",
     "conductor": "conductor.daemon_cli",
 }
 

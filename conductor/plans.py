@@ -18,6 +18,7 @@ def build_plan(store: TemplateStore, template: str, mappings: dict[str, Any]) ->
         raise TemplateError(f"agent template {template!r}: Scripts must be a list of file names")
     if not isinstance(plan.get("Commands", []), list):
         raise TemplateError(f"agent template {template!r}: Commands must be a list")
+    plan["ScriptNames"] = list(scripts)  # the 2.0 format runs scripts by name; 0.2 ignores it
     plan["Scripts"] = [base64.b64encode(store.script(name)).decode("ascii") for name in scripts]
     plan.setdefault("Commands", [])
     plan.setdefault("RebootOnCompletion", 0)

@@ -1,0 +1,100 @@
+"""The agent's options (oslo.config) and the settings built from them.
+
+The connection keys are the ``[DEFAULT]`` keys that the agent-config
+template (``data/templates/agent-config/Default.template``) writes and that
+``init.sh`` stores in ``/etc/fornace/agent.conf``::
+
+    [DEFAULT]
+    broker_url = amqp://user:password@host:5672//
+    broker_ssl = False
+    input_queue = e<env>-<service>-<unit>
+    result_routing_key = -execution-results-e<env>
+
+How plans are run is tuned in ``[agent]`` (all optional)::
+
+    [agent]
+    work_dir = /var/lib/fornace/agent
+    journal =                  # default <work_dir>/journal.jsonl
+    command_timeout = 3600
+    reboot_command =           # e.g. "systemctl reboot"; empty: only logged
+    powershell =               # empty: pwsh, then powershell, from PATH
+    python = python3
+    shell = /bin/sh
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from oslo_config import cfg
+
+connection_opts = [
+    cfg.StrOpt("broker_url", default="memory://", secret=True,
+               help="Broker the agent takes its plans from (amqp://user:pw@host:5672/vhost)."),
+    cfg.BoolOpt("broker_ssl", default=False, help="Reach the broker over TLS."),
+    cfg.StrOpt("input_queue", default="",
+               help="Queue of this unit's execution plans (e<env>-<service>-<unit>)."),
+    cfg.StrOpt("result_routing_key", default="",
+               help="Queue the results go to (-execution-results-e<env>)."),
+]
+
+agent_opts = [
+    cfg.StrOpt("work_dir", default="/var/lib/fornace/agent",
+               help="Folder of the plans' scripts, their output and the journal; scripts "
+                    "run in it and see it as FORNACE_WORK_DIR."),
+    cfg.StrOpt("journal", default="",
+               help="Journal file (JSON lines) of the plans answered; default "
+                    "<work_dir>/journal.jsonl."),
+    cfg.FloatOpt("command_timeout", default=3600.0, min=0,
+                 help="Seconds one command may run before it is killed and reported as "
+                      "an exception (0: no limit)."),
+    cfg.StrOpt("reboot_command", default="",
+               help="Command run when a plan asks for a reboot (RebootOnCompletion), e.g. "
+                    "'systemctl reboot'. Empty: the request is only logged. Either way "
+                    "the agent then exits with code 3."),
+    cfg.StrOpt("powershell", default="",
+               help="PowerShell executable; empty looks for pwsh, then powershell."),
+    cfg.StrOpt("python", default="python3", help="Interpreter of .py scripts."),
+    cfg.StrOpt("shell", default="/bin/sh", help="Interpreter of .sh scripts."),
+]
+
+
+def register(conf: cfg.ConfigOpts) -> None:
+    conf.register_opts(connection_opts)
+    conf.register_opts(agent_opts, group="agent")
+
+
+def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
+    return [(None, connection_opts), ("agent", agent_opts)]
+
+
+@dataclass
+class AgentSettings:
+    work_dir: Path
+    journal: Path | None = None           # default work_dir / journal.jsonl
+    command_timeout: float | None = 3600.0  # None or 0: no limit
+    reboot_command: str = ""
+    powershell: str = ""
+    python: str = "python3"
+    shell: str = "/bin/sh"
+    broker_url: str = "memory://"
+    broker_ssl: bool = False
+    input_queue: str = ""
+    result_queue: str = ""
+
+    def __post_init__(self) -> None:
+        self.work_dir = Path(self.work_dir)
+        self.journal = Path(self.journal) if self.journal else self.work_dir / "journal.jsonl"
+
+    @classmethod
+    def from_conf(cls, conf: cfg.ConfigOpts) -> "AgentSettings":
+        agent = conf.agent
+        return cls(work_dir=Path(os.path.expanduser(agent.work_dir)),
+                   journal=Path(os.path.expanduser(agent.journal)) if agent.journal else None,
+                   command_timeout=agent.command_timeout or None,
+                   reboot_command=agent.reboot_command or "",
+                   powershell=agent.powershell or "", python=agent.python,
+                   shell=agent.shell, broker_url=conf.broker_url,
+                   broker_ssl=conf.broker_ssl, input_queue=conf.input_queue,
+                   result_queue=conf.result_routing_key)

@@ -1,0 +1,118 @@
+"""The agent's journal: one JSON object a line, appended and fsynced.
+
+Records (``event`` field):
+
+* ``started``  ``{id}`` -- a plan began to run;
+* ``result``   ``{id, result, reboot}`` -- its answer, written BEFORE it is sent;
+  ``reboot`` is true when the plan asked for a reboot (the answer is then
+  sent after the restart, as Murano 0.2 agents did);
+* ``sent``     ``{id}`` -- the answer was published;
+* ``rebooted`` ``{id}`` -- the agent came back after that plan's reboot.
+
+The state of a plan is the fold of its records.  A torn last line (a crash
+while writing) is skipped.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass
+class Entry:
+    id: str
+    started: bool = False
+    result: dict[str, Any] | None = None
+    reboot: bool = False
+    sent: bool = False
+    rebooted: bool = False
+
+    @property
+    def reboot_pending(self) -> bool:
+        return self.reboot and not self.rebooted
+
+
+class Journal:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self.entries: dict[str, Entry] = {}
+        self._order: list[str] = []
+        self._load()
+
+    def _load(self) -> None:
+        if not self.path.exists():
+            return
+        with open(self.path, encoding="utf-8") as handle:
+            for number, line in enumerate(handle, 1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                    self._apply(record)
+                except (ValueError, KeyError, TypeError):
+                    LOG.warning("journal %s: line %d is unreadable, skipped", self.path, number)
+
+    def _apply(self, record: dict[str, Any]) -> None:
+        plan_id = record["id"]
+        entry = self.entries.get(plan_id)
+        if entry is None:
+            entry = self.entries[plan_id] = Entry(plan_id)
+            self._order.append(plan_id)
+        event = record["event"]
+        if event == "started":
+            entry.started = True
+        elif event == "result":
+            entry.result = record["result"]
+            entry.reboot = bool(record.get("reboot"))
+            entry.sent = False
+        elif event == "sent":
+            entry.sent = True
+        elif event == "rebooted":
+            entry.rebooted = True
+        else:
+            raise KeyError(event)
+
+    def _append(self, record: dict[str, Any]) -> None:
+        record = {**record, "time": round(time.time(), 3)}
+        line = json.dumps(record, separators=(",", ":")) + "\n"
+        with self._lock:
+            with open(self.path, "a", encoding="utf-8") as handle:
+                handle.write(line)
+                handle.flush()
+                os.fsync(handle.fileno())
+            self._apply(record)
+
+    # -- queries -------------------------------------------------------------
+    def get(self, plan_id: str) -> Entry | None:
+        return self.entries.get(plan_id)
+
+    def unsent(self) -> list[Entry]:
+        """Answers journaled but not (known to be) sent, oldest first."""
+        return [self.entries[i] for i in self._order
+                if self.entries[i].result is not None and not self.entries[i].sent]
+
+    def reboots_pending(self) -> list[Entry]:
+        return [self.entries[i] for i in self._order if self.entries[i].reboot_pending]
+
+    # -- records -------------------------------------------------------------
+    def started(self, plan_id: str) -> None:
+        self._append({"event": "started", "id": plan_id})
+
+    def result(self, plan_id: str, result: dict[str, Any], reboot: bool = False) -> None:
+        self._append({"event": "result", "id": plan_id, "result": result, "reboot": reboot})
+
+    def sent(self, plan_id: str) -> None:
+        self._append({"event": "sent", "id": plan_id})
+
+    def rebooted(self, plan_id: str) -> None:
+        self._append({"event": "rebooted", "id": plan_id})

@@ -1,0 +1,331 @@
+"""The unit agent: plans run through the core directly, then over the broker."""
+from __future__ import annotations
+
+import base64
+import json
+import stat
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+
+from agent.config import AgentSettings
+from agent.service import EXIT_REBOOT, Agent
+from conductor import contract
+from conductor.broker import Broker
+from conductor.cli import build_conf
+from services import amqp_url  # tests/ is on sys.path (rootdir conftest, no package)
+
+
+def b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def v2_plan(scripts: dict[str, str], commands: list, reboot: int = 0,
+            plan_id: str | None = None) -> dict:
+    return {"FormatVersion": "2.0", "Scripts": [b64(t) for t in scripts.values()],
+            "ScriptNames": list(scripts), "Commands": commands,
+            "RebootOnCompletion": reboot, "ID": plan_id or uuid.uuid4().hex}
+
+
+def cmd(name: str, **arguments) -> dict:
+    return {"Name": name, "Arguments": arguments}
+
+
+class Sent(list):
+    def __call__(self, plan_id, result):
+        self.append((plan_id, json.loads(json.dumps(result))))
+
+
+@pytest.fixture
+def make_agent(tmp_path):
+    def make(**options) -> tuple[Agent, Sent]:
+        sent = Sent()
+        options.setdefault("work_dir", tmp_path / "work")
+        return Agent(AgentSettings(**options), publish=sent), sent
+    return make
+
+
+# ============================================================ the core
+
+def test_v2_shell_and_python_scripts_get_their_arguments(make_agent):
+    agent, sent = make_agent()
+    plan = v2_plan({
+        "hello.sh": 'echo "hello $who from $(basename "$PWD")"\necho "port=$port"\n',
+        "sum.py": "import json, os, sys\nargs = json.load(sys.stdin)\n"
+                  "print(args['a'] + args['b'])\nprint(os.environ['flag'], os.environ['b'])\n",
+    }, [cmd("hello.sh", who="world", port=8080), cmd("sum.py", a=2, b=3, flag=True)])
+    result = agent.process(plan)
+    assert result == {"IsException": False, "Result": [
+        {"IsException": False, "Result": ["hello world from work", "port=8080"]},
+        {"IsException": False, "Result": ["5", "true 3"]}]}
+    assert sent == [(plan["ID"], result)]
+
+
+def test_the_example_linux_plan_runs_as_built_by_the_conductor(make_agent, tmp_path):
+    from conductor.plans import build_plan
+    from conductor.templates import BUILTIN_DATA, TemplateStore
+
+    store = TemplateStore(BUILTIN_DATA)
+    plan = build_plan(store, "Linux/DeployStaticSite", {"port": "0", "title": "T"})
+    plan.setdefault("ScriptNames", ["deploy_static_site.sh"])  # see README: build_plan change
+    # do not leave a web server behind: the test only checks the script's stdout
+    plan["Scripts"] = [b64(base64.b64decode(plan["Scripts"][0]).decode().replace(
+        "nohup python3", ": nohup python3"))]
+    agent, _ = make_agent()
+    result = agent.process(plan)
+    assert result["Result"][0]["IsException"] is False, result
+    assert result["Result"][0]["Result"][0].startswith("serving ")
+    assert (tmp_path / "work" / "site" / "index.html").read_text().count("T") >= 2
+
+
+def test_a_failing_command_stops_the_plan(make_agent, tmp_path):
+    marker = tmp_path / "ran"
+    agent, sent = make_agent()
+    plan = v2_plan({"ok.sh": "echo one\n", "bad.sh": "echo partial\necho broken >&2\nexit 7\n",
+                    "after.sh": f"touch {marker}\n"},
+                   [cmd("ok.sh"), cmd("bad.sh"), cmd("after.sh")])
+    result = agent.process(plan)
+    assert result["IsException"] is False
+    assert len(result["Result"]) == 2
+    assert result["Result"][0] == {"IsException": False, "Result": ["one"]}
+    failed = result["Result"][1]
+    assert failed["IsException"] is True
+    kind, message = failed["Result"]
+    assert kind == "CommandFailed"
+    assert "exit" in message and "7" in message and "broken" in message
+    assert not marker.exists()
+    # what the conductor makes of it: an 'inner' error
+    from conductor.executors import PlanReply
+    from conductor.plans import read_reply
+    ok, errors = read_reply(PlanReply(result), None)
+    assert not ok and errors[0]["type"] == "inner" and errors[0]["messages"][0] == kind
+
+
+@pytest.mark.parametrize("body, kind", [
+    ("{not json", "MalformedPlan"),
+    (b"\xff\xfe", "MalformedPlan"),
+    ([1, 2], "MalformedPlan"),
+    ({"Scripts": ["%%%not base64"], "Commands": []}, "MalformedPlan"),
+    ({"FormatVersion": "9.1", "Scripts": [], "Commands": []}, "UnsupportedFormatVersion"),
+    ({"FormatVersion": "2.0", "Scripts": [b64("x")], "Commands": []}, "MalformedPlan"),
+    ({"FormatVersion": "2.0", "Scripts": [b64("x")], "ScriptNames": ["../evil.sh"],
+      "Commands": []}, "MalformedPlan"),
+    ({"FormatVersion": "2.0", "Scripts": [], "ScriptNames": [],
+      "Commands": [cmd("missing.sh")]}, "MalformedPlan"),
+    ({"Commands": "nope"}, "MalformedPlan"),
+    ({"Commands": [], "RebootOnCompletion": 5}, "MalformedPlan"),
+])
+def test_a_plan_that_cannot_run_is_a_top_level_exception(make_agent, body, kind):
+    agent, sent = make_agent()
+    result = agent.process(body, message_id="m-1")
+    assert result["IsException"] is True
+    assert result["Result"][0] == kind and isinstance(result["Result"][1], str)
+    assert sent == [("m-1", result)]
+    contract.parse_plan_result(result)
+
+
+def test_powershell_missing_is_a_clear_command_exception(make_agent, monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    agent, _ = make_agent(powershell="pwsh-that-is-not-here", shell="/bin/sh")
+    v2 = agent.process(v2_plan({"a.ps1": "Write-Output 1"}, [cmd("a.ps1")]))
+    old = agent.process({"Scripts": [b64("function Do-It { 'x' }")],
+                         "Commands": [cmd("Do-It", Name="v")], "RebootOnCompletion": 0,
+                         "ID": "old-style"})
+    for result in (v2, old):
+        assert result["IsException"] is False
+        assert result["Result"] == [{"IsException": True, "Result": [
+            "PowerShellNotInstalled", "PowerShell is not installed on this unit"]}]
+
+
+def test_a_0_2_plan_calls_the_function_through_powershell(make_agent, tmp_path):
+    """A stand-in pwsh shows what a real one is given: scripts, function, arguments."""
+    fake = tmp_path / "fake-pwsh"
+    fake.write_text("#!/bin/sh\necho \"function=$FORNACE_FUNCTION\"\n"
+                    "for s in $(echo \"$FORNACE_SCRIPTS\" | tr ':' ' '); do head -c 14 \"$s\"; "
+                    "echo; done\ncat\necho\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IXUSR)
+    agent, _ = make_agent(powershell=str(fake))
+    result = agent.process({"Scripts": [b64("function Deploy-It {}"), b64("function Other {}")],
+                            "Commands": [cmd("Deploy-It", URL="http://x", Count=2)],
+                            "RebootOnCompletion": 0, "ID": "ps-1"})
+    assert result["Result"][0] == {"IsException": False, "Result": [
+        "function=Deploy-It", "function Deplo", "function Other", json.dumps(
+            {"URL": "http://x", "Count": 2})]}
+
+
+def test_a_hung_command_is_killed_after_the_timeout(make_agent):
+    agent, _ = make_agent(command_timeout=0.5)
+    result = agent.process(v2_plan({"hang.sh": "echo started\nsleep 30\n"}, [cmd("hang.sh")]))
+    kind, message = result["Result"][0]["Result"]
+    assert result["Result"][0]["IsException"] and kind == "TimeoutError"
+    assert "0.5 seconds" in message
+
+
+def test_a_background_daemon_does_not_hold_the_agent(make_agent):
+    agent, _ = make_agent(command_timeout=10)
+    result = agent.process(v2_plan({"d.sh": "sleep 3 &\necho launched\n"}, [cmd("d.sh")]))
+    assert result["Result"][0] == {"IsException": False, "Result": ["launched"]}
+
+
+def test_the_same_plan_twice_runs_once_and_is_answered_twice(make_agent, tmp_path):
+    counter = tmp_path / "count"
+    plan = v2_plan({"count.sh": f"echo x >> {counter}\necho done\n"}, [cmd("count.sh")])
+    agent, sent = make_agent()
+    first = agent.process(plan)
+    second = agent.process(json.dumps(plan).encode())
+    # and after a restart of the agent, from the journal file
+    again, sent_later = make_agent()
+    third = again.process(plan)
+    assert counter.read_text().count("x") == 1
+    assert first == second == third
+    assert [s[0] for s in sent + sent_later] == [plan["ID"]] * 3
+
+
+def test_a_plan_interrupted_by_a_crash_is_not_run_again(make_agent, tmp_path):
+    agent, _ = make_agent()
+    agent.journal.started("crashed")
+    again, sent = make_agent()
+    result = again.process(v2_plan({"a.sh": "echo hi"}, [cmd("a.sh")], plan_id="crashed"))
+    assert result["IsException"] and result["Result"][0] == "AgentInterrupted"
+    assert sent[0][0] == "crashed"
+
+
+@pytest.mark.parametrize("reboot, fails, expected", [
+    (0, False, False), (1, False, True), (1, True, False), (2, True, True)])
+def test_reboot_requests_are_journaled_and_answered_after_the_restart(
+        make_agent, reboot, fails, expected):
+    agent, sent = make_agent()
+    plan = v2_plan({"s.sh": "exit 1" if fails else "echo ok"}, [cmd("s.sh")], reboot=reboot)
+    result = agent.process(plan)
+    assert (agent.reboot_requested == plan["ID"]) is expected
+    assert agent.journal.get(plan["ID"]).result == result   # journaled either way
+    if not expected:
+        assert sent == [(plan["ID"], result)]
+        return
+    assert sent == []                                        # sent after the restart
+    assert [e.id for e in agent.journal.reboots_pending()] == [plan["ID"]]
+    restarted, sent_after = make_agent()
+    restarted.startup()
+    assert sent_after == [(plan["ID"], result)]
+    assert restarted.journal.reboots_pending() == []
+    restarted.startup()                                      # nothing twice
+    assert len(sent_after) == 1
+
+
+def test_a_torn_journal_line_is_skipped(make_agent, tmp_path):
+    agent, _ = make_agent()
+    agent.process(v2_plan({"a.sh": "echo a"}, [cmd("a.sh")], plan_id="p1"))
+    with open(agent.settings.journal, "a") as handle:
+        handle.write('{"event": "result", "id": "p2", "resu')
+    again, _ = make_agent()
+    assert again.journal.get("p1").sent and again.journal.get("p2") is None
+
+
+def test_the_config_file_written_by_init_sh_is_read(tmp_path):
+    template = (Path(__file__).parent.parent / "data/templates/agent-config/Default.template")
+    text = template.read_text()
+    for key, value in {"RABBITMQ_USER": "u", "RABBITMQ_PASSWORD": "p", "RABBITMQ_HOST": "h",
+                       "RABBITMQ_PORT": "5672", "RABBITMQ_VHOST": "/", "RABBITMQ_SSL": "False",
+                       "RABBITMQ_INPUT_QUEUE": "eenv-svc-unit",
+                       "RESULT_QUEUE": "-execution-results-eenv"}.items():
+        text = text.replace(f"%{key}%", value)
+    path = tmp_path / "agent.conf"
+    path.write_text(text + f"\n[agent]\nwork_dir = {tmp_path / 'w'}\ncommand_timeout = 60\n")
+    conf = build_conf()
+    conf(["--config-file", str(path), "agent"], project="fornace", prog="fornace")
+    settings = AgentSettings.from_conf(conf)
+    assert settings.broker_url == "amqp://u:p@h:5672//"
+    assert settings.input_queue == "eenv-svc-unit"
+    assert settings.result_queue == "-execution-results-eenv"
+    assert settings.command_timeout == 60 and settings.journal == tmp_path / "w/journal.jsonl"
+    assert settings.broker_ssl is False
+
+
+def test_the_cli_refuses_a_config_without_queues(tmp_path, capsys):
+    from conductor.cli import main
+    path = tmp_path / "agent.conf"
+    path.write_text(f"[agent]\nwork_dir = {tmp_path / 'w'}\n")
+    assert main(["--config-file", str(path), "agent"]) == 2
+    assert "input_queue" in capsys.readouterr().err
+
+
+# ============================================================ over the broker
+
+@pytest.fixture(params=["memory", "rabbitmq"])
+def broker_url(request) -> str:
+    return "memory://" if request.param == "memory" else amqp_url()
+
+
+def _queues():
+    env = uuid.uuid4().hex[:10]
+    return contract.agent_queue(env, "svc", "unit"), contract.results_queue(env)
+
+
+def _serve(agent: Agent, stop: threading.Event) -> tuple[threading.Thread, dict]:
+    out: dict = {}
+    ready = threading.Event()
+    thread = threading.Thread(target=lambda: out.setdefault("code", agent.serve(stop, ready)),
+                              daemon=True)
+    thread.start()
+    assert ready.wait(15), "the agent did not subscribe"
+    return thread, out
+
+
+def test_plans_through_the_broker_in_order(broker_url, tmp_path):
+    input_queue, results = _queues()
+    settings = AgentSettings(work_dir=tmp_path / "w", broker_url=broker_url,
+                             input_queue=input_queue, result_queue=results)
+    plans = [v2_plan({"a.py": f"print('plan {n}')"}, [cmd("a.py")]) for n in range(3)]
+    plans.insert(1, {"ID": "broken", "FormatVersion": "7"})
+    with Broker(broker_url) as sender:
+        try:
+            for plan in plans:
+                sender.publish(input_queue, plan, plan["ID"])
+            stop = threading.Event()
+            thread, out = _serve(Agent(settings), stop)
+            got = sender.drain(results, timeout=10, count=len(plans))
+            stop.set()
+            thread.join(15)
+            assert out.get("code") == 0
+            assert [message_id for _, message_id in got] == [p["ID"] for p in plans]
+            assert got[0][0]["Result"][0]["Result"] == ["plan 0"]
+            assert got[1][0]["IsException"] and got[1][0]["Result"][0] == \
+                "UnsupportedFormatVersion"
+            assert got[3][0]["Result"][0]["Result"] == ["plan 2"]
+            assert sender.drain(input_queue, timeout=0.2) == []   # every plan acked
+        finally:
+            sender.delete(input_queue)
+            sender.delete(results)
+
+
+def test_a_reboot_plan_stops_the_agent_which_answers_after_restart(broker_url, tmp_path):
+    input_queue, results = _queues()
+    settings = AgentSettings(work_dir=tmp_path / "w", broker_url=broker_url,
+                             input_queue=input_queue, result_queue=results,
+                             reboot_command=f"{sys.executable} -c \"open('{tmp_path}/rb','w')\"")
+    reboot = v2_plan({"r.sh": "echo rebooting"}, [cmd("r.sh")], reboot=1)
+    after = v2_plan({"n.sh": "echo next"}, [cmd("n.sh")])
+    with Broker(broker_url) as sender:
+        try:
+            sender.publish(input_queue, reboot, reboot["ID"])
+            sender.publish(input_queue, after, after["ID"])
+            stop = threading.Event()
+            thread, out = _serve(Agent(settings), stop)
+            thread.join(20)
+            assert out.get("code") == EXIT_REBOOT
+            assert (tmp_path / "rb").exists()                 # the reboot command ran
+            assert sender.drain(results, timeout=0.3) == []   # nothing sent before reboot
+            stop = threading.Event()
+            thread, out = _serve(Agent(settings), stop)       # the restart
+            got = sender.drain(results, timeout=10, count=2)
+            stop.set()
+            thread.join(15)
+            assert [m for _, m in got] == [reboot["ID"], after["ID"]]
+            assert got[0][0]["Result"][0]["Result"] == ["rebooting"]
+            assert got[1][0]["Result"][0]["Result"] == ["next"]
+        finally:
+            sender.delete(input_queue)
+            sender.delete(results)
