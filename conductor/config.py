@@ -37,6 +37,41 @@ broker_opts = [
                     "amqp://user:password@host:5672/vhost for RabbitMQ."),
 ]
 
+heat_opts = [
+    cfg.StrOpt("url", default=None,
+               help="Heat endpoint, e.g. http://heat:8004/v1/%(tenant_id)s (the task's "
+                    "tenant is substituted). Unset: the orchestration endpoint of the "
+                    "Keystone catalog (needs auth_url)."),
+    cfg.StrOpt("auth_url", default=None,
+               help="Keystone v3 URL. Unset: the task's token is sent to [heat] url as is "
+                    "(or no token at all, for a no-auth Heat)."),
+    cfg.StrOpt("username", default=None,
+               help="Service user for Heat when a task carries no token."),
+    cfg.StrOpt("password", default=None, secret=True, help="Password of the service user."),
+    cfg.StrOpt("user_domain_name", default="Default", help="Domain of the service user."),
+    cfg.StrOpt("project_name", default=None, help="Project of the service user."),
+    cfg.StrOpt("project_domain_name", default="Default",
+               help="Domain of the service user's project."),
+    cfg.StrOpt("region_name", default=None, help="Region of the Heat endpoint."),
+    cfg.StrOpt("interface", default="public",
+               help="Catalog interface of the Heat endpoint (public, internal, admin)."),
+    cfg.BoolOpt("insecure", default=False, help="Do not verify Heat/Keystone TLS certificates."),
+    cfg.StrOpt("ca_file", default=None, help="CA bundle for Heat/Keystone TLS."),
+    cfg.StrOpt("resource_registry", default=None,
+               help="Heat resource registry sent with every stack create/update: a JSON "
+                    "object (e.g. {\"AWS::EC2::Instance\": \"OS::Heat::None\"}) or the path "
+                    "of a YAML/JSON environment file (provider templates it names are "
+                    "sent as files), so the templates run on a Heat without Nova."),
+    cfg.FloatOpt("poll_start", default=0.5, min=0.01,
+                 help="First delay (seconds) between stack status polls; doubles up to "
+                      "poll_max."),
+    cfg.FloatOpt("poll_max", default=5.0, min=0.01,
+                 help="Longest delay (seconds) between stack status polls."),
+    cfg.FloatOpt("timeout", default=1800.0, min=0,
+                 help="Seconds to wait for a stack create/update/delete to finish (0 waits "
+                      "without limit, as Murano 0.2 did)."),
+]
+
 common_opts = [
     cfg.StrOpt("data_dir", default=str(BUILTIN_DATA),
                help="Catalog folder: workflows/, templates/cf, templates/agent, init-scripts."),
@@ -48,6 +83,7 @@ def register(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(engine_opts, group="engine")
     conf.register_opts(rabbit_opts, group="rabbitmq")
     conf.register_opts(broker_opts, group="broker")
+    conf.register_opts(heat_opts, group="heat")
 
 
 def config_mapping(conf: cfg.ConfigOpts) -> dict[str, Any]:
@@ -76,4 +112,4 @@ def engine_settings(conf: cfg.ConfigOpts) -> Settings:
 def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
     """For oslo-config-generator (``etc/fornace.conf.sample``)."""
     return [(None, common_opts), ("engine", engine_opts), ("rabbitmq", rabbit_opts),
-            ("broker", broker_opts)]
+            ("broker", broker_opts), ("heat", heat_opts)]
