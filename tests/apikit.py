@@ -1,6 +1,7 @@
 """Helpers for the API tests: an API on a fresh database with a recording publisher."""
 from __future__ import annotations
 
+import socket
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,3 +56,10 @@ def reset_postgres(url: str) -> None:
 def web_server(name: str = "frontend", **extra: Any) -> dict[str, Any]:
     return {"name": name, "type": "webServer", "adminPassword": "P@ssw0rd-web",
             "domain": "acme.loc", "units": [{"location": "west-dc"}], **extra}
+
+
+def free_port() -> int:
+    """A TCP port of 127.0.0.1 that is free right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -2,19 +2,14 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
 
+from apikit import free_port
 from conductor.cli import main
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def test_api_command_serves_and_keeps_data(tmp_path):

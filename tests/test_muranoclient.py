@@ -1,24 +1,18 @@
 """The API driven by the real python-muranoclient 2.8 over HTTP."""
 from __future__ import annotations
 
-import socket
 import threading
 import time
 
 import pytest
 import uvicorn
 
-from apikit import make_api, web_server
+from apikit import free_port, make_api, web_server
 from conductor import contract
 
 mc_client = pytest.importorskip("muranoclient.v1.client")
 mc_exc = pytest.importorskip("muranoclient.common.exceptions")
 
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @pytest.fixture
