@@ -48,9 +48,34 @@ def build_conf() -> cfg.ConfigOpts:
     return conf
 
 
+GLOBAL_OPTIONS = ("--config-file", "--config-dir")
+
+
+def hoist_global_options(args: list[str]) -> list[str]:
+    """Move ``--config-file F`` (and ``--config-dir``) given after the sub-command
+    to the front, where oslo.config expects them: ``fornace api --config-file F``
+    then means what its user meant."""
+    front: list[str] = []
+    rest: list[str] = []
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        name = arg.split("=", 1)[0]
+        if name in GLOBAL_OPTIONS:
+            if "=" in arg:
+                front.append(arg)
+            else:
+                front.extend(args[index:index + 2])
+                index += 1
+        else:
+            rest.append(arg)
+        index += 1
+    return front + rest
+
+
 def main(argv: list[str] | None = None) -> int:
     conf = build_conf()
-    args = sys.argv[1:] if argv is None else argv
+    args = hoist_global_options(sys.argv[1:] if argv is None else argv)
     try:
         conf(args, project="fornace", prog="fornace",
              description="Fornace: deploy environments of services from Murano 0.2 "

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 from pathlib import Path
 
@@ -15,9 +16,14 @@ from .simulator import SimulatedCloud
 conductor_opts = [
     cfg.IntOpt("max_environments", default=4, min=1,
                help="Deployments run at the same time (one consumer thread each)."),
-    cfg.StrOpt("stacks", default="simulator", choices=["simulator", "heat"],
+    cfg.StrOpt("stacks", default="simulator", choices=["simulator", "heat", "local"],
                help="Where stacks are made: simulator (every stack action succeeds, "
-                    "for trying workflows) or heat (python-heatclient, see [heat])."),
+                    "for trying workflows), heat (python-heatclient, see [heat]) or local "
+                    "(the local cloud: instances are sandboxes running a real agent, see "
+                    "cloud_dir; needs a broker shared by processes, amqp://...)."),
+    cfg.StrOpt("cloud_dir", default="",
+               help="State folder of the local cloud (stacks = local); default "
+                    "<[api] state_dir>/cloud."),
 ]
 
 
@@ -37,7 +43,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-environments", type=int,
                         help="deployments at the same time (default [conductor] "
                              "max_environments)")
-    parser.add_argument("--stacks", choices=["simulator", "heat"],
+    parser.add_argument("--stacks", choices=["simulator", "heat", "local"],
                         help="stack backend (default [conductor] stacks)")
 
 
@@ -46,7 +52,19 @@ def _stacks_factory(conf: cfg.ConfigOpts, backend: str):
         from .heat import HeatStacks
 
         return lambda task: HeatStacks.from_config(conf, task.token, task.tenant_id)
+    if backend == "local":
+        from .localcloud import LocalStacks
+
+        stacks = LocalStacks(cloud_dir(conf))
+        return lambda task: stacks
     return lambda task: SimulatedCloud().executors()[0]
+
+
+def cloud_dir(conf: cfg.ConfigOpts) -> str:
+    """``[conductor] cloud_dir``, else ``<[api] state_dir>/cloud``."""
+    if conf.conductor.cloud_dir:
+        return os.path.expanduser(conf.conductor.cloud_dir)
+    return os.path.join(os.path.expanduser(conf.api.state_dir), "cloud")
 
 
 def run(conf: cfg.ConfigOpts) -> int:

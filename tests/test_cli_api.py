@@ -53,3 +53,15 @@ def test_help_of_every_command(capsys):
             assert exc.code == 0
         out = capsys.readouterr().out
         assert "usage: fornace" in out
+
+
+def test_config_file_may_follow_the_subcommand(tmp_path, capsys):
+    from conductor.cli import hoist_global_options
+
+    assert hoist_global_options(["api", "--config-file", "f.conf", "--port", "1"]) == \
+        ["--config-file", "f.conf", "api", "--port", "1"]
+    assert hoist_global_options(["agent", "--config-dir=d"]) == ["--config-dir=d", "agent"]
+    conf = tmp_path / "fornace.conf"
+    conf.write_text("[api]\nworkers = 2\n")  # memory broker: refused, which proves it was read
+    assert main(["api", "--config-file", str(conf)]) == 2
+    assert "amqp://" in capsys.readouterr().err

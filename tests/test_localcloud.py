@@ -1,0 +1,280 @@
+"""The local cloud: stacks as folders, instances as real ``fornace agent`` processes."""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+from conductor import contract
+from conductor.broker import Broker
+from conductor.executors import StackFailure, StackRequest
+from conductor.localcloud import LocalStacks, evaluate_outputs
+from services import amqp_url
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+
+
+def render_user_data(broker_url: str, env: str, unit: str) -> str:
+    """What prepare-user-data renders: init.sh with the agent config inside."""
+    url = urlsplit(broker_url)
+    values = {
+        "RABBITMQ_HOST": url.hostname or "127.0.0.1", "RABBITMQ_PORT": str(url.port or 5672),
+        "RABBITMQ_USER": unquote(url.username or "guest"),
+        "RABBITMQ_PASSWORD": unquote(url.password or "guest"),
+        "RABBITMQ_VHOST": unquote(url.path[1:]) or "/", "RABBITMQ_SSL": "False",
+        "RABBITMQ_INPUT_QUEUE": contract.agent_queue(env, "svc", unit),
+        "RESULT_QUEUE": contract.results_queue(env), "INTERNAL_HOSTNAME": unit,
+        "MURANO_SERVER_ADDRESS": "127.0.0.1",
+    }
+    config = (DATA / "templates/agent-config/Default.template").read_text()
+    for key, value in values.items():
+        config = config.replace(f"%{key}%", value)
+    values["AGENT_CONFIG_BASE64"] = base64.b64encode(config.encode()).decode()
+    script = (DATA / "init-scripts/init.sh").read_text()
+    for key, value in values.items():
+        script = script.replace(f"%{key}%", value)
+    return script
+
+
+def instance(user_data: str | None, kind: str = "AWS::EC2::Instance") -> dict:
+    key = "UserData" if kind == "AWS::EC2::Instance" else "user_data"
+    props = {"ImageId": "img", "InstanceType": "m1.small"}
+    if user_data is not None:
+        props[key] = user_data
+    return {"Type": kind, "Properties": props}
+
+
+def request(stack: str, template: dict) -> StackRequest:
+    return StackRequest(stack, template, {})
+
+
+def alive(pid: int) -> bool:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return text[text.rfind(")") + 2] not in "ZX"
+
+
+def wait_for(predicate, timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.05)
+    return predicate()
+
+
+def shell_plan(script: str, plan_id: str) -> dict:
+    return {"FormatVersion": "2.0", "ID": plan_id,
+            "Scripts": [base64.b64encode(script.encode()).decode()],
+            "ScriptNames": ["run.sh"], "Commands": [{"Name": "run.sh", "Arguments": {}}],
+            "RebootOnCompletion": 0}
+
+
+@pytest.fixture
+def cloud(tmp_path):
+    stacks = LocalStacks(tmp_path / "cloud", stop_timeout=10)
+    made: list[str] = []
+    yield stacks, made
+    for name in made:     # never leave agents behind
+        stacks.delete(name)
+
+
+# ----------------------------------------------------------------- without a broker
+
+def test_outputs_are_evaluated_minimally():
+    template = {"Parameters": {"port": {"Type": "String", "Default": "80"}},
+                "Outputs": {"ip": {"Value": {"Fn::GetAtt": ["vm", "PrivateIp"]}},
+                            "pub": {"Value": {"Fn::GetAtt": ["vm", "PublicIp"]}},
+                            "ref": {"Value": {"Ref": "vm"}},
+                            "param": {"Value": {"Ref": "port"}},
+                            "literal": {"Value": "text"},
+                            "other": {"Value": {"Fn::GetAtt": ["vm", "AvailabilityZone"]}},
+                            "unknown": {"Value": {"Fn::GetAtt": ["lb", "PrivateIp"]}},
+                            "join": {"Value": {"Fn::Join": ["", ["a", "b"]]}}}}
+    assert evaluate_outputs(template, {"vm"}, {"port": "8080"}) == {
+        "ip": "127.0.0.1", "pub": "127.0.0.1", "ref": "vm", "param": "8080",
+        "literal": "text", "other": None, "unknown": None, "join": None}
+
+
+def test_an_instance_without_user_data_is_a_quiet_sandbox(cloud):
+    stacks, made = cloud
+    made.append("equiet")
+    outputs = stacks.apply(request("equiet", {
+        "Resources": {"vm": instance(None, "OS::Nova::Server"),
+                      "other": {"Type": "OS::Heat::None"}},
+        "Outputs": {"ip": {"Value": {"Fn::GetAtt": ["vm", "PrivateIp"]}}}}))
+    assert outputs == {"ip": "127.0.0.1"}
+    assert (stacks.state_dir / "equiet" / "vm").is_dir()
+    assert not (stacks.state_dir / "equiet" / "other").exists()
+    assert json.loads((stacks.state_dir / "equiet/template.json").read_text())["Resources"]
+
+
+def test_a_broken_user_data_is_a_stack_failure(cloud):
+    stacks, made = cloud
+    made.append("ebroken")
+    with pytest.raises(StackFailure) as failure:
+        stacks.apply(request("ebroken", {"Resources": {
+            "vm": instance("#!/bin/sh\necho booting the broken one\nexit 7\n")}}))
+    assert "instance vm" in failure.value.message
+    assert "code 7" in failure.value.message
+    assert "booting the broken one" in failure.value.message
+    # the next round tries again (and fails the same way)
+    with pytest.raises(StackFailure):
+        stacks.apply(request("ebroken", {"Resources": {}}))
+
+
+def test_an_agent_dying_at_start_is_a_stack_failure(cloud):
+    stacks, made = cloud
+    made.append("enoqueue")
+    # a config without input queue: the agent exits 2 at once
+    script = ("#!/bin/sh\nmkdir -p \"$FORNACE_ETC\"\n"
+              "printf '[DEFAULT]\\nbroker_url = amqp://127.0.0.1//\\n' > $FORNACE_ETC/agent.conf\n"
+              "exec fornace --config-file $FORNACE_ETC/agent.conf agent "
+              "--work-dir \"$FORNACE_AGENT_WORK_DIR\"\n")
+    with pytest.raises(StackFailure) as failure:
+        stacks.apply(request("enoqueue", {"Resources": {"vm": instance(script)}}))
+    assert "instance vm" in failure.value.message and "code 2" in failure.value.message
+    assert "input_queue" in failure.value.message
+
+
+def test_a_memory_broker_is_refused(cloud):
+    stacks, made = cloud
+    made.append("ememory")
+    config = "[DEFAULT]\nbroker_url = memory://\ninput_queue = q\nresult_routing_key = r\n"
+    script = ("#!/bin/sh\nmkdir -p \"$FORNACE_ETC\"\n"
+              f"echo '{base64.b64encode(config.encode()).decode()}' | base64 -d "
+              "> $FORNACE_ETC/agent.conf\n"
+              "exec fornace --config-file $FORNACE_ETC/agent.conf agent "
+              "--work-dir \"$FORNACE_AGENT_WORK_DIR\"\n")
+    with pytest.raises(StackFailure) as failure:
+        stacks.apply(request("ememory", {"Resources": {"vm": instance(script)}}))
+    assert "memory://" in failure.value.message
+    info = stacks.instances("ememory")["vm"]
+    assert not info["running"]
+
+
+def test_removed_and_deleted_instances_stop_their_process_group(cloud):
+    stacks, made = cloud
+    made.append("esleep")
+    # a boot script that ignores nothing: a child process in the same group
+    script = "#!/bin/sh\nsleep 300 &\nexec sleep 300\n"
+    stacks.apply(request("esleep", {"Resources": {"a": instance(script),
+                                                  "b": instance(script)}}))
+    pids = {name: info["pid"] for name, info in stacks.instances("esleep").items()}
+    assert all(alive(pid) for pid in pids.values())
+    # idempotent: a second round with the same template leaves them alone
+    stacks.apply(request("esleep", {"Resources": {"a": instance(script)}}))
+    assert {n: i["pid"] for n, i in stacks.instances("esleep").items()} == pids
+    stacks.apply(request("esleep", {"Resources": {"b": None}}))
+    assert not alive(pids["b"]) and alive(pids["a"])
+    assert not (stacks.state_dir / "esleep" / "b").exists()
+    assert "b" not in stacks.template("esleep")["Resources"]
+    stacks.delete("esleep")
+    assert not alive(pids["a"])
+    assert not (stacks.state_dir / "esleep").exists()
+    stacks.delete("esleep")   # absent is fine
+
+
+def test_a_process_that_died_is_started_again(cloud):
+    stacks, made = cloud
+    made.append("erestart")
+    script = "#!/bin/sh\nexec sleep 300\n"
+    stacks.apply(request("erestart", {"Resources": {"a": instance(script)}}))
+    pid = stacks.instances("erestart")["a"]["pid"]
+    os.kill(pid, signal.SIGKILL)
+    assert wait_for(lambda: not stacks.instances("erestart")["a"]["running"])
+    stacks.apply(request("erestart", {"Resources": {}}))
+    again = stacks.instances("erestart")["a"]
+    assert again["running"] and again["pid"] != pid
+
+
+def test_bad_names_are_refused(cloud):
+    stacks, _ = cloud
+    with pytest.raises(StackFailure):
+        stacks.apply(request("../x", {"Resources": {}}))
+    with pytest.raises(StackFailure):
+        stacks.apply(request("ebadname", {"Resources": {"../vm": instance(None)}}))
+    stacks.delete("ebadname")
+
+
+# ----------------------------------------------------------------- with RabbitMQ
+
+def test_two_agents_answer_plans_then_stop(cloud):
+    url = amqp_url()
+    stacks, made = cloud
+    env = uuid.uuid4().hex[:10]
+    stack = f"e{env}"
+    made.append(stack)
+    template = {
+        "Resources": {unit: instance(render_user_data(url, env, unit),
+                                     "OS::Nova::Server" if unit == "u2" else
+                                     "AWS::EC2::Instance") for unit in ("u1", "u2")},
+        "Outputs": {"u1ip": {"Value": {"Fn::GetAtt": ["u1", "PrivateIp"]}},
+                    "u2ip": {"Value": {"get_attr": ["u2", "first_address"]}}}}
+    outputs = stacks.apply(request(stack, template))
+    assert outputs == {"u1ip": "127.0.0.1", "u2ip": "127.0.0.1"}
+    instances = stacks.instances(stack)
+    assert set(instances) == {"u1", "u2"} and all(i["running"] for i in instances.values())
+    for unit in ("u1", "u2"):
+        conf = (stacks.state_dir / stack / unit / "etc" / "agent.conf").read_text()
+        assert contract.agent_queue(env, "svc", unit) in conf
+
+    results = contract.results_queue(env)
+    broker = Broker(url)
+    try:
+        for unit in ("u1", "u2"):
+            broker.publish(contract.agent_queue(env, "svc", unit),
+                           shell_plan('echo "hello from $FORNACE_WORK_DIR"', f"plan-{unit}"),
+                           f"plan-{unit}")
+        answers: dict = {}
+        deadline = time.monotonic() + 60
+        while len(answers) < 2 and time.monotonic() < deadline:
+            for body, message_id in broker.drain(results, timeout=1.0):
+                answers[message_id] = body
+        assert set(answers) == {"plan-u1", "plan-u2"}
+        for unit in ("u1", "u2"):
+            answer = answers[f"plan-{unit}"]
+            assert answer["IsException"] is False
+            work = stacks.state_dir / stack / unit / "work"
+            assert answer["Result"][0]["Result"] == [f"hello from {work}"]
+
+        # a round removing u2 stops its agent and removes its sandbox; u1 stays
+        pids = {u: i["pid"] for u, i in instances.items()}
+        stacks.apply(request(stack, {"Resources": {"u2": None}}))
+        assert not alive(pids["u2"]) and alive(pids["u1"])
+        assert not (stacks.state_dir / stack / "u2").exists()
+        assert stacks.instances(stack)["u1"]["pid"] == pids["u1"]
+
+        stacks.delete(stack)
+        assert not alive(pids["u1"])
+        assert not (stacks.state_dir / stack).exists()
+    finally:
+        for unit in ("u1", "u2"):
+            broker.delete(contract.agent_queue(env, "svc", unit))
+        broker.delete(results)
+        broker.close()
+
+
+# ----------------------------------------------------------------- the daemon option
+
+def test_the_daemon_makes_local_stacks(tmp_path):
+    from conductor.cli import build_conf
+    from conductor.daemon_cli import _stacks_factory
+    conf = build_conf()
+    conf(["conductor", "--stacks", "local"], project="fornace", prog="fornace",
+         default_config_files=[], default_config_dirs=[])
+    conf.set_override("state_dir", str(tmp_path / "state"), group="api")
+    stacks = _stacks_factory(conf, conf.command.stacks)(None)
+    assert isinstance(stacks, LocalStacks)
+    assert stacks.state_dir == (tmp_path / "state" / "cloud").resolve()
+    conf.set_override("cloud_dir", str(tmp_path / "c"), group="conductor")
+    assert _stacks_factory(conf, "local")(None).state_dir == (tmp_path / "c").resolve()
