@@ -44,6 +44,11 @@ def iso(value: datetime.datetime | None) -> str | None:
     return value.isoformat(timespec="seconds") if value is not None else None
 
 
+def shown_status(state: str, pending: bool) -> str:
+    """The status users see: busy states first, then an open session ("pending")."""
+    return state if state in BUSY else "pending" if pending else state
+
+
 def env_view(env: Environment, status: str) -> dict[str, Any]:
     return _env_view(env.id, env.name, env.created, env.updated, env.tenant_id, env.version,
                      status)
@@ -115,12 +120,8 @@ class Store:
     def _status(db: DbSession, env: Environment) -> str:
         if env.state in BUSY:
             return env.state
-        pending = db.scalar(select(func.count()).select_from(ConfigSession).where(
-            ConfigSession.environment_id == env.id, ConfigSession.state == "open",
-            ConfigSession.version == env.version))
-        if pending:
-            return "pending"
-        return env.state
+        return shown_status(env.state, db.scalar(select(_PENDING).where(
+            Environment.id == env.id)))
 
     def _session(self, db: DbSession, ctx: Context, env: Environment, session_id: str | None,
                  editable: bool) -> ConfigSession:
@@ -141,7 +142,7 @@ class Store:
             rows = db.execute(select(*_ENV_VIEW_COLUMNS, _PENDING).where(
                 Environment.tenant_id == ctx.tenant_id).order_by(Environment.created))
             return [_env_view(env_id, name, created, updated, tenant_id, version,
-                              state if state in BUSY else "pending" if pending else state)
+                              shown_status(state, pending))
                     for env_id, name, created, updated, tenant_id, version, state, pending
                     in rows]
 
@@ -169,8 +170,7 @@ class Store:
                         ConfigSession.id == _lookup_id(session_id, "session"))).first(),
                     editable=False)
                 description = session.description
-            view = env_view(env, env.state if env.state in BUSY else
-                            "pending" if env.pending else env.state)
+            view = env_view(env, shown_status(env.state, env.pending))
             view["services"] = specs.masked_view(description.get("services") or [])
             return view
 
