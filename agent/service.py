@@ -178,7 +178,7 @@ class AgentBroker(Broker):
 
     def connection(self, heartbeat: int | None = None):
         conn = super().connection(heartbeat)
-        if self.ssl and not self.in_memory:
+        if self.ssl and not self.local:
             conn.ssl = True
         return conn
 

@@ -2,8 +2,10 @@
 
 ``Broker("memory://")`` is kombu's in-process transport: every connection of
 one process shares its queues, so the API, the conductor and simulated agents
-can run as threads of one process.  ``Broker("amqp://user:pw@host:5672//")``
-talks to RabbitMQ.
+can run as threads of one process.  ``Broker("filesystem:///some/folder")``
+keeps messages as files in a folder, shared by the processes of one machine
+(:mod:`conductor.folderbroker`; the local cloud's agents are such processes).
+``Broker("amqp://user:pw@host:5672//")`` talks to RabbitMQ.
 
 Delivery is at least once: messages are persistent on durable queues,
 publishing waits for the broker's confirmation and retries through a broker
@@ -30,7 +32,7 @@ from typing import Any, Callable, Mapping
 import kombu
 from kombu import compression
 
-from . import contract
+from . import contract, folderbroker
 from .contract import ContractError
 from .secrets import find_secrets, mask_text
 
@@ -118,20 +120,32 @@ class Broker:
     def in_memory(self) -> bool:
         return self.url.split(":", 1)[0] == "memory"
 
+    @property
+    def in_folder(self) -> bool:
+        return folderbroker.is_folder_url(self.url)
+
+    @property
+    def local(self) -> bool:
+        """True for the transports without a server (no confirms, no TLS)."""
+        return self.in_memory or self.in_folder
+
     def connection(self, heartbeat: int | None = None) -> kombu.Connection:
         """A new (not yet connected) kombu connection to this broker."""
+        heartbeat = self.heartbeat if heartbeat is None else heartbeat
+        if self.in_folder:
+            return kombu.Connection(transport=folderbroker.Transport, heartbeat=heartbeat,
+                                    transport_options=folderbroker.transport_options(self.url))
         options: dict[str, Any] = {}
         if self.in_memory:
             options["polling_interval"] = 0.05
         elif self.confirm:
             options["confirm_publish"] = True
-        return kombu.Connection(self.url, heartbeat=self.heartbeat if heartbeat is None
-                                else heartbeat, transport_options=options)
+        return kombu.Connection(self.url, heartbeat=heartbeat, transport_options=options)
 
     @property
     def display(self) -> str:
         """The URL with the password masked, for logs."""
-        return self.url if self.in_memory else self.connection().as_uri()
+        return self.url if self.local else self.connection().as_uri()
 
     def __repr__(self) -> str:
         return f"Broker({self.display!r})"
@@ -155,7 +169,7 @@ class Broker:
                             message_id, queue, type(exc).__name__, exc, interval)
 
             options: dict[str, Any] = {}
-            if not self.in_memory and self.confirm:
+            if not self.local and self.confirm:
                 options["confirm_timeout"] = self.confirm_timeout
             producer.publish(body, exchange=target.exchange, routing_key=target.routing_key,
                              declare=[target], serializer="json",

@@ -5,6 +5,7 @@ from typing import Any
 
 from oslo_config import cfg
 
+from .folderbroker import is_folder_url
 from .session import Settings
 from .templates import BUILTIN_DATA
 
@@ -33,8 +34,11 @@ rabbit_opts = [
 
 broker_opts = [
     cfg.StrOpt("url", default="memory://", secret=True,
-               help="Broker URL: memory:// (in-process, one-machine mode) or "
-                    "amqp://user:password@host:5672/vhost for RabbitMQ."),
+               help="Broker URL: memory:// (in-process: API, conductor and simulated "
+                    "agents in one process), filesystem:///some/folder (messages as files, "
+                    "shared by the processes of one machine, e.g. local cloud agents; "
+                    "their agents get this URL too) or amqp://user:password@host:5672/vhost "
+                    "for RabbitMQ (agents get the [rabbitmq] settings)."),
 ]
 
 heat_opts = [
@@ -106,7 +110,8 @@ def engine_settings(conf: cfg.ConfigOpts) -> Settings:
         agent_timeout=timeout or None, config=config_mapping(conf),
         broker={"host": rabbit.host, "port": rabbit.port, "login": rabbit.login,
                 "password": rabbit.password, "virtual_host": rabbit.virtual_host,
-                "ssl": rabbit.ssl, "server_address": rabbit.server_address})
+                "ssl": rabbit.ssl, "server_address": rabbit.server_address,
+                "url": conf.broker.url if is_folder_url(conf.broker.url) else None})
 
 
 def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:

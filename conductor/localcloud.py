@@ -21,10 +21,15 @@ replaced, one whose process died is started again) and starts the new ones.
 A boot process that exits within ``start_grace`` seconds is a
 :class:`StackFailure` naming the instance with the tail of its log, and so is
 an agent configured with the in-process ``memory://`` broker (the agents are
-other processes: they need RabbitMQ, ``amqp://...``).
+other processes: they need a shared broker, ``filesystem:///folder`` or
+RabbitMQ's ``amqp://...``).
 
-Outputs are evaluated minimally: ``Fn::GetAtt [instance, PrivateIp|PublicIp]``
-(and HOT ``get_attr`` ``first_address``) give ``127.0.0.1``, ``Ref`` /
+Every instance gets its own loopback address (127.x.y.z, stable for the
+instance's life, stored in ``instance.json``), given to its processes as
+``FORNACE_INSTANCE_ADDRESS``: two units of a service can then listen on the
+same port, as on two VMs.  Outputs are evaluated minimally:
+``Fn::GetAtt [instance, PrivateIp|PublicIp]`` (and HOT ``get_attr``
+``first_address``) give that address, ``Ref`` /
 ``get_resource`` of an instance its resource name, ``Ref`` / ``get_param`` of
 a parameter its value, literals themselves, anything else None.
 
@@ -47,7 +52,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Mapping
 
 from .executors import StackExecutor, StackFailure, StackRequest
 from .templates import merge
@@ -56,9 +61,10 @@ LOG = logging.getLogger(__name__)
 
 INSTANCE_TYPES = frozenset({"AWS::EC2::Instance", "OS::Nova::Server"})
 ADDRESS_ATTRIBUTES = frozenset({"PrivateIp", "PublicIp", "first_address", "accessIPv4"})
-LOOPBACK = "127.0.0.1"
+LOOPBACK = "127.0.0.1"     # outputs of an instance without an address (no user data)
 TEMPLATE_FILE = "template.json"
 RESERVED = frozenset({TEMPLATE_FILE})
+ADDRESS_SPACE = 254 * 254 * 254   # 127.1-254.0-253.1-254
 LOG_TAIL = 2000
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # environment variables a boot script inherits from the conductor (nothing secret)
@@ -75,6 +81,7 @@ class LocalStacks(StackExecutor):
         self.start_grace = float(start_grace)
         self.stop_timeout = float(stop_timeout)
         self.allow_memory_broker = allow_memory_broker
+        self._handed_out: set[str] = set()
 
     # -- StackExecutor ------------------------------------------------------------
     def apply(self, request: StackRequest) -> dict[str, Any]:
@@ -103,7 +110,8 @@ class LocalStacks(StackExecutor):
                 raise StackFailure(f"stack {name}: {exc}", str(exc)) from None
             if started:
                 self._check_started(name, stack_dir, started)
-        return evaluate_outputs(merged, set(instances), request.parameters)
+        addresses = {i: _read_info(stack_dir / i).get("address") or LOOPBACK for i in instances}
+        return evaluate_outputs(merged, addresses, request.parameters)
 
     def delete(self, stack_name: str) -> None:
         stack_dir = self._stack_dir(stack_name)
@@ -150,7 +158,8 @@ class LocalStacks(StackExecutor):
                          sandbox.name)
                 self._destroy(sandbox)
         sandbox.mkdir(parents=True, exist_ok=True)
-        info = {"instance": sandbox.name, "user_data_sha256": digest}
+        info = {"instance": sandbox.name, "user_data_sha256": digest,
+                "address": info.get("address") or self._allocate_address(stack, sandbox.name)}
         if not user_data:   # a VM without user data: nothing runs in it
             _write_json(sandbox / "instance.json", info)
             return False
@@ -161,7 +170,7 @@ class LocalStacks(StackExecutor):
         with open(sandbox / "console.log", "ab") as log:
             process = subprocess.Popen(
                 ["/bin/sh", str(script)], cwd=sandbox, stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, env=self._environment(stack, sandbox),
+                stderr=subprocess.STDOUT, env=self._environment(stack, sandbox, info["address"]),
                 start_new_session=True, close_fds=True)
         with _children_lock:
             _children[process.pid] = process
@@ -196,7 +205,8 @@ class LocalStacks(StackExecutor):
                 self._destroy(stack_dir / instance, keep=True)
                 failed[instance] = ("its agent is configured with the in-process memory:// "
                                     "broker; local cloud agents are other processes and need "
-                                    "a shared broker ([broker] url = amqp://...)")
+                                    "a shared broker ([broker] url = filesystem:///folder "
+                                    "or amqp://...)")
         if failed:
             parts = []
             for instance, why in failed.items():
@@ -212,13 +222,14 @@ class LocalStacks(StackExecutor):
         if not keep:
             shutil.rmtree(sandbox, ignore_errors=False)
 
-    def _environment(self, stack: str, sandbox: Path) -> dict[str, str]:
+    def _environment(self, stack: str, sandbox: Path, address: str) -> dict[str, str]:
         env = {k: os.environ[k] for k in INHERITED_ENV if k in os.environ}
         bin_dir = self._bin_dir()
         env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}"
         env.update(HOME=str(sandbox), FORNACE_ETC=str(sandbox / "etc"),
                    FORNACE_AGENT_WORK_DIR=str(sandbox / "work"), FORNACE_SET_HOSTNAME="0",
-                   FORNACE_STACK=stack, FORNACE_INSTANCE=sandbox.name, PYTHONUNBUFFERED="1")
+                   FORNACE_STACK=stack, FORNACE_INSTANCE=sandbox.name,
+                   FORNACE_INSTANCE_ADDRESS=address, PYTHONUNBUFFERED="1")
         return env
 
     def _bin_dir(self) -> Path:
@@ -234,6 +245,27 @@ class LocalStacks(StackExecutor):
             tmp.chmod(0o755)
             os.replace(tmp, wrapper)
         return bin_dir
+
+    def _allocate_address(self, stack: str, instance: str) -> str:
+        """A loopback address no other instance of this cloud has.
+
+        Derived from the stack and instance names (the same instance gets the
+        same address after a replacement), the next one when taken.
+        """
+        with self._locked(".addresses"):
+            taken = {_read_info(self.state_dir / s / i).get("address")
+                     for s in self._sandboxes(self.state_dir)
+                     for i in self._sandboxes(self.state_dir / s)} | self._handed_out
+            seed = int.from_bytes(hashlib.sha256(f"{stack}/{instance}".encode()).digest()[:4],
+                                  "big")
+            for step in range(ADDRESS_SPACE):
+                number = (seed + step) % ADDRESS_SPACE
+                address = "127.{}.{}.{}".format(1 + number // (254 * 254),
+                                                number // 254 % 254, 1 + number % 254)
+                if address not in taken:
+                    self._handed_out.add(address)   # before its instance.json is written
+                    return address
+        raise StackFailure(f"stack {stack}: no free loopback address left", "no address")
 
     # -- helpers --------------------------------------------------------------------
     def _stack_dir(self, name: str) -> Path:
@@ -313,8 +345,9 @@ def _plain_text(value: Any) -> str | None:
     return None
 
 
-def evaluate_outputs(template: dict[str, Any], instances: set[str],
+def evaluate_outputs(template: dict[str, Any], instances: Mapping[str, str],
                      parameters: dict[str, Any]) -> dict[str, Any]:
+    """The template's outputs; ``instances`` maps instance names to addresses."""
     outputs = template.get("Outputs") or template.get("outputs") or {}
     if not isinstance(outputs, dict):
         return {}
@@ -334,14 +367,14 @@ def evaluate_outputs(template: dict[str, Any], instances: set[str],
     return result
 
 
-def _evaluate(value: Any, instances: set[str], params: dict[str, Any]) -> Any:
+def _evaluate(value: Any, instances: Mapping[str, str], params: dict[str, Any]) -> Any:
     if isinstance(value, dict):
         if len(value) == 1:
             ((key, arg),) = value.items()
             if key in ("Fn::GetAtt", "get_attr"):
                 if isinstance(arg, list) and len(arg) >= 2 and arg[0] in instances \
                         and arg[1] in ADDRESS_ATTRIBUTES:
-                    return LOOPBACK
+                    return instances[arg[0]]
                 return None
             if key in ("Ref", "get_resource", "get_param"):
                 if isinstance(arg, str) and key != "get_param" and arg in instances:

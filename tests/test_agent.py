@@ -227,8 +227,7 @@ def test_a_torn_journal_line_is_skipped(make_agent, tmp_path):
 def test_the_config_file_written_by_init_sh_is_read(tmp_path):
     template = (Path(__file__).parent.parent / "data/templates/agent-config/Default.template")
     text = template.read_text()
-    for key, value in {"RABBITMQ_USER": "u", "RABBITMQ_PASSWORD": "p", "RABBITMQ_HOST": "h",
-                       "RABBITMQ_PORT": "5672", "RABBITMQ_VHOST": "/", "RABBITMQ_SSL": "False",
+    for key, value in {"BROKER_URL": "amqp://u:p@h:5672//", "RABBITMQ_SSL": "False",
                        "RABBITMQ_INPUT_QUEUE": "eenv-svc-unit",
                        "RESULT_QUEUE": "-execution-results-eenv"}.items():
         text = text.replace(f"%{key}%", value)

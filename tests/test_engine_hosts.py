@@ -4,6 +4,8 @@ from __future__ import annotations
 import base64
 import re
 
+import pytest
+
 from conftest import UNITS, sample_model
 
 HOSTNAME = ('<set path="state.hostname"><generate-hostname pattern="{pattern}">'
@@ -135,6 +137,22 @@ def test_prepare_user_data_broker_defaults_merge(catalog):
     run = catalog.run(user_data_model(), broker={"host": "only-host"})
     data = fields(run.unit("uA1")["state"]["userData"])
     assert data["host"] == "only-host" and data["port"] == "5672" and data["user"] == "guest"
+
+
+@pytest.mark.parametrize("broker, url", [
+    ({"login": "mur ano", "password": "p@ss:/w", "virtual_host": "/murano", "port": 5671},
+     "amqp://mur%20ano:p%40ss%3A%2Fw@127.0.0.1:5671/%2Fmurano"),
+    ({}, "amqp://guest:guest@127.0.0.1:5672//"),
+    ({"url": "filesystem:///var/lib/fornace/broker", "host": "ignored"},
+     "filesystem:///var/lib/fornace/broker"),
+])
+def test_prepare_user_data_gives_agents_a_broker_url(catalog, broker, url):
+    catalog.file("init-scripts/init.ps1", INIT)
+    catalog.file("templates/agent-config/Default.template", "[DEFAULT]\nbroker_url=%BROKER_URL%\n")
+    catalog.rules(USER_DATA.format(attrs=""))
+    run = catalog.run(user_data_model(), broker=broker)
+    config = base64.b64decode(fields(run.unit("uA1")["state"]["userData"])["config"]).decode()
+    assert fields(config)["broker_url"] == url
 
 
 def test_prepare_user_data_custom_files(catalog):

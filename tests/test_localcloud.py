@@ -8,7 +8,6 @@ import signal
 import time
 import uuid
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
 import pytest
 
@@ -23,12 +22,8 @@ DATA = Path(__file__).resolve().parent.parent / "data"
 
 def render_user_data(broker_url: str, env: str, unit: str) -> str:
     """What prepare-user-data renders: init.sh with the agent config inside."""
-    url = urlsplit(broker_url)
     values = {
-        "RABBITMQ_HOST": url.hostname or "127.0.0.1", "RABBITMQ_PORT": str(url.port or 5672),
-        "RABBITMQ_USER": unquote(url.username or "guest"),
-        "RABBITMQ_PASSWORD": unquote(url.password or "guest"),
-        "RABBITMQ_VHOST": unquote(url.path[1:]) or "/", "RABBITMQ_SSL": "False",
+        "BROKER_URL": broker_url, "RABBITMQ_SSL": "False",
         "RABBITMQ_INPUT_QUEUE": contract.agent_queue(env, "svc", unit),
         "RESULT_QUEUE": contract.results_queue(env), "INTERNAL_HOSTNAME": unit,
         "MURANO_SERVER_ADDRESS": "127.0.0.1",
@@ -100,8 +95,8 @@ def test_outputs_are_evaluated_minimally():
                             "other": {"Value": {"Fn::GetAtt": ["vm", "AvailabilityZone"]}},
                             "unknown": {"Value": {"Fn::GetAtt": ["lb", "PrivateIp"]}},
                             "join": {"Value": {"Fn::Join": ["", ["a", "b"]]}}}}
-    assert evaluate_outputs(template, {"vm"}, {"port": "8080"}) == {
-        "ip": "127.0.0.1", "pub": "127.0.0.1", "ref": "vm", "param": "8080",
+    assert evaluate_outputs(template, {"vm": "127.0.0.9"}, {"port": "8080"}) == {
+        "ip": "127.0.0.9", "pub": "127.0.0.9", "ref": "vm", "param": "8080",
         "literal": "text", "other": None, "unknown": None, "join": None}
 
 
@@ -112,7 +107,8 @@ def test_an_instance_without_user_data_is_a_quiet_sandbox(cloud):
         "Resources": {"vm": instance(None, "OS::Nova::Server"),
                       "other": {"Type": "OS::Heat::None"}},
         "Outputs": {"ip": {"Value": {"Fn::GetAtt": ["vm", "PrivateIp"]}}}}))
-    assert outputs == {"ip": "127.0.0.1"}
+    assert outputs == {"ip": stacks.instances("equiet")["vm"]["address"]}
+    assert outputs["ip"].startswith("127.") and outputs["ip"] != "127.0.0.1"
     assert (stacks.state_dir / "equiet" / "vm").is_dir()
     assert not (stacks.state_dir / "equiet" / "other").exists()
     assert json.loads((stacks.state_dir / "equiet/template.json").read_text())["Resources"]
@@ -206,10 +202,16 @@ def test_bad_names_are_refused(cloud):
     stacks.delete("ebadname")
 
 
-# ----------------------------------------------------------------- with RabbitMQ
+# ------------------------------------------------- with RabbitMQ or the folder broker
 
-def test_two_agents_answer_plans_then_stop(cloud):
-    url = amqp_url()
+@pytest.fixture(params=["amqp", "folder"])
+def shared_broker(request, tmp_path):
+    """A broker URL other processes reach: RabbitMQ, or a folder."""
+    return amqp_url() if request.param == "amqp" else f"filesystem://{tmp_path}/broker"
+
+
+def test_two_agents_answer_plans_then_stop(cloud, shared_broker):
+    url = shared_broker
     stacks, made = cloud
     env = uuid.uuid4().hex[:10]
     stack = f"e{env}"
@@ -221,8 +223,10 @@ def test_two_agents_answer_plans_then_stop(cloud):
         "Outputs": {"u1ip": {"Value": {"Fn::GetAtt": ["u1", "PrivateIp"]}},
                     "u2ip": {"Value": {"get_attr": ["u2", "first_address"]}}}}
     outputs = stacks.apply(request(stack, template))
-    assert outputs == {"u1ip": "127.0.0.1", "u2ip": "127.0.0.1"}
     instances = stacks.instances(stack)
+    # each instance has its own loopback address, as VMs have their own IP
+    assert outputs == {"u1ip": instances["u1"]["address"], "u2ip": instances["u2"]["address"]}
+    assert outputs["u1ip"] != outputs["u2ip"]
     assert set(instances) == {"u1", "u2"} and all(i["running"] for i in instances.values())
     for unit in ("u1", "u2"):
         conf = (stacks.state_dir / stack / unit / "etc" / "agent.conf").read_text()
@@ -233,7 +237,8 @@ def test_two_agents_answer_plans_then_stop(cloud):
     try:
         for unit in ("u1", "u2"):
             broker.publish(contract.agent_queue(env, "svc", unit),
-                           shell_plan('echo "hello from $FORNACE_WORK_DIR"', f"plan-{unit}"),
+                           shell_plan('echo "hello from $FORNACE_WORK_DIR"; '
+                                      'echo "at $FORNACE_INSTANCE_ADDRESS"', f"plan-{unit}"),
                            f"plan-{unit}")
         answers: dict = {}
         deadline = time.monotonic() + 60
@@ -245,7 +250,8 @@ def test_two_agents_answer_plans_then_stop(cloud):
             answer = answers[f"plan-{unit}"]
             assert answer["IsException"] is False
             work = stacks.state_dir / stack / unit / "work"
-            assert answer["Result"][0]["Result"] == [f"hello from {work}"]
+            assert answer["Result"][0]["Result"] == [
+                f"hello from {work}", f"at {instances[unit]['address']}"]
 
         # a round removing u2 stops its agent and removes its sandbox; u1 stays
         pids = {u: i["pid"] for u, i in instances.items()}

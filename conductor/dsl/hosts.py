@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import base64
+from typing import Any, Mapping
+from urllib.parse import quote
 
 from ..contract import agent_queue, results_queue as result_queue
 from ..engine import Evaluator, function
@@ -42,6 +44,7 @@ def prepare_user_data(ev: Evaluator, node: Node, frame: Frame) -> str:
         "RABBITMQ_PASSWORD": broker["password"],
         "RABBITMQ_VHOST": broker["virtual_host"],
         "RABBITMQ_SSL": broker["ssl"],
+        "BROKER_URL": agent_broker_url(broker),
         "RABBITMQ_INPUT_QUEUE": agent_queue(env_id, service, unit),
         "RESULT_QUEUE": result_queue(env_id),
         "INTERNAL_HOSTNAME": hostname,
@@ -51,6 +54,21 @@ def prepare_user_data(ev: Evaluator, node: Node, frame: Frame) -> str:
     config = _fill(session.store.agent_config(template), values)
     values["AGENT_CONFIG_BASE64"] = base64.b64encode(config.encode()).decode()
     return _fill(session.store.init_script(init_file), values)
+
+
+def agent_broker_url(broker: Mapping[str, Any]) -> str:
+    """The broker URL agents are given (``%BROKER_URL%``).
+
+    ``broker["url"]`` when set (the folder broker of one-machine mode, which
+    agents reach as the conductor does), else the ``amqp://`` URL of the
+    ``[rabbitmq]`` settings, its parts quoted.
+    """
+    if broker.get("url"):
+        return str(broker["url"])
+    vhost = str(broker.get("virtual_host") or "/")
+    return "amqp://{}:{}@{}:{}/{}".format(
+        quote(str(broker["login"]), safe=""), quote(str(broker["password"]), safe=""),
+        broker["host"], broker["port"], quote(vhost, safe="") if vhost != "/" else "/")
 
 
 def _fill(text: str, values: dict[str, object]) -> str:
