@@ -51,6 +51,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
@@ -66,6 +67,7 @@ TEMPLATE_FILE = "template.json"
 RESERVED = frozenset({TEMPLATE_FILE})
 ADDRESS_SPACE = 254 * 254 * 254   # 127.1-254.0-253.1-254
 LOG_TAIL = 2000
+TOKEN_VARIABLE = "FORNACE_INSTANCE_TOKEN"   # marks every process of an instance
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 # environment variables a boot script inherits from the conductor (nothing secret)
 INHERITED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "PYTHONPATH")
@@ -163,6 +165,7 @@ class LocalStacks(StackExecutor):
         if not user_data:   # a VM without user data: nothing runs in it
             _write_json(sandbox / "instance.json", info)
             return False
+        info["token"] = uuid.uuid4().hex
         script = sandbox / "user-data"
         script.write_text(user_data)
         (sandbox / "etc").mkdir(exist_ok=True)
@@ -170,7 +173,8 @@ class LocalStacks(StackExecutor):
         with open(sandbox / "console.log", "ab") as log:
             process = subprocess.Popen(
                 ["/bin/sh", str(script)], cwd=sandbox, stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, env=self._environment(stack, sandbox, info["address"]),
+                stderr=subprocess.STDOUT, env=self._environment(stack, sandbox, info["address"],
+                                                     info["token"]),
                 start_new_session=True, close_fds=True)
         with _children_lock:
             _children[process.pid] = process
@@ -218,11 +222,12 @@ class LocalStacks(StackExecutor):
     def _destroy(self, sandbox: Path, keep: bool = False) -> None:
         info = _read_info(sandbox)
         if info.get("pid"):
-            _stop_group(int(info["pid"]), info.get("start_time"), self.stop_timeout)
+            _stop_instance(info, self.stop_timeout)
         if not keep:
             shutil.rmtree(sandbox, ignore_errors=False)
 
-    def _environment(self, stack: str, sandbox: Path, address: str) -> dict[str, str]:
+    def _environment(self, stack: str, sandbox: Path, address: str,
+                     token: str) -> dict[str, str]:
         env = {k: os.environ[k] for k in INHERITED_ENV if k in os.environ}
         bin_dir = self._bin_dir()
         env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}"
@@ -230,6 +235,7 @@ class LocalStacks(StackExecutor):
                    FORNACE_AGENT_WORK_DIR=str(sandbox / "work"), FORNACE_SET_HOSTNAME="0",
                    FORNACE_STACK=stack, FORNACE_INSTANCE=sandbox.name,
                    FORNACE_INSTANCE_ADDRESS=address, PYTHONUNBUFFERED="1")
+        env[TOKEN_VARIABLE] = token
         return env
 
     def _bin_dir(self) -> Path:
@@ -430,45 +436,59 @@ def _running(info: dict[str, Any]) -> bool:
     return info.get("start_time") is None or stat[2] == info["start_time"]
 
 
-def _group_members(pgid: int, start_time: int | None) -> list[int]:
-    """Live processes of the group (started no earlier than its leader)."""
+def _members(info: dict[str, Any]) -> list[int]:
+    """Live processes of an instance: its boot process group, and every process
+    carrying its ``FORNACE_INSTANCE_TOKEN`` (commands run by the agent start
+    their own sessions, and servers they leave behind belong to the instance
+    too), started no earlier than the boot process."""
+    pgid, start_time = int(info["pid"]), info.get("start_time")
+    token = info.get("token")
+    marker = f"{TOKEN_VARIABLE}={token}".encode() if token else None
     members = []
     for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            stat = _stat(int(entry))
-            if stat and stat[1] == pgid and stat[0] not in ("Z", "X") \
-                    and (start_time is None or stat[2] >= start_time):
-                members.append(int(entry))
+        if not entry.isdigit():
+            continue
+        stat = _stat(int(entry))
+        if stat is None or stat[0] in ("Z", "X") \
+                or (start_time is not None and stat[2] < start_time):
+            continue
+        if stat[1] == pgid or (marker is not None and marker in _environ(int(entry))):
+            members.append(int(entry))
     return members
 
 
-def _signal_group(pid: int, start_time: int | None, signum: int) -> None:
-    leader = _stat(pid)
-    if leader is not None and (start_time is None or leader[2] == start_time):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, signum)
-        return
-    for member in _group_members(pid, start_time):   # leader gone: its orphans
+def _environ(pid: int) -> list[bytes]:
+    try:
+        return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    except OSError:
+        return []
+
+
+def _signal_all(info: dict[str, Any], signum: int) -> None:
+    for member in _members(info):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(member, signum)
 
 
-def _stop_group(pid: int, start_time: int | None, timeout: float) -> None:
-    """SIGTERM to the instance's process group, SIGKILL after ``timeout`` s."""
+def _stop_instance(info: dict[str, Any], timeout: float) -> None:
+    """SIGTERM to the instance's processes, SIGKILL after ``timeout`` s."""
+    pid = int(info["pid"])
+
     def gone() -> bool:
         _poll(pid)
-        return not _group_members(pid, start_time)
+        return not _members(info)
 
     if gone():
         _forget(pid)
         return
-    _signal_group(pid, start_time, signal.SIGTERM)
+    _signal_all(info, signal.SIGTERM)
     deadline = time.monotonic() + timeout
     while not gone() and time.monotonic() < deadline:
         time.sleep(0.05)
     if not gone():
-        LOG.warning("process group %d did not stop on SIGTERM; killing it", pid)
-        _signal_group(pid, start_time, signal.SIGKILL)
+        LOG.warning("instance %s did not stop on SIGTERM; killing it",
+                    info.get("instance", pid))
+        _signal_all(info, signal.SIGKILL)
         deadline = time.monotonic() + 5
         while not gone() and time.monotonic() < deadline:
             time.sleep(0.05)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import stat
 import sys
 import threading
@@ -64,21 +65,41 @@ def test_v2_shell_and_python_scripts_get_their_arguments(make_agent):
     assert sent == [(plan["ID"], result)]
 
 
-def test_the_example_linux_plan_runs_as_built_by_the_conductor(make_agent, tmp_path):
+def test_the_example_linux_plan_runs_as_built_by_the_conductor(make_agent, tmp_path,
+                                                               monkeypatch):
+    import signal
+    import urllib.request
+
+    from apikit import free_port
     from conductor.plans import build_plan
     from conductor.templates import BUILTIN_DATA, TemplateStore
 
+    monkeypatch.setenv("FORNACE_INSTANCE_ADDRESS", "127.0.0.1")
+    port = free_port()
     store = TemplateStore(BUILTIN_DATA)
-    plan = build_plan(store, "Linux/DeployStaticSite", {"port": "0", "title": "T"})
-    plan.setdefault("ScriptNames", ["deploy_static_site.sh"])  # see README: build_plan change
-    # do not leave a web server behind: the test only checks the script's stdout
-    plan["Scripts"] = [b64(base64.b64decode(plan["Scripts"][0]).decode().replace(
-        "nohup python3", ": nohup python3"))]
     agent, _ = make_agent()
-    result = agent.process(plan)
-    assert result["Result"][0]["IsException"] is False, result
-    assert result["Result"][0]["Result"][0].startswith("serving ")
-    assert (tmp_path / "work" / "site" / "index.html").read_text().count("T") >= 2
+    pid_file = tmp_path / "work" / "site-server.pid"
+    pids = []
+    try:
+        for title in ("<T1>", "T2"):   # the second deployment replaces the first server
+            plan = build_plan(store, "Linux/DeployStaticSite", {"port": str(port),
+                                                                 "title": title})
+            result = agent.process(plan)
+            assert result["Result"][0]["IsException"] is False, result
+            assert result["Result"][0]["Result"] == [f"serving http://127.0.0.1:{port}/"]
+            pids.append(int(pid_file.read_text()))
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as page:
+                text = page.read().decode()
+            assert ("&lt;T1&gt;" if title == "<T1>" else "<h1>T2</h1>") in text
+        first = Path(f"/proc/{pids[0]}/cmdline")
+        assert pids[0] != pids[1]
+        assert not first.exists() or b"http.server" not in first.read_bytes()
+    finally:
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
 
 
 def test_a_failing_command_stops_the_plan(make_agent, tmp_path):

@@ -87,7 +87,7 @@ def test_simulate_example_json(capsys):
     assert first["mappings"]["instanceName"] == "web1"
     units = doc["model"]["services"][0]["units"]
     assert [u["state"] for u in units] == [
-        {"hostname": "web1", "siteDeployed": True}, {"hostname": "web2", "siteDeployed": True}]
+        {"hostname": "web1", "address": None, "siteDeployed": True}, {"hostname": "web2", "address": None, "siteDeployed": True}]
     texts = [r["text"] for r in doc["reports"]]
     assert "Web site deployed on web1: ok" in texts and "Service site is ready" in texts
     assert all(set(r) >= {"entity", "id", "level", "text"}
