@@ -36,23 +36,29 @@ class AmqpAgents(AgentExecutor):
                                                      request.unit), request.plan, plan_id)
             waiting[plan_id] = index
         replies: list[PlanReply | None] = [None] * len(requests)
-        queue = contract.results_queue(self.environment_id)
-        while waiting:
-            for body, message_id in self.broker.drain(queue, timeout=self.poll):
-                index = waiting.pop(message_id or "", None)
-                if index is None:
-                    LOG.info("environment %s: result %s answers no waiting plan, dropped",
-                             self.environment_id, message_id)
-                    continue
-                try:
-                    replies[index] = PlanReply(contract.parse_plan_result(body))
-                except contract.ContractError as exc:
-                    replies[index] = PlanReply({"IsException": True,
-                                                "Result": ["MalformedResult", str(exc)]})
-            now = self.clock()
-            for plan_id, index in list(waiting.items()):
-                limit = requests[index].timeout or self.default_timeout
-                if limit is not None and now - started >= limit:
-                    del waiting[plan_id]
-                    replies[index] = PlanReply(timed_out=True)
+        with self.broker.inbox(contract.results_queue(self.environment_id)) as inbox:
+            while waiting:
+                received = inbox.get(timeout=self.poll)
+                if received is not None:
+                    self._accept(received, waiting, replies)
+                now = self.clock()
+                for plan_id, index in list(waiting.items()):
+                    limit = requests[index].timeout or self.default_timeout
+                    if limit is not None and now - started >= limit:
+                        del waiting[plan_id]
+                        replies[index] = PlanReply(timed_out=True)
         return [reply or PlanReply(timed_out=True) for reply in replies]
+
+    def _accept(self, received: tuple, waiting: dict[str, int],
+                replies: list[PlanReply | None]) -> None:
+        body, message_id = received
+        index = waiting.pop(message_id or "", None)
+        if index is None:
+            LOG.info("environment %s: result %s answers no waiting plan, dropped",
+                     self.environment_id, message_id)
+            return
+        try:
+            replies[index] = PlanReply(contract.parse_plan_result(body))
+        except contract.ContractError as exc:
+            replies[index] = PlanReply({"IsException": True,
+                                        "Result": ["MalformedResult", str(exc)]})

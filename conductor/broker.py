@@ -243,6 +243,10 @@ class Broker:
             _close_quietly(conn)
         return taken
 
+    def inbox(self, queue: str, prefetch: int = 100) -> "Inbox":
+        """The messages of ``queue`` as the broker pushes them (see :class:`Inbox`)."""
+        return Inbox(self, queue, prefetch)
+
     def delete(self, queue: str) -> None:
         """Delete ``queue`` and its messages (tests and tools)."""
         conn = self.connection(heartbeat=0)
@@ -250,6 +254,85 @@ class Broker:
             kombu_queue(queue)(conn.channel()).delete()
         finally:
             _close_quietly(conn)
+
+
+class Inbox:
+    """One queue's messages, pushed by the broker as they arrive.
+
+    For a caller that waits for answers (the conductor waiting for agent
+    results): :meth:`get` returns as soon as a message is there, instead of
+    polling.  A message is acknowledged when it is returned.  A lost
+    connection is reopened on the next :meth:`get` (with a short pause);
+    messages that were pushed but not returned then come again.
+    """
+
+    def __init__(self, broker: Broker, queue: str, prefetch: int = 100) -> None:
+        self.broker = broker
+        self.queue = queue
+        self.prefetch = prefetch
+        self._conn: kombu.Connection | None = None
+        self._buffer: collections.deque = collections.deque()
+
+    def __enter__(self) -> "Inbox":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.close()
+
+    def get(self, timeout: float) -> tuple[Any, str | None] | None:
+        """``(body, message_id)`` of the next message, None after ``timeout`` s.
+
+        A body that is not JSON comes as its raw text.
+        """
+        deadline = time.monotonic() + timeout
+        while True:
+            if self._buffer:
+                return self._take(self._buffer.popleft())
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            try:
+                if self._conn is None:
+                    self._open()
+                self._conn.drain_events(timeout=remaining)
+            except socket.timeout:
+                continue
+            except Exception as exc:  # noqa: BLE001 -- classified below
+                conn = self._conn or self.broker.connection()
+                if not isinstance(exc, conn.connection_errors + conn.channel_errors):
+                    raise
+                LOG.warning("broker %s: %s: %s while waiting on %r; reconnecting",
+                            self.broker.display, type(exc).__name__, exc, self.queue)
+                self.close()
+                time.sleep(min(RECONNECT_START, max(deadline - time.monotonic(), 0)))
+
+    def _open(self) -> None:
+        conn = self.broker.connection(heartbeat=0)
+        try:
+            conn.connect()
+            consumer = kombu.Consumer(conn.channel(), queues=[kombu_queue(self.queue)],
+                                      on_message=self._buffer.append,
+                                      prefetch_count=self.prefetch)
+            consumer.consume()
+        except Exception:
+            _close_quietly(conn)
+            raise
+        self._conn = conn
+
+    def _take(self, message: Any) -> tuple[Any, str | None]:
+        try:
+            body = decode_message(message, self.queue)
+        except ContractError:
+            body = message.body.decode("utf-8", "replace") \
+                if isinstance(message.body, bytes) else message.body
+        message.ack()
+        return body, message.properties.get("message_id")
+
+    def close(self) -> None:
+        self._buffer.clear()    # unacked: the broker delivers them again
+        if self._conn is not None:
+            _close_quietly(self._conn)
+            self._conn = None
 
 
 class Consumer:

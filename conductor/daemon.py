@@ -78,7 +78,7 @@ class Conductor:
             engine = self.settings.engine or Settings()
             agents = AmqpAgents(broker, task.environment_id, engine.agent_timeout)
             outcome = Session(task.model, self.workflows, self.store, self.stacks(task),
-                              agents, engine, reporter=report).run()
+                              agents, engine, reporter=report, plan_seed=task_id).run()
             broker.publish(contract.RESULTS, contract.result_body(outcome.model), task_id)
         LOG.info("environment %s: deployment %s ended: %s after %d round(s)",
                  task.environment_id, task_id, outcome.status, outcome.rounds)

@@ -15,7 +15,7 @@ from .dsl.values import detached
 from .errors import LocatedError, WorkflowError
 from .executors import (AgentExecutor, PlanReply, PlanRequest, StackExecutor,
                         StackFailure, StackRequest, StackSource)
-from .plans import build_plan, read_reply
+from .plans import PlanIds, build_plan, read_reply
 from .templates import TemplateStore, merge
 
 
@@ -35,8 +35,9 @@ def _located(action: Action, exc: LocatedError) -> WorkflowError:
 class ActionRunner:
     def __init__(self, store: TemplateStore, stacks: StackExecutor, agents: AgentExecutor,
                  stack_name: str, unit_labels: Callable[[], dict[str, frozenset[str]]],
-                 stopped: Callable[[], bool], trace: Any) -> None:
+                 stopped: Callable[[], bool], trace: Any, plan_seed: str | None = None) -> None:
         self.store = store
+        self.plan_ids = PlanIds(plan_seed)
         self.stacks = stacks
         self.agents = agents
         self.stack_name = stack_name
@@ -114,6 +115,7 @@ class ActionRunner:
                 plan = build_plan(self.store, action.template, detached(action.mappings))
             except LocatedError as exc:
                 raise _located(action, exc) from None
+            self.plan_ids.assign(f"{action.service}/{action.unit}", plan)
             requests.append(PlanRequest(
                 service=action.service, unit=action.unit, template=action.template,
                 plan=plan, timeout=action.timeout,

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import base64
+import collections
+import hashlib
+import json
 import uuid
 from typing import Any
 
@@ -24,6 +27,35 @@ def build_plan(store: TemplateStore, template: str, mappings: dict[str, Any]) ->
     plan.setdefault("RebootOnCompletion", 0)
     plan["ID"] = uuid.uuid4().hex
     return plan
+
+
+class PlanIds:
+    """Plan ids for one deployment run.
+
+    With a ``seed`` (the task's message id, the same when the broker hands a
+    task to another conductor after a crash) the ids are derived from the
+    seed, the unit, the plan's content and how many identical plans that unit
+    was sent before in this run: the rerun sends the same ids, and agents
+    answer plans they already ran from their journals instead of running
+    them twice.  A new deployment has a new seed, so its plans run.  Without
+    a seed (simulations, tests) ids are random.
+    """
+
+    def __init__(self, seed: str | None = None) -> None:
+        self.seed = seed
+        self._sent: collections.Counter = collections.Counter()
+
+    def assign(self, unit: str, plan: dict[str, Any]) -> str:
+        if self.seed is None:
+            plan["ID"] = uuid.uuid4().hex
+            return plan["ID"]
+        content = json.dumps({k: v for k, v in plan.items() if k != "ID"}, sort_keys=True,
+                             default=str)
+        digest = hashlib.sha256(content.encode()).hexdigest()
+        self._sent[(unit, digest)] += 1
+        key = "\0".join((self.seed, unit, digest, str(self._sent[(unit, digest)])))
+        plan["ID"] = hashlib.sha256(key.encode()).hexdigest()[:32]
+        return plan["ID"]
 
 
 def _messages(value: Any) -> list:

@@ -63,7 +63,8 @@ class Session:
     def __init__(self, model: dict[str, Any], workflows: list[Workflow], store: TemplateStore,
                  stacks: StackExecutor, agents: AgentExecutor,
                  settings: Settings | None = None, reporter: Reporter | None = None,
-                 trace: Any = None) -> None:
+                 trace: Any = None, plan_seed: str | None = None) -> None:
+        """``plan_seed``: see :class:`conductor.plans.PlanIds` (the task id)."""
         if not isinstance(model, dict):
             raise FornaceError("the object model must be a JSON object")
         self.model = model
@@ -91,7 +92,8 @@ class Session:
         self._firing: collections.Counter[str] = collections.Counter()
         self._evaluator = Evaluator(self)
         self._runner = ActionRunner(store, stacks, agents, f"e{self.environment_id}",
-                                    self._unit_labels, lambda: self.stop_requested, self.trace)
+                                    self._unit_labels, lambda: self.stop_requested, self.trace,
+                                    plan_seed)
 
     # -- used by DSL functions -------------------------------------------
     @property

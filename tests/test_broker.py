@@ -90,8 +90,10 @@ def record_acks(monkeypatch, log: list) -> None:
 
 # ======================================================= both transports
 
-@pytest.fixture(params=["memory", "rabbitmq"])
-def url(request) -> str:
+@pytest.fixture(params=["memory", "folder", "rabbitmq"])
+def url(request, tmp_path) -> str:
+    if request.param == "folder":
+        return f"filesystem://{tmp_path}/broker"
     return "memory://" if request.param == "memory" else amqp_url()
 
 
@@ -169,7 +171,7 @@ def test_a_body_that_is_not_json_is_dropped_without_calling_the_handler(
     name = queue()
     with Broker(url) as broker:
         broker.publish(name, {"ok": 1}, message_id="before")  # declares the queue
-    with kombu.Connection(url) as conn:
+    with Broker(url).connection() as conn:
         kombu.Producer(conn).publish("{not json", exchange="", routing_key=name,
                                      serializer=None, content_type="text/plain",
                                      content_encoding="utf-8", message_id="garbage")
@@ -253,6 +255,21 @@ def test_drain(url, queue):
         assert time.monotonic() - start < 1  # count reached: no waiting
         assert broker.drain(name, timeout=0.1) == [({"n": 2}, ids[2])]
         assert broker.drain(name, timeout=0.05) == []
+
+
+def test_an_inbox_returns_messages_as_they_come(url, queue):
+    name = queue("inbox")
+    with Broker(url) as publisher, Broker(url).inbox(name) as inbox:
+        started = time.monotonic()
+        assert inbox.get(timeout=0.3) is None
+        assert time.monotonic() - started >= 0.3
+        publisher.publish(name, {"n": 1}, "m1")
+        threading.Timer(0.3, publisher.publish, (name, {"n": 2}, "m2")).start()
+        assert inbox.get(timeout=WAIT) == ({"n": 1}, "m1")
+        started = time.monotonic()
+        assert inbox.get(timeout=WAIT) == ({"n": 2}, "m2")
+        assert time.monotonic() - started < 2.0     # pushed, not found by a slow poll
+    assert Broker(url).drain(name, timeout=0.2) == []   # both were acked
 
 
 def test_stop_ends_an_idle_consumer_quickly(url, queue):
@@ -488,6 +505,20 @@ def test_the_consumer_reconnects_after_the_broker_went_away(rabbit, rabbit_queue
     # "one" comes again if the cut took its ack with it: at least once
     assert [d.message_id for _, d in running.calls][-1] == "two"
     assert {d.message_id for _, d in running.calls} == {"one", "two"}
+
+
+def test_an_inbox_reconnects_after_the_broker_went_away(rabbit, rabbit_queue, proxy):
+    name = rabbit_queue("inbox")
+    with Broker(proxy.url(rabbit)).inbox(name) as inbox, Broker(rabbit) as publisher:
+        publisher.publish(name, {"n": 1}, "before")
+        assert inbox.get(timeout=WAIT) == ({"n": 1}, "before")
+        proxy.cut()
+        publisher.publish(name, {"n": 2}, "after")
+        deadline = time.monotonic() + WAIT
+        got = None
+        while got is None and time.monotonic() < deadline:
+            got = inbox.get(timeout=1.0)
+        assert got == ({"n": 2}, "after")
 
 
 def test_publish_retries_through_a_lost_connection(rabbit, rabbit_queue, proxy):
