@@ -23,6 +23,8 @@ COMMANDS = {
     "api": "api.cli",
     "agent": "agent.cli",
     "conductor": "conductor.daemon_cli",
+    "up": "conductor.up_cli",
+    "demo": "conductor.demo_cli",
 }
 
 

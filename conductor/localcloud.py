@@ -134,6 +134,11 @@ class LocalStacks(StackExecutor):
         path = self._stack_dir(stack_name) / TEMPLATE_FILE
         return json.loads(path.read_text()) if path.is_file() else None
 
+    def stack_names(self) -> list[str]:
+        """The stacks of this cloud."""
+        return sorted(name for name in self._sandboxes(self.state_dir)
+                      if (self.state_dir / name / TEMPLATE_FILE).is_file())
+
     def instances(self, stack_name: str) -> dict[str, dict[str, Any]]:
         """Instance name -> its ``instance.json`` plus ``running`` (bool)."""
         stack_dir = self._stack_dir(stack_name)

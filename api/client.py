@@ -1,0 +1,80 @@
+"""A small client of the Fornace REST API (JSON over HTTP, standard library only).
+
+Used by ``fornace demo`` and the command-line tools: each call returns the
+decoded JSON body, or raises :class:`ClientError` with the API's own error
+message (``{"error": {"code", "title", "message"}}``) or the reason the
+server could not be reached.
+"""
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any, Mapping
+
+
+class ClientError(Exception):
+    """An API call failed: ``status`` is the HTTP status (None: no answer)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ApiClient:
+    def __init__(self, url: str, token: str | None = None, tenant: str | None = None,
+                 timeout: float = 30.0) -> None:
+        self.url = url.rstrip("/")
+        self.token = token
+        self.tenant = tenant
+        self.timeout = timeout
+
+    def request(self, method: str, path: str, body: Any = None,
+                headers: Mapping[str, str] | None = None) -> Any:
+        """Call ``method path`` with a JSON body; the decoded answer (None if empty)."""
+        sent = {"Accept": "application/json", **(headers or {})}
+        data = None
+        if body is not None:
+            data = json.dumps(body).encode()
+            sent["Content-Type"] = "application/json"
+        if self.token:
+            sent["X-Auth-Token"] = self.token
+        if self.tenant:
+            sent["X-Tenant-Id"] = self.tenant
+        call = urllib.request.Request(self.url + path, data=data, method=method, headers=sent)
+        try:
+            with urllib.request.urlopen(call, timeout=self.timeout) as answer:
+                raw = answer.read()
+        except urllib.error.HTTPError as exc:
+            raise ClientError(f"{method} {path}: {exc.code} {_error_text(exc)}",
+                              exc.code) from None
+        except (urllib.error.URLError, OSError) as exc:
+            reason = getattr(exc, "reason", exc)
+            raise ClientError(f"{method} {path}: cannot reach {self.url}: {reason}") from None
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise ClientError(f"{method} {path}: the answer is not JSON") from None
+
+    def get(self, path: str) -> Any:
+        return self.request("GET", path)
+
+    def post(self, path: str, body: Any = None, session: str | None = None) -> Any:
+        return self.request("POST", path, body, _session(session))
+
+    def delete(self, path: str, session: str | None = None) -> Any:
+        return self.request("DELETE", path, None, _session(session))
+
+
+def _session(session: str | None) -> dict[str, str]:
+    return {"X-Configuration-Session": session} if session else {}
+
+
+def _error_text(exc: urllib.error.HTTPError) -> str:
+    try:
+        error = json.loads(exc.read())["error"]
+        return str(error.get("message") or error.get("title") or exc.reason)
+    except (ValueError, KeyError, TypeError, OSError):
+        return str(exc.reason)
