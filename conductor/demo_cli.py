@@ -103,18 +103,20 @@ class Demo:
     def print_reports(self) -> None:
         try:
             deployments = self.client.get(f"/environments/{self.env_id}/deployments")
+            for deployment in reversed(deployments["deployments"]):
+                reports = self.client.get(
+                    f"/environments/{self.env_id}/deployments/{deployment['id']}")["reports"]
+                for report in reports:
+                    self._print_report(report)
         except ClientError as exc:
-            if exc.status == 404:
-                return
-            raise
-        for deployment in reversed(deployments["deployments"]):
-            reports = self.client.get(
-                f"/environments/{self.env_id}/deployments/{deployment['id']}")["reports"]
-            for report in reports:
-                if report["id"] not in self._seen_reports:
-                    self._seen_reports.add(report["id"])
-                    level = "" if report.get("level") == "info" else f"{report['level']}: "
-                    self.say(f"  report: {level}{report['text']}")
+            if exc.status != 404:      # 404: the environment is gone (deleted)
+                raise
+
+    def _print_report(self, report: dict[str, Any]) -> None:
+        if report["id"] not in self._seen_reports:
+            self._seen_reports.add(report["id"])
+            level = "" if report.get("level") == "info" else f"{report['level']}: "
+            self.say(f"  report: {level}{report['text']}")
 
     def check_sites(self, environment: dict[str, Any], port: int) -> None:
         units = [u for s in environment["services"] for u in s["units"]]
@@ -137,7 +139,6 @@ class Demo:
         if self.client_has_environment():
             raise DemoFailed("the environment could not be deleted")
         self.say("environment deleted")
-
 
     def client_has_environment(self) -> bool:
         try:
