@@ -55,6 +55,12 @@ def run(conf: cfg.ConfigOpts) -> int:
         os.environ[WORKER_ENV] = json.dumps({"argv": sys.argv[1:], "db": command.db})
         uvicorn.run("api.cli:worker_app", factory=True, workers=workers, **options)
         return 0
+    if conf.broker.url.startswith("memory"):
+        logging.getLogger(__name__).warning(
+            "[broker] url is memory://, which no other process reaches: deployments wait "
+            "for a conductor in this process. Use 'fornace up' for everything in one "
+            "command, or give the API and 'fornace conductor' a shared [broker] url "
+            "(filesystem:///folder or amqp://...)")
     service = _service(conf, command.db)
     try:
         uvicorn.run(service.app, **options)

@@ -20,7 +20,8 @@ conductor_opts = [
                help="Where stacks are made: simulator (every stack action succeeds, "
                     "for trying workflows), heat (python-heatclient, see [heat]) or local "
                     "(the local cloud: instances are sandboxes running a real agent, see "
-                    "cloud_dir; needs a broker shared by processes, amqp://...)."),
+                    "cloud_dir; needs a broker shared by processes: filesystem:///folder "
+                    "or amqp://...)."),
     cfg.StrOpt("cloud_dir", default="",
                help="State folder of the local cloud (stacks = local); default "
                     "<[api] state_dir>/cloud."),
@@ -75,6 +76,11 @@ def run(conf: cfg.ConfigOpts) -> int:
         broker_url=conf.broker.url, data_dir=Path(conf.data_dir),
         max_environments=command.max_environments or conf.conductor.max_environments,
         engine=engine_settings(conf))
+    if settings.broker_url.startswith("memory"):
+        logging.getLogger(__name__).warning(
+            "[broker] url is memory://, which no other process reaches: this conductor "
+            "gets no task from an API process. Use 'fornace up', or a shared [broker] url "
+            "(filesystem:///folder or amqp://...)")
     daemon = Conductor(settings, _stacks_factory(conf, command.stacks or conf.conductor.stacks))
     daemon.start()
     stopped = daemon.stop

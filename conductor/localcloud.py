@@ -16,7 +16,8 @@ a local "VM": its sandbox plus the process its user data starts (``init.sh``
 writes ``agent.conf`` and execs ``fornace agent``), in its own process group.
 A round merges the template into the stored one (a resource merged to
 ``null`` is removed), stops and removes the sandboxes of instances no longer
-there, leaves running ones alone (an instance whose user data changed is
+there (every process of an instance carries its ``FORNACE_INSTANCE_TOKEN``,
+so servers its scripts left running stop with it), leaves running ones alone (an instance whose user data changed is
 replaced, one whose process died is started again) and starts the new ones.
 A boot process that exits within ``start_grace`` seconds is a
 :class:`StackFailure` naming the instance with the tail of its log, and so is
