@@ -146,7 +146,7 @@ class Agent:
         self._stop = stop
         self.startup()
         consumer = Consumer(self.broker(), {self.settings.input_queue: self.handle}, stop,
-                            prefetch=1)
+                            prefetch=1, raw_bodies=True)   # a non-JSON plan gets an answer
         if ready is not None:
             threading.Thread(target=_mirror, args=(consumer.ready, ready, stop),
                              daemon=True).start()

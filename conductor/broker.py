@@ -234,8 +234,7 @@ class Broker:
                 try:
                     body = decode_message(message, queue)
                 except ContractError:
-                    body = message.body.decode("utf-8", "replace") \
-                        if isinstance(message.body, bytes) else message.body
+                    body = _raw_text(message)
                 taken.append((body, message.properties.get("message_id")))
                 message.ack()
                 deadline = time.monotonic() + timeout
@@ -323,8 +322,7 @@ class Inbox:
         try:
             body = decode_message(message, self.queue)
         except ContractError:
-            body = message.body.decode("utf-8", "replace") \
-                if isinstance(message.body, bytes) else message.body
+            body = _raw_text(message)
         message.ack()
         return body, message.properties.get("message_id")
 
@@ -344,7 +342,8 @@ class Consumer:
     * A message is acked only after its handler returned.
     * A handler raising :class:`ContractError` marks a bad message: it is
       logged (id and error, never the body) and acked, so it cannot loop.
-      So is a body that is not JSON.
+      So is a body that is not JSON, unless ``raw_bodies`` asks for it to be
+      handed over as text (the agent answers such a plan with an error).
     * Any other exception is logged (secrets of the body masked), and the
       message is requeued after ``requeue_delay`` seconds.
     * Handlers run one at a time in one worker thread, while this loop keeps
@@ -360,7 +359,8 @@ class Consumer:
 
     def __init__(self, broker: Broker | str, handlers: Mapping[str, Handler],
                  stop: threading.Event, prefetch: int = 1, *,
-                 requeue_delay: float = 1.0, poll_interval: float = 0.5) -> None:
+                 requeue_delay: float = 1.0, poll_interval: float = 0.5,
+                 raw_bodies: bool = False) -> None:
         if not handlers:
             raise ValueError("a consumer needs at least one queue handler")
         self.broker = broker if isinstance(broker, Broker) else Broker(broker)
@@ -369,6 +369,7 @@ class Consumer:
         self.prefetch = prefetch
         self.requeue_delay = requeue_delay
         self.poll_interval = poll_interval
+        self.raw_bodies = raw_bodies
         self.ready = threading.Event()
         self._pending: collections.deque = collections.deque()
 
@@ -443,9 +444,11 @@ class Consumer:
         try:
             body = decode_message(message, queue)
         except ContractError as exc:
-            self._drop(delivery, exc)
-            message.ack()
-            return
+            if not self.raw_bodies:
+                self._drop(delivery, exc)
+                message.ack()
+                return
+            body = _raw_text(message)
         future = worker.submit(self.handlers[queue], body, delivery)
         self._wait(conn, future, delivery)
         exc = future.exception()
@@ -497,6 +500,11 @@ class Consumer:
                 message.reject(requeue=True)
             except Exception:  # noqa: BLE001 -- the connection is gone: the broker requeues
                 pass
+
+
+def _raw_text(message: Any) -> Any:
+    body = message.body
+    return body.decode("utf-8", "replace") if isinstance(body, bytes) else body
 
 
 def _close_quietly(conn: kombu.Connection) -> None:

@@ -321,6 +321,32 @@ def test_plans_through_the_broker_in_order(broker_url, tmp_path):
             sender.delete(results)
 
 
+def test_a_plan_message_that_is_not_json_is_answered(broker_url, tmp_path):
+    import kombu
+
+    input_queue, results = _queues()
+    settings = AgentSettings(work_dir=tmp_path / "w", broker_url=broker_url,
+                             input_queue=input_queue, result_queue=results)
+    with Broker(broker_url) as sender:
+        try:
+            sender.publish(input_queue, {"declare": "the queue"}, "first")
+            with sender.connection() as conn:
+                kombu.Producer(conn).publish("{not json", exchange="", routing_key=input_queue,
+                                             serializer=None, content_type="text/plain",
+                                             content_encoding="utf-8", message_id="garbage")
+            stop = threading.Event()
+            thread, _ = _serve(Agent(settings), stop)
+            got = dict((message_id, body) for body, message_id
+                       in sender.drain(results, timeout=10, count=2))
+            stop.set()
+            thread.join(15)
+            assert got["garbage"]["IsException"] is True
+            assert got["garbage"]["Result"][0] == "MalformedPlan"
+        finally:
+            sender.delete(input_queue)
+            sender.delete(results)
+
+
 def test_a_reboot_plan_stops_the_agent_which_answers_after_restart(broker_url, tmp_path):
     input_queue, results = _queues()
     settings = AgentSettings(work_dir=tmp_path / "w", broker_url=broker_url,
