@@ -55,6 +55,13 @@ agent_opts = [
                     "the agent then exits with code 3."),
     cfg.StrOpt("powershell", default="",
                help="PowerShell executable; empty looks for pwsh, then powershell."),
+    cfg.IntOpt("keep_plans", default=50, min=1,
+               help="Plan folders (scripts and command output) kept under "
+                    "<work_dir>/plans; older ones are removed after each plan."),
+    cfg.IntOpt("journal_keep", default=1000, min=1,
+               help="Plans the journal remembers: at start the journal is rewritten "
+                    "with the newest ones (and every answer not yet sent) once it "
+                    "holds twice as many."),
     cfg.StrOpt("python", default="python3", help="Interpreter of .py scripts."),
     cfg.StrOpt("shell", default="/bin/sh", help="Interpreter of .sh scripts."),
 ]
@@ -78,6 +85,8 @@ class AgentSettings:
     powershell: str = ""
     python: str = "python3"
     shell: str = "/bin/sh"
+    keep_plans: int = 50
+    journal_keep: int = 1000
     broker_url: str = "memory://"
     broker_ssl: bool = False
     input_queue: str = ""
@@ -95,6 +104,7 @@ class AgentSettings:
                    command_timeout=agent.command_timeout or None,
                    reboot_command=agent.reboot_command or "",
                    powershell=agent.powershell or "", python=agent.python,
-                   shell=agent.shell, broker_url=conf.broker_url,
+                   shell=agent.shell, keep_plans=agent.keep_plans,
+                   journal_keep=agent.journal_keep, broker_url=conf.broker_url,
                    broker_ssl=conf.broker_ssl, input_queue=conf.input_queue,
                    result_queue=conf.result_routing_key)

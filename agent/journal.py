@@ -10,7 +10,9 @@ Records (``event`` field):
 * ``rebooted`` ``{id}`` -- the agent came back after that plan's reboot.
 
 The state of a plan is the fold of its records.  A torn last line (a crash
-while writing) is skipped.
+while writing) is skipped.  With ``keep``, a journal that remembers more than
+twice that many plans is rewritten at load with the newest ``keep`` (and any
+answer not yet sent or reboot not yet done), atomically.
 """
 from __future__ import annotations
 
@@ -41,13 +43,31 @@ class Entry:
 
 
 class Journal:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, keep: int | None = None) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self.entries: dict[str, Entry] = {}
         self._order: list[str] = []
         self._load()
+        if keep is not None and len(self._order) > 2 * keep:
+            self._compact(keep)
+
+    def _compact(self, keep: int) -> None:
+        newest = set(self._order[-keep:])
+        kept = [i for i in self._order if i in newest or self.entries[i].reboot_pending
+                or (self.entries[i].result is not None and not self.entries[i].sent)]
+        partial = self.path.with_name(self.path.name + ".compact")
+        with open(partial, "w", encoding="utf-8") as handle:
+            for plan_id in kept:
+                for record in _records(self.entries[plan_id]):
+                    handle.write(json.dumps(record, separators=(",", ":")) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(partial, self.path)
+        LOG.info("journal %s: kept %d of %d plans", self.path, len(kept), len(self._order))
+        self.entries = {i: self.entries[i] for i in kept}
+        self._order = kept
 
     def _load(self) -> None:
         if not self.path.exists():
@@ -116,3 +136,18 @@ class Journal:
 
     def rebooted(self, plan_id: str) -> None:
         self._append({"event": "rebooted", "id": plan_id})
+
+
+def _records(entry: Entry) -> list[dict[str, Any]]:
+    """Records whose fold is ``entry``."""
+    records: list[dict[str, Any]] = []
+    if entry.started:
+        records.append({"event": "started", "id": entry.id})
+    if entry.result is not None:
+        records.append({"event": "result", "id": entry.id, "result": entry.result,
+                        "reboot": entry.reboot})
+    if entry.sent:
+        records.append({"event": "sent", "id": entry.id})
+    if entry.rebooted:
+        records.append({"event": "rebooted", "id": entry.id})
+    return records

@@ -97,7 +97,19 @@ class Runner:
                 entries.append({"IsException": True, "Result": [exc.kind, str(exc)]})
                 break
             entries.append({"IsException": False, "Result": lines})
+        self.prune(keep=folder)
         return {"IsException": False, "Result": entries}
+
+    def prune(self, keep: Path | None = None) -> None:
+        """Remove plan folders beyond the newest ``keep_plans`` (never ``keep``)."""
+        root = self.settings.work_dir / "plans"
+        try:
+            folders = sorted((p for p in root.iterdir() if p.is_dir() and p != keep),
+                             key=lambda p: p.stat().st_mtime, reverse=True)
+        except OSError:
+            return
+        for old in folders[max(self.settings.keep_plans - 1, 0):]:
+            shutil.rmtree(old, ignore_errors=True)
 
     # -- one command ------------------------------------------------------------
     def _run_v2(self, plan: Plan, folder: Path, index: int, command: Command) -> list[str]:

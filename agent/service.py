@@ -40,7 +40,7 @@ class Agent:
     def __init__(self, settings: AgentSettings, publish: Publisher | None = None) -> None:
         self.settings = settings
         settings.work_dir.mkdir(parents=True, exist_ok=True)
-        self.journal = Journal(settings.journal)
+        self.journal = Journal(settings.journal, keep=settings.journal_keep)
         self.runner = Runner(settings)
         self.publish = self._publish_to_broker if publish is None else publish
         self.reboot_requested: str | None = None   # id of the plan that asked

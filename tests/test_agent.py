@@ -102,6 +102,34 @@ def test_the_example_linux_plan_runs_as_built_by_the_conductor(make_agent, tmp_p
                 pass
 
 
+def test_old_plan_folders_are_removed(make_agent, tmp_path):
+    agent, _ = make_agent(keep_plans=2)
+    ids = []
+    for n in range(4):
+        plan = v2_plan({"a.sh": f"echo {n}"}, [cmd("a.sh")], plan_id=f"p{n}")
+        assert agent.process(plan)["Result"][0]["Result"] == [str(n)]
+        ids.append(plan["ID"])
+    left = sorted(p.name.split("-")[0] for p in (tmp_path / "work" / "plans").iterdir())
+    assert left == ["p2", "p3"]
+    assert agent.journal.get("p0").result is not None   # the journal still answers p0
+
+
+def test_the_journal_is_compacted_at_start_keeping_unsent_answers(make_agent, tmp_path):
+    agent, _ = make_agent()
+    agent.journal.result("early", {"IsException": False, "Result": []})   # never sent
+    for n in range(7):
+        agent.process(v2_plan({"a.sh": f"echo {n}"}, [cmd("a.sh")], plan_id=f"p{n}"))
+    again, _ = make_agent(journal_keep=3)
+    kept = {"early", "p4", "p5", "p6"}
+    assert set(again.journal.entries) == kept
+    lines = (tmp_path / "work" / "journal.jsonl").read_text().splitlines()
+    assert {json.loads(line)["id"] for line in lines} == kept
+    third, _ = make_agent(journal_keep=3)     # reading the compacted file gives the same
+    assert set(third.journal.entries) == kept
+    assert third.journal.get("p5").sent and not third.journal.get("early").sent
+    assert [e.id for e in third.journal.unsent()] == ["early"]
+
+
 def test_a_failing_command_stops_the_plan(make_agent, tmp_path):
     marker = tmp_path / "ran"
     agent, sent = make_agent()
