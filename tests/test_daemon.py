@@ -118,3 +118,24 @@ def test_silent_agent_times_out_and_the_deployment_ends(conductor):
     errors = [b["text"] for b, _ in reports
               if b["environment_id"] == env_id and b["level"] == "error"]
     assert any("web2" in text and "no answer from the agent" in text for text in errors)
+
+
+def test_reports_are_sent_while_the_deployment_runs(conductor):
+    url, _ = conductor
+    env_id = "d" + uuid.uuid4().hex[:8]
+    agents = StandInAgents(url, env_id, ["u1", "u2"], silent={"u1", "u2"})  # it hangs on them
+    with Broker(url) as broker:
+        broker.publish(contract.TASKS, contract.task_body(model(env_id), None, "t1"),
+                       "task-" + env_id)
+        early = collect(broker, contract.REPORTS, lambda found: any(
+            b["environment_id"] == env_id and b["text"].startswith("Deploying the web site")
+            for b, _ in found), 10)
+        done_early = [m for _, m in broker.drain(contract.RESULTS, timeout=0.1)]
+        results = collect(broker, contract.RESULTS,
+                          lambda found: any(m == "task-" + env_id for _, m in found), 30)
+    agents.stop.set()
+    texts = [b["text"] for b, _ in early if b["environment_id"] == env_id]
+    assert "Creating instance web1 (site_instance_0)" in texts
+    assert "task-" + env_id not in done_early        # the deployment was still running
+    assert any(m == "task-" + env_id for _, m in results)
+    assert not any("Secret-pass-1" in str(b) for b, _ in early)
