@@ -46,7 +46,12 @@ class ActionRunner:
         self.trace = trace
 
     def run(self, actions: list[Action]) -> None:
-        """Run ``actions``; any left when a stop is requested are cancelled."""
+        """Run ``actions``; any left when a stop is requested are cancelled.
+
+        A stop requested by a callback keeps the next kinds of actions from
+        running, but every action that did run gets its callback: its result
+        exists and the model must record it.
+        """
         try:
             for kind, runner in ((UPDATE_STACK, self._update_stack),
                                  (DELETE_STACK, self._delete_stack),
@@ -87,15 +92,11 @@ class ActionRunner:
         request = StackRequest(self.stack_name, template, parameters, sources)
         ok, value = self._stack_call(lambda: self.stacks.apply(request))
         for action in batch:
-            if self.stopped():
-                break
-            self._finish(action, ok, dict(value) if ok else dict(value))
+            self._finish(action, ok, dict(value))
 
     def _delete_stack(self, batch: list[Action]) -> None:
         ok, value = self._stack_call(lambda: self.stacks.delete(self.stack_name))
         for action in batch:
-            if self.stopped():
-                break
             self._finish(action, ok, None if ok else dict(value))
 
     @staticmethod
@@ -126,7 +127,5 @@ class ActionRunner:
             broken = {"IsException": True, "Result": [type(exc).__name__, str(exc)]}
             replies = [PlanReply(broken) for _ in requests]
         for action, reply in zip(batch, replies):
-            if self.stopped():
-                break
             ok, value = read_reply(reply, action.timeout)
             self._finish(action, ok, value)

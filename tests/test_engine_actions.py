@@ -532,15 +532,28 @@ def test_stop_in_callback_cancels_later_actions(catalog):
     assert run.outcome.rounds == 1
 
 
-def test_stop_in_failure_of_command_skips_later_callbacks(catalog):
+def test_stop_in_failure_of_command_still_records_the_commands_that_ran(catalog):
+    # the other units' commands ran in the same round: their results are kept
     catalog.agent("Tpl")
     catalog.rules(f'<rule match="{UNITS}"><mute/>'
                   + send_command("Tpl", error="e", body='<success><set path="state.ok"><true/>'
                                  '</set></success><failure><stop/></failure>') + '</rule>')
     run = catalog.run(cloud=SimulatedCloud(failures=[Fault.parse("Tpl:uA1")]))
     assert run.status == "stopped"
-    assert "state" not in run.unit("uA2") and "state" not in run.unit("uB1")
-    assert [a["outcome"] for a in run.actions()] == ["failure", "cancelled", "cancelled"]
+    assert run.unit("uA2")["state"] == {"ok": True} and run.unit("uB1")["state"] == {"ok": True}
+    assert [a["outcome"] for a in run.actions()] == ["failure", "success", "success"]
+    assert run.outcome.rounds == 1
+
+
+def test_stop_in_a_heat_callback_cancels_the_commands_of_the_round(catalog):
+    catalog.agent("Tpl")
+    catalog.heat("Stack", {"Resources": {"vm": {"Type": "OS::Nova::Server"}}})
+    catalog.rules(f'<rule match="{MASTER}"><mute/><update-cf-stack template="Stack">'
+                  '<failure><stop/></failure></update-cf-stack>'
+                  + send_command("Tpl") + '</rule>')
+    run = catalog.run(cloud=SimulatedCloud(failures=[Fault.parse("Stack")]))
+    assert run.status == "stopped"
+    assert [a["outcome"] for a in run.actions()] == ["failure", "cancelled"]
 
 
 # ------------------------------------------------------------ report
