@@ -22,6 +22,7 @@ message) and ``control/`` (exchange bindings, kombu's format).
 from __future__ import annotations
 
 import os
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -31,7 +32,7 @@ from urllib.parse import unquote, urlsplit
 from queue import Empty
 
 from kombu.exceptions import ChannelError
-from kombu.transport import filesystem
+from kombu.transport import filesystem, virtual
 from kombu.utils.json import dumps, loads
 
 SCHEME = "filesystem"
@@ -98,6 +99,21 @@ class Channel(filesystem.Channel):
 
 
 class Transport(filesystem.Transport):
+    """One broker state (exchanges, bindings) per folder.
+
+    kombu's transport keeps a single state per process and writes a binding
+    to the folder only when that state lacks it: a second folder broker in
+    the same process would never get its bindings written.
+    """
+
     Channel = Channel
     driver_type = SCHEME
     driver_name = "fornace-folder"
+    _states: dict[str, virtual.BrokerState] = {}
+    _states_lock = threading.Lock()
+
+    def __init__(self, client: Any, **kwargs: Any) -> None:
+        super().__init__(client, **kwargs)
+        folder = str(client.transport_options.get("control_folder", ""))
+        with self._states_lock:
+            self.state = self._states.setdefault(folder, virtual.BrokerState())

@@ -272,6 +272,15 @@ def test_an_inbox_returns_messages_as_they_come(url, queue):
     assert Broker(url).drain(name, timeout=0.2) == []   # both were acked
 
 
+def test_two_folder_brokers_in_one_process_each_route_the_tasks_exchange(tmp_path):
+    # kombu's filesystem transport keeps one binding state per process; ours one per folder
+    for name in ("one", "two"):
+        url = f"filesystem://{tmp_path / name}"
+        with Broker(url) as broker:
+            broker.publish(TASKS, {"folder": name}, name)
+            assert broker.drain(TASKS, timeout=0.3) == [({"folder": name}, name)]
+
+
 def test_stop_ends_an_idle_consumer_quickly(url, queue):
     stop = threading.Event()
     consumer = Consumer(Broker(url), {queue(): lambda b, d: None}, stop, poll_interval=0.1)
