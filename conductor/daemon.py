@@ -44,6 +44,8 @@ class Conductor:
         self.stop = threading.Event()
         self.consumers: list[Consumer] = []
         self._threads: list[threading.Thread] = []
+        self._running: dict[str, threading.Event] = {}
+        self._running_lock = threading.Lock()
 
     def start(self) -> None:
         """Start the consumer threads (one deployment each at a time)."""
@@ -65,9 +67,35 @@ class Conductor:
             thread.join(timeout)
 
     def handle_task(self, body: Any, delivery: Delivery) -> None:
-        """Run one deployment task; raises ContractError for a malformed one."""
+        """Run one deployment task; raises ContractError for a malformed one.
+
+        RabbitMQ hands a task back to the queue as soon as the connection that
+        took it breaks, while its handler still runs; another consumer thread
+        of this conductor may then get it.  That copy waits for the running
+        one to end (and is acked with it) instead of running it twice.
+        """
         task = contract.parse_task(body)
         task_id = delivery.message_id or f"task-{task.environment_id}"
+        with self._running_lock:
+            running = self._running.get(task_id)
+            if running is None:
+                running = self._running[task_id] = threading.Event()
+                mine = True
+            else:
+                mine = False
+        if not mine:
+            LOG.info("environment %s: deployment %s is already running here; its "
+                     "redelivered copy waits for it", task.environment_id, task_id)
+            running.wait()
+            return
+        try:
+            self._deploy(task, task_id)
+        finally:
+            with self._running_lock:
+                del self._running[task_id]
+            running.set()
+
+    def _deploy(self, task: contract.Task, task_id: str) -> None:
         LOG.info("environment %s: deployment %s started", task.environment_id, task_id)
         with Broker(self.settings.broker_url) as broker:
             counter = iter(range(1, 1 << 30))

@@ -12,7 +12,7 @@ from conductor import contract
 from conductor.broker import Broker
 from conductor.daemon import Conductor, ConductorSettings
 from conductor.session import Settings
-from conductor.simulator import SimulatedCloud
+from conductor.simulator import SimulatedCloud, SimulatedStacks
 from services import amqp_url
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -139,3 +139,41 @@ def test_reports_are_sent_while_the_deployment_runs(conductor):
     assert "task-" + env_id not in done_early        # the deployment was still running
     assert any(m == "task-" + env_id for _, m in results)
     assert not any("Secret-pass-1" in str(b) for b, _ in early)
+
+
+def test_a_task_redelivered_while_it_runs_here_is_not_run_twice():
+    """RabbitMQ requeues a task when the connection that took it breaks, while its
+    handler still runs; a second consumer thread taking the copy waits for it."""
+    from conductor.broker import Delivery
+
+    release = threading.Event()
+    runs = []
+
+    class SlowStacks(SimulatedStacks):
+        def apply(self, request):
+            runs.append(request.stack_name)
+            release.wait(10)
+            return {}
+
+    env_id = "d" + uuid.uuid4().hex[:8]
+    daemon = Conductor(ConductorSettings(broker_url="memory://", data_dir=DATA,
+                                         engine=Settings(agent_timeout=1)),
+                       lambda task: SlowStacks(SimulatedCloud()))
+    body = contract.task_body({"id": env_id, "name": "x", "services": [{
+        "id": "s1", "name": "site", "type": "linuxWebServer", "units": [
+            {"id": "u1", "name": "site_instance_0"}]}]}, None, "t1")
+    delivery = Delivery(message_id="task-" + env_id, queue=contract.TASKS)
+    threads = [threading.Thread(target=daemon.handle_task, args=(body, delivery))
+               for _ in range(2)]
+    threads[0].start()
+    deadline = time.monotonic() + 10
+    while not runs and time.monotonic() < deadline:
+        time.sleep(0.01)
+    threads[1].start()
+    threads[1].join(0.5)
+    assert threads[1].is_alive()          # the copy waits for the run ...
+    release.set()
+    for thread in threads:
+        thread.join(30)
+    assert not any(t.is_alive() for t in threads)    # ... and ends with it
+    assert runs == [f"e{env_id}"]
