@@ -357,6 +357,77 @@ for _spec in (
 del _spec
 
 
+# -- Linux applications and farms (data/workflows/LinuxApp.xml, LinuxFarm.xml) --
+
+_GIT_URL = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]*://|[A-Za-z0-9._-]+@[A-Za-z0-9._-]+:)\S+")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def app_source(value: str) -> str | None:
+    """An absolute folder path on the units, or a git URL."""
+    if "\0" in value or "\n" in value:
+        return "must not contain NUL or newline characters"
+    if value.startswith("/") or _GIT_URL.fullmatch(value):
+        return None
+    return ("must be an absolute folder path on the units (/srv/app) or a git URL "
+            f"(https://..., ssh://..., git@host:repo, file:///...) (got {value!r})")
+
+
+def url_path(value: str) -> str | None:
+    if not value.startswith("/") or any(c.isspace() for c in value):
+        return f"must be a URL path starting with '/' and without spaces (got {value!r})"
+    return None
+
+
+def environment_variables(value: dict) -> str | tuple[str, str] | None:
+    """Names of environment variables -> string, number or boolean values."""
+    for key, item in value.items():
+        if not _ENV_NAME.fullmatch(key):
+            return (f".{key}", "is not an environment variable name "
+                               "(letters, digits and '_', not starting with a digit)")
+        if item is not None and not isinstance(item, (str, int, float, bool)):
+            return (f".{key}", f"must be a string, a number or a boolean, not "
+                               f"{_describe(item)}")
+        if isinstance(item, str) and "\0" in item:
+            return (f".{key}", "must not contain NUL characters")
+    return None
+
+
+def start_timeout(value: int) -> str | None:
+    return None if 1 <= value <= 3600 else "must be between 1 and 3600 seconds"
+
+
+_APP_FIELDS = (
+    NAME,
+    text("source", check=app_source,
+         doc="absolute folder path on the units, or git URL, of the application"),
+    text("revision", False, doc="git branch, tag or commit (default: the remote's HEAD)"),
+    text("startCommand", doc="command starting the app (/bin/sh, in the app folder; "
+                             "PORT and HOST are set)"),
+    port("port", doc="port the app listens on"),
+    text("healthPath", False, nonempty=True, check=url_path,
+         doc="path answering 2xx/3xx once the app is up (default /)"),
+    FieldSpec("env", "object", False, environment_variables,
+              doc="extra environment variables of the app"),
+    FieldSpec("startTimeout", "int", False, start_timeout,
+              doc="seconds the app has to answer on its health path (default 60)"),
+)
+
+for _spec in (
+    TypeSpec("linuxApp", fields=_APP_FIELDS,
+             doc="application on Linux, from a folder or a git repository, with a "
+                 "health check"),
+    TypeSpec("linuxWebServerFarm",
+             fields=(NAME, port("port", False, doc="port the units serve the site on"),
+                     LB_PORT),
+             doc="static web site on Linux units behind a load balancer"),
+    TypeSpec("linuxAppFarm", fields=(*_APP_FIELDS, LB_PORT),
+             doc="application on Linux units behind a load balancer"),
+):
+    register_type(_spec)
+del _spec
+
+
 # -- validation ---------------------------------------------------------------
 
 def validate_create(service: Any) -> None:

@@ -24,6 +24,7 @@ from apikit import free_port, reset_postgres
 from conductor.cli import build_conf
 from conductor.demo_cli import Demo
 from conductor.onebox import OneBox
+from localkit import instance_processes
 from services import amqp_url, postgres_url
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,20 +37,6 @@ def fornace(*args: str) -> list[str]:
 
 def environment_without_leftovers(tmp_path: Path) -> dict[str, str]:
     return {**os.environ, "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
-
-
-def instance_processes(token: str) -> list[int]:
-    """Live processes carrying a local instance's token."""
-    marker = f"FORNACE_INSTANCE_TOKEN={token}".encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                if marker in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
-                    found.append(int(entry))
-            except OSError:
-                pass
-    return found
 
 
 # ------------------------------------------------------------------ the commands

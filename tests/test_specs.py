@@ -65,6 +65,21 @@ def examples() -> dict[str, dict]:
             "osImage": {"name": "debian-12", "type": "linux"}, "keyPair": "ops",
             "unitNamingPattern": "web#", "units": [{"id": "unit0001"}, {"name": "site_b"}],
         },
+        "linuxApp": {
+            "type": "linuxApp", "name": "hello", "source": "/srv/apps/hello",
+            "startCommand": "python3 app.py", "port": 8000, "healthPath": "/health",
+            "env": {"GREETING": "Hi"}, "startTimeout": 30, "units": [{}],
+        },
+        "linuxWebServerFarm": {
+            "type": "linuxWebServerFarm", "name": "sites", "port": 8080,
+            "loadBalancerPort": 80, "units": [{}, {}],
+        },
+        "linuxAppFarm": {
+            "type": "linuxAppFarm", "name": "hellos",
+            "source": "https://git.example.com/hello.git", "revision": "main",
+            "startCommand": "python3 app.py", "port": 8000, "loadBalancerPort": 8080,
+            "units": [{}, {}],
+        },
     }
 
 
@@ -80,6 +95,10 @@ REQUIRED = {
                            "agListenerName", "agListenerIP", "sqlServiceUserName",
                            "sqlServicePassword", "units"],
     "linuxWebServer": ["type", "name", "units"],
+    "linuxApp": ["type", "name", "source", "startCommand", "port", "units"],
+    "linuxWebServerFarm": ["type", "name", "loadBalancerPort", "units"],
+    "linuxAppFarm": ["type", "name", "source", "startCommand", "port", "loadBalancerPort",
+                     "units"],
 }
 REQUIRED_CASES = [(t, f) for t, fields in REQUIRED.items() for f in fields]
 BOTH = pytest.mark.parametrize("validate", [validate_create, validate_update],

@@ -1,6 +1,8 @@
 """Serve a one-page static site on a port of this unit (a FormatVersion 2.0 plan script).
 
-Arguments (environment variables): ``port``, ``title``.  The site lives in
+Arguments (environment variables): ``port``, ``title``, optional ``hostname``
+(the unit's, shown on the page, so the units of a farm can be told apart).
+The site lives in
 ``$FORNACE_WORK_DIR/site``; the server listens on ``$FORNACE_INSTANCE_ADDRESS``
 (set by the local cloud, which gives each unit its own loopback address) or
 on every address of a real VM.  Deploying again replaces the running server,
@@ -26,8 +28,12 @@ def main() -> int:
     site = work / "site"
     site.mkdir(parents=True, exist_ok=True)
     text = html.escape(title)
+    hostname = (os.environ.get("hostname") or "").strip()
+    served_by = "" if hostname in ("", "$hostname") else \
+        f"<p>Served by {html.escape(hostname)}</p>\n"
     (site / "index.html").write_text(
-        f"<!doctype html>\n<title>{text}</title>\n<h1>{text}</h1>\n", encoding="utf-8")
+        f"<!doctype html>\n<title>{text}</title>\n<h1>{text}</h1>\n{served_by}",
+        encoding="utf-8")
 
     pid_file = work / "site-server.pid"
     stop_previous(pid_file)
