@@ -145,6 +145,10 @@ class Agent:
             raise ValueError("input_queue and result_routing_key must be configured")
         self._stop = stop
         self.startup()
+        try:
+            self.broker().connect()   # the first answer then goes out at once
+        except Exception as exc:  # noqa: BLE001 -- publishing retries later
+            LOG.warning("cannot connect to the broker yet: %s", exc)
         consumer = Consumer(self.broker(), {self.settings.input_queue: self.handle}, stop,
                             prefetch=1, raw_bodies=True)   # a non-JSON plan gets an answer
         if ready is not None:

@@ -30,13 +30,19 @@ class AmqpAgents(AgentExecutor):
     def run(self, requests: list[PlanRequest]) -> list[PlanReply]:
         started = self.clock()
         waiting: dict[str, int] = {}
-        for index, request in enumerate(requests):
-            plan_id = request.plan["ID"]
-            self.broker.publish(contract.agent_queue(self.environment_id, request.service,
-                                                     request.unit), request.plan, plan_id)
-            waiting[plan_id] = index
         replies: list[PlanReply | None] = [None] * len(requests)
+        # subscribed first: the broker pushes answers while later plans still go out
         with self.broker.inbox(contract.results_queue(self.environment_id)) as inbox:
+            try:
+                inbox.open()
+            except Exception as exc:  # noqa: BLE001 -- inbox.get() reconnects
+                LOG.warning("environment %s: cannot subscribe to the results yet (%s)",
+                            self.environment_id, exc)
+            for index, request in enumerate(requests):
+                plan_id = request.plan["ID"]
+                waiting[plan_id] = index
+                self.broker.publish(contract.agent_queue(self.environment_id, request.service,
+                                                         request.unit), request.plan, plan_id)
             while waiting:
                 received = inbox.get(timeout=self.poll)
                 if received is not None:

@@ -180,6 +180,11 @@ class Broker:
         LOG.debug("published message %s to %r", message_id, queue)
         return message_id
 
+    def connect(self) -> None:
+        """Open the publishing connection now, so the first publish does not wait for it."""
+        with self._lock:
+            self._get_producer()
+
     def _get_producer(self) -> kombu.Producer:
         if self._producer is None:
             # The publishing connection is idle between messages and nothing
@@ -291,8 +296,7 @@ class Inbox:
             if remaining <= 0:
                 return None
             try:
-                if self._conn is None:
-                    self._open()
+                self.open()
                 self._conn.drain_events(timeout=remaining)
             except socket.timeout:
                 continue
@@ -305,7 +309,10 @@ class Inbox:
                 self.close()
                 time.sleep(min(RECONNECT_START, max(deadline - time.monotonic(), 0)))
 
-    def _open(self) -> None:
+    def open(self) -> None:
+        """Subscribe now (else the first :meth:`get` does); the broker starts pushing."""
+        if self._conn is not None:
+            return
         conn = self.broker.connection(heartbeat=0)
         try:
             conn.connect()
