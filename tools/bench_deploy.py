@@ -30,11 +30,12 @@ How the figures are taken -- and why so:
   for a subclass whose broker is wrapped: the clock starts just before each
   plan's publish and stops when the conductor's inbox hands over its answer.
   No conductor or agent code is changed.
-* Agent boot is kept out.  Before starting a plan's clock the wrapper waits
-  until the unit's input queue has a consumer (a queue declare reports the
-  consumer count): a first plan would otherwise wait for the agent process
-  to start, which is the cloud's boot time, not the price of a command.  That
-  wait is printed apart ("agent boot wait").
+* Agent boot is kept out.  Before a round of plans is published (and the
+  clocks started) the wrapper waits until the input queue of every unit of
+  the round has a consumer (a queue declare reports the consumer count): a
+  first plan would otherwise wait for the agent process to start, which is
+  the cloud's boot time, not the price of a command.  That wait is printed
+  apart ("agent boot wait"); apart from it the conductor runs unchanged.
 * Agent execution time comes from the agent's own journal
   (``<sandbox>/work/journal.jsonl``, read before the stack is deleted): the
   ``result`` record's time minus the ``started`` record's time (wall clock,
@@ -42,9 +43,18 @@ How the figures are taken -- and why so:
   and running the script; the ``result`` fsync, the answer's publish and
   everything on the way is overhead.
 * Per-command overhead = conductor round trip - agent execution time, per
-  plan.  Its two legs (publish -> journal ``started``; journal ``result`` ->
-  answer received, both on the wall clock) are printed too, to show where
-  the time goes.
+  plan, split between each agent's first plan (its answer opens the agent's
+  publishing connection) and the later ones.  To show where the time goes
+  its legs are printed too (wall clock against the journal): out, publish ->
+  ``started``; back, ``result`` -> answer received, itself split at the
+  ``sent`` record (written once the agent's publish is confirmed) into the
+  agent's send and the broker + conductor delivery.  And the conductor's
+  publish phase per round: first plan published -> first answer asked for
+  (``AmqpAgents`` publishes every plan of a round, each confirmed, before it
+  opens its results inbox; answers that come earlier wait in the queue).
+* CPU time (``getrusage``) of this process -- the conductor and the bench --
+  and of the agent processes reaped during the run: on a small machine the
+  agents, one Python process per unit, compete with everything else.
 
 Only ``--parallel`` environments are deployed at a time and a finished
 environment is torn down at once (its agents stopped -- all signalled
@@ -74,6 +84,7 @@ import json
 import logging
 import math
 import os
+import resource
 import shutil
 import signal
 import socket
@@ -97,6 +108,7 @@ from conductor import contract, daemon  # noqa: E402
 from conductor.agents import AmqpAgents  # noqa: E402
 from conductor.broker import Broker, kombu_queue  # noqa: E402
 from conductor.daemon import Conductor, ConductorSettings  # noqa: E402
+from conductor.executors import PlanReply, PlanRequest  # noqa: E402
 from conductor.localcloud import LocalStacks  # noqa: E402
 from conductor.session import Settings  # noqa: E402
 
@@ -117,6 +129,21 @@ class BenchAborted(Exception):
 
 def progress(text: str) -> None:
     print(f"bench: {text}", file=sys.stderr, flush=True)
+
+
+class WarningCounter(logging.Handler):
+    """Counts the warnings of the conductor's broker code (reconnects, retries).
+
+    Why: a broker outage during the run (another user's ``rabbitmqctl
+    stop_app``, say) makes the figures meaningless; the report says so.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.count += 1
 
 
 def percentile(values: list[float], fraction: float) -> float:
@@ -220,7 +247,7 @@ def delete_queues(url: str, names: list[str], exchanges: tuple[str, ...] = ()) -
 
 @dataclass
 class PlanTimes:
-    environment: str
+    queue: str                     # the agent's input queue
     sent: float                    # perf_counter just before the plan's publish
     sent_wall: float               # time.time() at the same moment
     boot_wait: float               # s the plan waited for its agent to consume
@@ -233,13 +260,18 @@ class Stopwatch:
 
     def __init__(self) -> None:
         self.plans: dict[str, PlanTimes] = {}
+        self.publish_phases: list[float] = []   # per round: first publish -> first read
+        self.publishes: list[float] = []        # each plan's Broker.publish (confirmed)
         self.abort = threading.Event()
         self._lock = threading.Lock()
 
-    def sent(self, plan_id: str, environment: str, boot_wait: float) -> None:
-        times = PlanTimes(environment, time.perf_counter(), time.time(), boot_wait)
+    def sent(self, plan_id: str, queue: str, boot_wait: float) -> None:
+        """Start a plan's clock (a rerun of an answered plan keeps the first figures)."""
+        times = PlanTimes(queue, time.perf_counter(), time.time(), boot_wait)
         with self._lock:
-            self.plans[plan_id] = times
+            known = self.plans.get(plan_id)
+            if known is None or known.answered is None:
+                self.plans[plan_id] = times
 
     def answered(self, plan_id: str | None) -> None:
         now, wall = time.perf_counter(), time.time()
@@ -247,6 +279,14 @@ class Stopwatch:
             times = self.plans.get(plan_id or "")
             if times is not None and times.answered is None:
                 times.answered, times.answered_wall = now, wall
+
+    def round_published(self, seconds: float) -> None:
+        with self._lock:
+            self.publish_phases.append(seconds)
+
+    def published(self, seconds: float) -> None:
+        with self._lock:
+            self.publishes.append(seconds)
 
     def count_answered(self) -> int:
         with self._lock:
@@ -268,27 +308,50 @@ class AgentProbe:
         self._connections: list[kombu.Connection] = []
         self._lock = threading.Lock()
 
-    def wait_for_agent(self, queue: str, abort: threading.Event) -> float:
-        """Seconds waited until ``queue`` had a consumer (or the boot timeout)."""
-        started = time.perf_counter()
-        while not abort.is_set() and time.perf_counter() - started < BOOT_TIMEOUT:
-            if self._consumers(queue):
-                break
-            time.sleep(0.01)
+    def wait_for_agents(self, queues: list[str], abort: threading.Event) -> float:
+        """Seconds waited until every queue had a consumer (or the boot timeout).
+
+        All of a round's agents are waited for before its first plan goes:
+        ``AmqpAgents`` reads answers only once every plan is published, so a
+        wait between two publishes would count against the earlier plans.
+        """
+        started, waiting = time.perf_counter(), list(dict.fromkeys(queues))
+        while waiting and not abort.is_set() and time.perf_counter() - started < BOOT_TIMEOUT:
+            waiting = [queue for queue in waiting if not self._consumers(queue)]
+            if waiting:
+                time.sleep(0.05)
         return time.perf_counter() - started
 
     def _consumers(self, queue: str) -> int:
-        # the same durable declaration Broker.publish makes: it changes nothing
-        return kombu_queue(queue)(self._channel()).queue_declare().consumer_count
+        """The queue's consumer count; 0 while the broker cannot be asked.
+
+        The declaration is the one ``Broker.publish`` makes, so it changes
+        nothing.  A broken connection (a broker restart) is dropped and made
+        again on the next call: the probe must not fail the deployment.
+        """
+        try:
+            return kombu_queue(queue)(self._channel()).queue_declare().consumer_count
+        except Exception:  # noqa: BLE001 -- any broker error: not known to be ready
+            self._drop_channel()
+            return 0
 
     def _channel(self) -> Any:
         channel = getattr(self._local, "channel", None)
         if channel is None:
-            conn = kombu.Connection(self.url, heartbeat=0)
+            conn = self._local.connection = kombu.Connection(self.url, heartbeat=0)
             with self._lock:
                 self._connections.append(conn)
             channel = self._local.channel = conn.channel()
         return channel
+
+    def _drop_channel(self) -> None:
+        conn = getattr(self._local, "connection", None)
+        self._local.channel = self._local.connection = None
+        if conn is not None:
+            with self._lock:
+                self._connections.remove(conn)
+            with contextlib.suppress(Exception):
+                conn.release()
 
     def close(self) -> None:
         with self._lock:
@@ -301,9 +364,10 @@ class AgentProbe:
 class _TimedInbox:
     """The conductor's results inbox, noting when each answer is handed over."""
 
-    def __init__(self, inbox: Any, watch: Stopwatch) -> None:
+    def __init__(self, inbox: Any, watch: Stopwatch, round_started: float | None) -> None:
         self.inbox = inbox
         self.watch = watch
+        self.round_started = round_started
 
     def __enter__(self) -> "_TimedInbox":
         return self
@@ -314,6 +378,9 @@ class _TimedInbox:
     def get(self, timeout: float) -> tuple[Any, str | None] | None:
         if self.watch.abort.is_set():   # ends a deployment at once on Ctrl-C
             raise BenchAborted("the benchmark is stopping")
+        if self.round_started is not None:  # the conductor starts reading answers now
+            self.watch.round_published(time.perf_counter() - self.round_started)
+            self.round_started = None
         received = self.inbox.get(timeout)
         if received is not None:
             self.watch.answered(received[1])
@@ -323,20 +390,24 @@ class _TimedInbox:
 class _TimedBroker:
     """The conductor's broker as ``AmqpAgents`` uses it, with a stopwatch on plans."""
 
-    def __init__(self, broker: Broker, environment: str, watch: Stopwatch,
-                 probe: AgentProbe) -> None:
+    def __init__(self, broker: Broker, watch: Stopwatch) -> None:
         self.broker = broker
-        self.environment = environment
         self.watch = watch
-        self.probe = probe
+        self.boot_wait = 0.0    # of the round being sent (set by TimedAgents.run)
+        self.round_started: float | None = None   # its first publish (reset per round)
 
     def publish(self, queue: str, body: dict[str, Any], message_id: str | None = None) -> str:
-        boot_wait = self.probe.wait_for_agent(queue, self.watch.abort)
-        self.watch.sent(message_id or "", self.environment, boot_wait)
-        return self.broker.publish(queue, body, message_id)
+        self.watch.sent(message_id or "", queue, self.boot_wait)
+        started = time.perf_counter()
+        if self.round_started is None:
+            self.round_started = started
+        try:
+            return self.broker.publish(queue, body, message_id)
+        finally:
+            self.watch.published(time.perf_counter() - started)
 
     def inbox(self, queue: str, prefetch: int = 100) -> _TimedInbox:
-        return _TimedInbox(self.broker.inbox(queue, prefetch), self.watch)
+        return _TimedInbox(self.broker.inbox(queue, prefetch), self.watch, self.round_started)
 
 
 def timed_agents(watch: Stopwatch, probe: AgentProbe) -> type[AmqpAgents]:
@@ -345,8 +416,15 @@ def timed_agents(watch: Stopwatch, probe: AgentProbe) -> type[AmqpAgents]:
     class TimedAgents(AmqpAgents):
         def __init__(self, broker: Broker, environment_id: str, *args: Any,
                      **kwargs: Any) -> None:
-            super().__init__(_TimedBroker(broker, environment_id, watch, probe),  # type: ignore[arg-type]
-                             environment_id, *args, **kwargs)
+            self.timed = _TimedBroker(broker, watch)
+            super().__init__(self.timed, environment_id, *args, **kwargs)  # type: ignore[arg-type]
+
+        def run(self, requests: list[PlanRequest]) -> list[PlanReply]:
+            queues = [contract.agent_queue(self.environment_id, r.service, r.unit)
+                      for r in requests]
+            self.timed.boot_wait = probe.wait_for_agents(queues, watch.abort)
+            self.timed.round_started = None
+            return super().run(requests)
 
     return TimedAgents
 
@@ -419,9 +497,6 @@ def model_complete(body: Any, units: int, commands: int) -> bool:
 def agent_broker_settings(url: str) -> dict[str, Any]:
     """``Settings.broker`` for the agents: the same RabbitMQ as the conductor."""
     conn = kombu.Connection(url)
-    if conn.transport_cls not in ("amqp", "pyamqp", "librabbitmq"):
-        raise SystemExit(f"bench_deploy: --broker must be a RabbitMQ amqp:// URL, "
-                         f"not {masked_url(url)}")
     return {"host": conn.hostname or "127.0.0.1", "port": conn.port or 5672,
             "login": conn.userid or "guest", "password": conn.password or "guest",
             "virtual_host": conn.virtual_host or "/", "ssl": bool(conn.ssl),
@@ -430,21 +505,27 @@ def agent_broker_settings(url: str) -> dict[str, Any]:
 
 # ------------------------------------------------------------- agents & journals
 
-def read_journal(path: Path) -> dict[str, tuple[float, float]]:
-    """Plan id -> (``started`` time, ``result`` time) from an agent journal."""
-    started: dict[str, float] = {}
-    spans: dict[str, tuple[float, float]] = {}
+@dataclass(frozen=True)
+class JournalTimes:
+    """When the agent journaled a plan (wall clock, 1 ms resolution)."""
+
+    started: float       # before running it
+    result: float        # its answer, before publishing it
+    sent: float | None   # after the publish was confirmed
+
+
+def read_journal(path: Path) -> dict[str, JournalTimes]:
+    """Plan id -> its journal times, for the plans started and answered."""
+    times: dict[str, dict[str, float]] = {}
     with contextlib.suppress(OSError), open(path, encoding="utf-8") as handle:
         for line in handle:
             try:
                 record = json.loads(line)
-            except ValueError:
+                times.setdefault(record["id"], {}).setdefault(record["event"], record["time"])
+            except (ValueError, KeyError, TypeError):
                 continue
-            if record.get("event") == "started":
-                started[record["id"]] = record["time"]
-            elif record.get("event") == "result" and record["id"] in started:
-                spans[record["id"]] = (started[record["id"]], record["time"])
-    return spans
+    return {plan_id: JournalTimes(events["started"], events["result"], events.get("sent"))
+            for plan_id, events in times.items() if "started" in events and "result" in events}
 
 
 def stop_stack(stacks: LocalStacks, stack: str) -> None:
@@ -474,6 +555,16 @@ class Outcome:
     succeeded: int = 0
     reports: int = 0
     errors: list[str] = field(default_factory=list)
+    broker_warnings: int = 0
+    cpu_self: float = 0.0        # s of CPU of this process (conductor and bench)
+    cpu_agents: float = 0.0      # s of CPU of the agents (and their scripts) reaped
+
+
+def cpu_times() -> tuple[float, float]:
+    """CPU seconds (user + system) of this process and of its reaped children."""
+    own, children = (resource.getrusage(who) for who in
+                     (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
 
 
 class Bench:
@@ -490,13 +581,15 @@ class Bench:
         self.window = 2 * args.parallel
         self.models: dict[str, dict[str, Any]] = {}    # task id -> model
         self.finished: dict[str, bool] = {}             # task id -> complete
-        self.spans: dict[str, tuple[float, float]] = {}  # plan id -> journal span
+        self.journal: dict[str, JournalTimes] = {}      # plan id -> agent journal times
         self.cleaned: set[str] = set()
+        self.queues_left: list[str] = []                 # task ids (teardown in an outage)
         self.errors: list[str] = []
         self.reports = 0
         self.conductor: Conductor | None = None
         self._lock = threading.Lock()
-        self._cleaner = concurrent.futures.ThreadPoolExecutor(2, "bench-teardown")
+        # teardowns mostly wait for agents to exit: one worker per conductor thread
+        self._cleaner = concurrent.futures.ThreadPoolExecutor(args.parallel, "bench-teardown")
         self._cleanups: list[concurrent.futures.Future] = []
         self._reports_done = threading.Event()
         self._reports_thread: threading.Thread | None = None
@@ -508,14 +601,16 @@ class Bench:
         self._reports_thread = threading.Thread(target=self._collect_reports,
                                                 name="bench-reports", daemon=True)
         self._reports_thread.start()
-        started = time.perf_counter()
+        cpu_before, started = cpu_times(), time.perf_counter()
         last = self._deploy_all(started)
         for future in self._cleanups:
             future.result()
         self._stop_reports()
+        cpu_after = cpu_times()
         return Outcome(wall=last - started, finished=len(self.finished),
                        succeeded=sum(self.finished.values()), reports=self.reports,
-                       errors=list(self.errors))
+                       errors=list(self.errors), cpu_self=cpu_after[0] - cpu_before[0],
+                       cpu_agents=cpu_after[1] - cpu_before[1])
 
     def _start_conductor(self) -> None:
         engine = Settings(agent_timeout=AGENT_TIMEOUT, broker=agent_broker_settings(self.url))
@@ -565,13 +660,18 @@ class Bench:
         """Read the agents' journals, stop them, delete the environment's queues."""
         model = self.models[task_id]
         stack = f"e{model['id']}"
-        spans: dict[str, tuple[float, float]] = {}
-        for journal in (self.stacks.state_dir / stack).glob("*/work/journal.jsonl"):
-            spans.update(read_journal(journal))
+        journal: dict[str, JournalTimes] = {}
+        for path in (self.stacks.state_dir / stack).glob("*/work/journal.jsonl"):
+            journal.update(read_journal(path))
         stop_stack(self.stacks, stack)
-        delete_queues(self.url, environment_queues(model))
+        try:
+            delete_queues(self.url, environment_queues(model))
+        except Exception as exc:  # noqa: BLE001 -- broker away: close() tries again
+            progress(f"queues of {model['id']} not deleted yet ({type(exc).__name__})")
+            with self._lock:
+                self.queues_left.append(task_id)
         with self._lock:
-            self.spans.update(spans)
+            self.journal.update(journal)
             self.cleaned.add(task_id)
 
     def _cleaned(self) -> set[str]:
@@ -585,9 +685,11 @@ class Bench:
                 raise future.exception()  # type: ignore[misc]
 
     def _show_progress(self, elapsed: float) -> None:
-        live = len(self.models) - len(self._cleaned())
+        cleaned = len(self._cleaned())
         progress(f"{elapsed:7.1f} s  {len(self.finished)}/{self.args.environments} deployed, "
-                 f"{live} environment(s) up, {self.watch.count_answered()} commands answered")
+                 f"{len(self.models) - len(self.finished)} queued or deploying, "
+                 f"{len(self.finished) - cleaned} tearing down, "
+                 f"{self.watch.count_answered()} commands answered")
 
     # -- reports ---------------------------------------------------------------------
     def _collect_reports(self) -> None:
@@ -622,9 +724,10 @@ class Bench:
         if self.conductor is not None:
             self.conductor.shutdown(timeout=30)
             self._sweep_stacks()   # a deployment may have started instances meanwhile
-        self._reports_done.set()
+        self._stop_reports()
         self.probe.close()
-        queues = [q for task_id, model in self.models.items() if task_id not in self.cleaned
+        queues = [q for task_id, model in self.models.items()
+                  if task_id not in self.cleaned or task_id in self.queues_left
                   for q in environment_queues(model)]
         with contextlib.suppress(Exception):
             delete_queues(self.url, queues + [self.names.tasks, self.names.results,
@@ -647,31 +750,47 @@ class PlanFigures:
     round_trips: list[float] = field(default_factory=list)
     executions: list[float] = field(default_factory=list)
     overheads: list[float] = field(default_factory=list)
-    outbound: list[float] = field(default_factory=list)
-    inbound: list[float] = field(default_factory=list)
+    first_overheads: list[float] = field(default_factory=list)   # each agent's first plan
+    later_overheads: list[float] = field(default_factory=list)
+    outbound: list[float] = field(default_factory=list)   # publish -> journal started
+    inbound: list[float] = field(default_factory=list)    # journal result -> received
+    agent_sends: list[float] = field(default_factory=list)  # journal result -> sent
+    deliveries: list[float] = field(default_factory=list)   # journal sent -> received
     boot_waits: list[float] = field(default_factory=list)
     answered: int = 0
     unmatched: int = 0
 
+    def add(self, times: PlanTimes, journal: JournalTimes, first: bool) -> None:
+        """One answered plan; wall-clock legs come from the agent's journal."""
+        assert times.answered is not None and times.answered_wall is not None
+        round_trip = times.answered - times.sent
+        overhead = round_trip - (journal.result - journal.started)
+        self.round_trips.append(round_trip)
+        self.executions.append(journal.result - journal.started)
+        self.overheads.append(overhead)
+        (self.first_overheads if first else self.later_overheads).append(overhead)
+        self.outbound.append(journal.started - times.sent_wall)
+        self.inbound.append(times.answered_wall - journal.result)
+        if journal.sent is not None:
+            self.agent_sends.append(journal.sent - journal.result)
+            self.deliveries.append(times.answered_wall - journal.sent)
 
-def plan_figures(watch: Stopwatch, spans: dict[str, tuple[float, float]]) -> PlanFigures:
+
+def plan_figures(watch: Stopwatch, journal: dict[str, JournalTimes]) -> PlanFigures:
     """Per plan: conductor round trip, agent execution (journal), and the rest."""
     figures = PlanFigures()
+    first: dict[str, float] = {}
+    for times in watch.plans.values():
+        first[times.queue] = min(times.sent, first.get(times.queue, math.inf))
     for plan_id, times in watch.plans.items():
         figures.boot_waits.append(times.boot_wait)
-        if times.answered is None or times.answered_wall is None:
+        if times.answered is None:
             continue
         figures.answered += 1
-        span = spans.get(plan_id)
-        if span is None:
+        if plan_id not in journal:
             figures.unmatched += 1
             continue
-        round_trip, execution = times.answered - times.sent, span[1] - span[0]
-        figures.round_trips.append(round_trip)
-        figures.executions.append(execution)
-        figures.overheads.append(round_trip - execution)
-        figures.outbound.append(span[0] - times.sent_wall)
-        figures.inbound.append(times.answered_wall - span[1])
+        figures.add(times, journal[plan_id], times.sent == first[times.queue])
     return figures
 
 
@@ -683,16 +802,13 @@ def ms(values: list[float]) -> str:
             f"p90 {percentile(values, 0.9) * 1000:7.2f} ms")
 
 
-def print_report(args: argparse.Namespace, raw: list[float], outcome: Outcome,
-                 figures: PlanFigures) -> bool:
-    """Print the figures; True when every deployment completed with success."""
+def run_rows(args: argparse.Namespace, outcome: Outcome,
+             figures: PlanFigures) -> list[tuple[str, Any]]:
+    """What was deployed, how long it took, and what disturbed it."""
     expected = args.environments * args.units * args.commands
-    complete = outcome.succeeded == args.environments and not outcome.errors
-    raw_median = statistics.median(raw)
-    overhead = statistics.median(figures.overheads) if figures.overheads else math.inf
-    ratio = overhead / raw_median
     wall = max(outcome.wall, 1e-9)
-    rows = [
+    disturbed = " (the broker was disturbed during the run: figures unreliable)"
+    return [
         ("broker", masked_url(args.broker)),
         ("environments", f"{args.environments} ({outcome.succeeded} succeeded, "
                          f"{outcome.finished} finished)"),
@@ -702,23 +818,50 @@ def print_report(args: argparse.Namespace, raw: list[float], outcome: Outcome,
         ("agent commands", f"{figures.answered} answered of {expected} "
                            f"({figures.unmatched} without journal entry)"),
         ("reports", f"{outcome.reports} ({len(outcome.errors)} errors)"),
+        ("broker warnings", f"{outcome.broker_warnings}"
+                            f"{disturbed if outcome.broker_warnings else ''}"),
         ("wall time", f"{outcome.wall:.1f} s"),
+        ("CPU time", f"{outcome.cpu_self:.1f} s conductor+bench, {outcome.cpu_agents:.1f} s "
+                     f"agents ({os.cpu_count()} cores; teardown included)"),
         ("deployments/s", f"{args.environments / wall:.3f}"),
         ("agent commands/s", f"{figures.answered / wall:.2f}"),
+    ]
+
+
+def plan_rows(raw: list[float], figures: PlanFigures,
+              watch: Stopwatch) -> list[tuple[str, Any]]:
+    """The per-command figures next to the raw round trip."""
+    return [
         ("raw kombu round trip", f"{ms(raw)}  ({len(raw)} round trips)"),
         ("command round trip", ms(figures.round_trips)),
         ("agent execution", ms(figures.executions)),
         ("per-command overhead", ms(figures.overheads)),
+        ("  first plan of an agent", ms(figures.first_overheads)),
+        ("  later plans", ms(figures.later_overheads)),
         ("  out: publish->started", ms(figures.outbound)),
         ("  back: result->received", ms(figures.inbound)),
+        ("    agent: result->sent", ms(figures.agent_sends)),
+        ("    broker+conductor: sent->received", ms(figures.deliveries)),
+        ("conductor: one plan's publish", ms(watch.publishes)),
+        ("conductor: publish phase/round", ms(watch.publish_phases)),
         ("agent boot wait", ms(figures.boot_waits)),
-        ("overhead / raw", f"{ratio:.2f}x (medians)"),
+    ]
+
+
+def print_report(args: argparse.Namespace, raw: list[float], outcome: Outcome,
+                 figures: PlanFigures, watch: Stopwatch) -> bool:
+    """Print the figures and verdicts; True when every deployment succeeded."""
+    complete = outcome.succeeded == args.environments and not outcome.errors
+    overhead = statistics.median(figures.overheads) if figures.overheads else math.inf
+    ratio = overhead / statistics.median(raw)
+    verdicts = [
+        ("overhead / raw", f"{ratio:.3f}x (medians)"),
         (f"target {args.environments}x{args.units} complete", "PASS" if complete else "MISS"),
         (f"target overhead <= {OVERHEAD_TARGET:g}x raw",
          "PASS" if ratio <= OVERHEAD_TARGET else "MISS"),
     ]
-    for name, value in rows:
-        print(f"{name:<28} {value}")
+    for name, value in run_rows(args, outcome, figures) + plan_rows(raw, figures, watch) + verdicts:
+        print(f"{name:<36} {value}")
     for error in outcome.errors[:10]:
         print(f"error report: {error}")
     return complete
@@ -728,13 +871,17 @@ def print_report(args: argparse.Namespace, raw: list[float], outcome: Outcome,
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--environments", type=int, default=100, metavar="K")
-    parser.add_argument("--units", type=int, default=10, metavar="U")
+    parser.add_argument("--environments", type=int, default=100, metavar="K",
+                        help="environments to deploy (default 100)")
+    parser.add_argument("--units", type=int, default=10, metavar="U",
+                        help="units (agents) per environment (default 10)")
     parser.add_argument("--commands", type=int, default=1, metavar="C",
                         help="no-op plans per unit, one after the other (default 1)")
-    parser.add_argument("--parallel", type=int, default=4,
-                        help="environments deployed at a time (conductor max_environments)")
-    parser.add_argument("--broker", default=DEFAULT_BROKER, help="RabbitMQ URL")
+    parser.add_argument("--parallel", type=int, default=4, metavar="P",
+                        help="environments deployed at a time (conductor max_environments, "
+                             "default 4)")
+    parser.add_argument("--broker", default=DEFAULT_BROKER, metavar="URL",
+                        help=f"RabbitMQ URL (default {masked_url(DEFAULT_BROKER)})")
     parser.add_argument("--round-trips", type=int, default=1000, metavar="N",
                         help="raw kombu round trips to time (default 1000)")
     parser.add_argument("--keep", action="store_true", help="keep the state folder")
@@ -742,6 +889,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for name in ("environments", "units", "commands", "parallel", "round_trips"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
+    if kombu.Connection(args.broker).transport_cls not in ("amqp", "pyamqp"):
+        parser.error("--broker must be a RabbitMQ amqp:// URL (agents are other processes)")
     return args
 
 
@@ -753,6 +902,8 @@ def _interrupt(signum: int, frame: Any) -> None:  # noqa: ARG001
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    warnings = WarningCounter()
+    logging.getLogger("conductor.broker").addHandler(warnings)
     signal.signal(signal.SIGTERM, _interrupt)
     run_id = uuid.uuid4().hex[:8]
     state_dir = Path(tempfile.mkdtemp(prefix=f"fornace-bench-{run_id}-"))
@@ -765,6 +916,7 @@ def main(argv: list[str] | None = None) -> int:
                 progress(f"deploying {args.environments} x {args.units} units, "
                          f"{args.commands} command(s) each, state in {state_dir}")
                 outcome = bench.run()
+                outcome.broker_warnings = warnings.count
             finally:
                 progress("cleaning up")
                 bench.close()
@@ -776,7 +928,8 @@ def main(argv: list[str] | None = None) -> int:
             progress(f"state kept in {state_dir}")
         else:
             shutil.rmtree(state_dir, ignore_errors=True)
-    complete = print_report(args, raw, outcome, plan_figures(bench.watch, bench.spans))
+    complete = print_report(args, raw, outcome, plan_figures(bench.watch, bench.journal),
+                            bench.watch)
     return 0 if complete else 1
 
 
