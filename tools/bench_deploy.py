@@ -375,6 +375,9 @@ class _TimedInbox:
     def __exit__(self, *exc_info: Any) -> None:
         self.inbox.close()
 
+    def open(self) -> None:
+        self.inbox.open()
+
     def get(self, timeout: float) -> tuple[Any, str | None] | None:
         if self.watch.abort.is_set():   # ends a deployment at once on Ctrl-C
             raise BenchAborted("the benchmark is stopping")
