@@ -102,9 +102,10 @@ class LocalStacks(StackExecutor):
                 for instance in instances:
                     self._check_instance_name(name, instance)
                 _write_json(stack_dir / TEMPLATE_FILE, merged)
-                for old in sorted(self._sandboxes(stack_dir) - set(instances)):
-                    LOG.info("stack %s: removing instance %s", name, old)
-                    self._destroy(stack_dir / old)
+                removed = sorted(self._sandboxes(stack_dir) - set(instances))
+                if removed:
+                    LOG.info("stack %s: removing instance(s) %s", name, ", ".join(removed))
+                    self._destroy(*(stack_dir / old for old in removed))
                 started = []
                 for instance, resource in instances.items():
                     if self._ensure(name, stack_dir / instance, resource):
@@ -122,8 +123,7 @@ class LocalStacks(StackExecutor):
             if not stack_dir.exists():
                 return
             try:
-                for instance in sorted(self._sandboxes(stack_dir)):
-                    self._destroy(stack_dir / instance)
+                self._destroy(*(stack_dir / i for i in sorted(self._sandboxes(stack_dir))))
                 shutil.rmtree(stack_dir)
             except OSError as exc:
                 raise StackFailure(f"stack {stack_name}: {exc}", str(exc)) from None
@@ -225,12 +225,12 @@ class LocalStacks(StackExecutor):
             reason = "; ".join(f"instance {i}: {w}" for i, w in failed.items())
             raise StackFailure(f"stack {stack} failed: " + "\n".join(parts), reason)
 
-    def _destroy(self, sandbox: Path, keep: bool = False) -> None:
-        info = _read_info(sandbox)
-        if info.get("pid"):
-            _stop_instance(info, self.stop_timeout)
+    def _destroy(self, *sandboxes: Path, keep: bool = False) -> None:
+        """Stop the instances (all at once) and, unless ``keep``, remove their folders."""
+        _stop_instances([_read_info(s) for s in sandboxes], self.stop_timeout)
         if not keep:
-            shutil.rmtree(sandbox, ignore_errors=False)
+            for sandbox in sandboxes:
+                shutil.rmtree(sandbox, ignore_errors=False)
 
     def _environment(self, stack: str, sandbox: Path, address: str,
                      token: str) -> dict[str, str]:
@@ -442,23 +442,29 @@ def _running(info: dict[str, Any]) -> bool:
     return info.get("start_time") is None or stat[2] == info["start_time"]
 
 
-def _members(info: dict[str, Any]) -> list[int]:
-    """Live processes of an instance: its boot process group, and every process
+def _members(infos: list[dict[str, Any]]) -> list[int]:
+    """Live processes of instances: each one's boot process group, and every process
     carrying its ``FORNACE_INSTANCE_TOKEN`` (commands run by the agent start
     their own sessions, and servers they leave behind belong to the instance
-    too), started no earlier than the boot process."""
-    pgid, start_time = int(info["pid"]), info.get("start_time")
-    token = info.get("token")
-    marker = f"{TOKEN_VARIABLE}={token}".encode() if token else None
+    too), started no earlier than its boot process.  One pass over /proc."""
+    groups = {int(i["pid"]): i.get("start_time") for i in infos}
+    tokens = {f"{TOKEN_VARIABLE}={i['token']}".encode(): i.get("start_time")
+              for i in infos if i.get("token")}
     members = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         stat = _stat(int(entry))
-        if stat is None or stat[0] in ("Z", "X") \
-                or (start_time is not None and stat[2] < start_time):
+        if stat is None or stat[0] in ("Z", "X"):
             continue
-        if stat[1] == pgid or (marker is not None and marker in _environ(int(entry))):
+        if stat[1] in groups:
+            start_time = groups[stat[1]]
+        else:
+            found = [tokens[m] for m in _environ(int(entry)) if m in tokens] if tokens else []
+            if not found:
+                continue
+            start_time = found[0]
+        if start_time is None or stat[2] >= start_time:
             members.append(int(entry))
     return members
 
@@ -470,35 +476,37 @@ def _environ(pid: int) -> list[bytes]:
         return []
 
 
-def _signal_all(info: dict[str, Any], signum: int) -> None:
-    for member in _members(info):
+def _signal_all(infos: list[dict[str, Any]], signum: int) -> None:
+    for member in _members(infos):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(member, signum)
 
 
-def _stop_instance(info: dict[str, Any], timeout: float) -> None:
-    """SIGTERM to the instance's processes, SIGKILL after ``timeout`` s."""
-    pid = int(info["pid"])
+def _stop_instances(infos: list[dict[str, Any]], timeout: float) -> None:
+    """SIGTERM to every process of the instances at once, SIGKILL after ``timeout`` s."""
+    infos = [i for i in infos if i.get("pid")]
+    if not infos:
+        return
 
     def gone() -> bool:
-        _poll(pid)
-        return not _members(info)
+        for info in infos:
+            _poll(int(info["pid"]))
+        return not _members(infos)
 
-    if gone():
-        _forget(pid)
-        return
-    _signal_all(info, signal.SIGTERM)
-    deadline = time.monotonic() + timeout
-    while not gone() and time.monotonic() < deadline:
-        time.sleep(0.05)
     if not gone():
-        LOG.warning("instance %s did not stop on SIGTERM; killing it",
-                    info.get("instance", pid))
-        _signal_all(info, signal.SIGKILL)
-        deadline = time.monotonic() + 5
+        _signal_all(infos, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
         while not gone() and time.monotonic() < deadline:
             time.sleep(0.05)
-    _forget(pid)
+        if not gone():
+            LOG.warning("instance(s) %s did not stop on SIGTERM; killing them",
+                        ", ".join(str(i.get("instance", i["pid"])) for i in infos))
+            _signal_all(infos, signal.SIGKILL)
+            deadline = time.monotonic() + 5
+            while not gone() and time.monotonic() < deadline:
+                time.sleep(0.05)
+    for info in infos:
+        _forget(int(info["pid"]))
 
 
 def _forget(pid: int) -> None:
