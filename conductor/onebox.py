@@ -24,6 +24,7 @@ from oslo_config import cfg
 
 from .config import engine_settings
 from .daemon import Conductor, ConductorSettings
+from .daemon_cli import cloud_dir
 from .errors import FornaceError
 from .executors import StackFailure, StackRequest
 from .localcloud import LocalStacks
@@ -36,7 +37,7 @@ class OneBox:
 
     def __init__(self, conf: cfg.ConfigOpts, host: str | None = None, port: int | None = None,
                  db: str | None = None, max_environments: int | None = None) -> None:
-        import uvicorn
+        import uvicorn   # here, not at the top: every fornace command imports this module
 
         from api.service import ApiService
 
@@ -45,8 +46,6 @@ class OneBox:
         if self.broker_url.split(":", 1)[0] == "memory":
             self.broker_url = f"filesystem://{self.state_dir.resolve() / 'broker'}"
             conf.set_override("url", self.broker_url, group="broker")
-        from .daemon_cli import cloud_dir
-
         self.cloud = LocalStacks(cloud_dir(conf))
         self.api = ApiService(conf, db)
         settings = ConductorSettings(
