@@ -87,7 +87,7 @@ def test_the_example_linux_plan_runs_as_built_by_the_conductor(make_agent, tmp_p
             result = agent.process(plan)
             assert result["Result"][0]["IsException"] is False, result
             assert result["Result"][0]["Result"] == [f"serving http://127.0.0.1:{port}/"]
-            pids.append(int(pid_file.read_text()))
+            pids.append(json.loads(pid_file.read_text())["pid"])
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as page:
                 text = page.read().decode()
             assert ("&lt;T1&gt;" if title == "<T1>" else "<h1>T2</h1>") in text

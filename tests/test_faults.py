@@ -58,6 +58,10 @@ HOOK = '''
 
 def _fault_hook():
     """Test hook: count the run, say the step started, wait for the gate."""
+    import os
+    import time
+    from pathlib import Path
+
     work = Path(os.environ.get("FORNACE_WORK_DIR") or os.getcwd())
     with open(work / "runs.log", "a") as handle:
         handle.write(f"{os.getpid()}\\n")

@@ -18,9 +18,7 @@ balancer's URL.
 import json
 import os
 import shutil
-import socket
 import sys
-import time
 from pathlib import Path
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -51,26 +49,13 @@ def deploy(args):
          "--backends", str(backends)],
         folder, log_path, unit.child_environment(args), pid_file,
         banner="load balancer of {} on {}:{}".format(name, bind, port))
-    if not listening(probe, port, process):
+    if not unit.listening(probe, port, process, START_TIMEOUT):
         unit.stop_recorded(pid_file)
         raise unit.Failure(unit.with_tail(
             "the load balancer of {} did not start on {}:{}".format(name, bind, port),
             log_path, offset))
     address = unit.argument(args, "address", probe)
     return "http://{}:{}/".format(unit.url_host(str(address)), port)
-
-
-def listening(host, port, process):
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            return False
-        try:
-            socket.create_connection((host, port), timeout=1).close()
-            return True
-        except OSError:
-            time.sleep(0.05)
-    return False
 
 
 if __name__ == "__main__":

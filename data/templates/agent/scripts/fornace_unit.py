@@ -23,6 +23,7 @@ Python 3.
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -221,6 +222,20 @@ def start_detached(argv, cwd, log_path, env, pid_file, banner=None):
     tmp.write_text(json.dumps(record))
     os.replace(str(tmp), str(pid_file))
     return process, offset
+
+
+def listening(host, port, process, timeout=15.0):
+    """Wait until a started server accepts connections (False: it exited or timed out)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False
+        try:
+            socket.create_connection((host, port), timeout=1).close()
+            return True
+        except OSError:
+            time.sleep(0.05)
+    return False
 
 
 def log_tail(log_path, offset=0, size=1500):
