@@ -9,6 +9,8 @@ import sys
 
 from oslo_config import cfg
 
+from conductor.broker import is_in_memory, warn_if_in_memory
+
 from . import config
 from .config import database_url
 
@@ -44,9 +46,9 @@ def run(conf: cfg.ConfigOpts) -> int:
     options = {"host": command.host or conf.api.host, "port": command.port or conf.api.port,
                "log_level": "info", "access_log": conf.api.access_log}
     if workers > 1:
-        if conf.broker.url.startswith("memory"):
+        if is_in_memory(conf.broker.url):
             print("fornace api: --workers above 1 needs a broker shared by the processes: "
-                  "set [broker] url = amqp://...", file=sys.stderr)
+                  "set [broker] url = filesystem:///folder or amqp://...", file=sys.stderr)
             return 2
         from .db.engine import upgrade
 
@@ -55,12 +57,7 @@ def run(conf: cfg.ConfigOpts) -> int:
         os.environ[WORKER_ENV] = json.dumps({"argv": sys.argv[1:], "db": command.db})
         uvicorn.run("api.cli:worker_app", factory=True, workers=workers, **options)
         return 0
-    if conf.broker.url.startswith("memory"):
-        logging.getLogger(__name__).warning(
-            "[broker] url is memory://, which no other process reaches: deployments wait "
-            "for a conductor in this process. Use 'fornace up' for everything in one "
-            "command, or give the API and 'fornace conductor' a shared [broker] url "
-            "(filesystem:///folder or amqp://...)")
+    warn_if_in_memory(conf.broker.url, "deployments wait for a conductor in this process")
     service = _service(conf, command.db)
     try:
         uvicorn.run(service.app, **options)

@@ -97,6 +97,19 @@ def decode_message(message: Any, queue: str) -> Any:
     return contract.decode(body, message_kind(queue))
 
 
+def is_in_memory(url: str) -> bool:
+    """True for kombu's in-process transport, which no other process reaches."""
+    return url.split(":", 1)[0] == "memory"
+
+
+def warn_if_in_memory(url: str, consequence: str) -> None:
+    """Warn a daemon started alone on memory:// that it talks to nobody."""
+    if is_in_memory(url):
+        LOG.warning("[broker] url is memory://, which no other process reaches: %s. Use "
+                    "'fornace up' for everything in one command, or a [broker] url shared "
+                    "by the processes (filesystem:///folder or amqp://...)", consequence)
+
+
 class Broker:
     """One broker endpoint; use one instance per thread.
 
@@ -118,7 +131,7 @@ class Broker:
 
     @property
     def in_memory(self) -> bool:
-        return self.url.split(":", 1)[0] == "memory"
+        return is_in_memory(self.url)
 
     @property
     def in_folder(self) -> bool:

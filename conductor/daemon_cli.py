@@ -9,6 +9,7 @@ from pathlib import Path
 
 from oslo_config import cfg
 
+from .broker import warn_if_in_memory
 from .config import engine_settings
 from .daemon import Conductor, ConductorSettings
 from .simulator import SimulatedCloud
@@ -76,11 +77,7 @@ def run(conf: cfg.ConfigOpts) -> int:
         broker_url=conf.broker.url, data_dir=Path(conf.data_dir),
         max_environments=command.max_environments or conf.conductor.max_environments,
         engine=engine_settings(conf))
-    if settings.broker_url.startswith("memory"):
-        logging.getLogger(__name__).warning(
-            "[broker] url is memory://, which no other process reaches: this conductor "
-            "gets no task from an API process. Use 'fornace up', or a shared [broker] url "
-            "(filesystem:///folder or amqp://...)")
+    warn_if_in_memory(settings.broker_url, "this conductor gets no task from an API process")
     daemon = Conductor(settings, _stacks_factory(conf, command.stacks or conf.conductor.stacks))
     daemon.start()
     stopped = daemon.stop

@@ -56,6 +56,7 @@ import uuid
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from .broker import is_in_memory
 from .executors import StackExecutor, StackFailure, StackRequest
 from .templates import merge
 
@@ -210,7 +211,7 @@ class LocalStacks(StackExecutor):
             if instance in failed:
                 continue
             url = _broker_url(stack_dir / instance / "etc" / "agent.conf")
-            if url is not None and url.split(":", 1)[0] == "memory" \
+            if url is not None and is_in_memory(url) \
                     and not self.allow_memory_broker:
                 self._destroy(stack_dir / instance, keep=True)
                 failed[instance] = ("its agent is configured with the in-process memory:// "

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from oslo_config import cfg
 
+from .broker import is_in_memory
 from .config import engine_settings
 from .daemon import Conductor, ConductorSettings
 from .daemon_cli import cloud_dir
@@ -43,7 +44,7 @@ class OneBox:
 
         self.state_dir = Path(os.path.expanduser(conf.api.state_dir))
         self.broker_url = conf.broker.url
-        if self.broker_url.split(":", 1)[0] == "memory":
+        if is_in_memory(self.broker_url):
             self.broker_url = f"filesystem://{self.state_dir.resolve() / 'broker'}"
             conf.set_override("url", self.broker_url, group="broker")
         self.cloud = LocalStacks(cloud_dir(conf))

@@ -14,7 +14,10 @@ from .templates import TemplateStore
 
 
 def build_plan(store: TemplateStore, template: str, mappings: dict[str, Any]) -> dict[str, Any]:
-    """Substitute mappings into a plan template and inline its scripts (base64)."""
+    """Substitute mappings into a plan template and inline its scripts (base64).
+
+    The plan gets its ``ID`` from :class:`PlanIds`, once per deployment run.
+    """
     plan = store.agent_template(template, mappings)
     scripts = plan.get("Scripts", [])
     if not isinstance(scripts, list) or not all(isinstance(s, str) for s in scripts):
@@ -25,7 +28,7 @@ def build_plan(store: TemplateStore, template: str, mappings: dict[str, Any]) ->
     plan["Scripts"] = [base64.b64encode(store.script(name)).decode("ascii") for name in scripts]
     plan.setdefault("Commands", [])
     plan.setdefault("RebootOnCompletion", 0)
-    plan["ID"] = uuid.uuid4().hex
+    plan.pop("ID", None)          # given by PlanIds.assign
     return plan
 
 
