@@ -156,7 +156,6 @@ def run(conf: cfg.ConfigOpts) -> int:
     temporary = command.state_dir is None
     state_dir = command.state_dir or tempfile.mkdtemp(prefix="fornace-demo-")
     conf.set_override("state_dir", state_dir, group="api")
-    out = lambda text: print(text, flush=True)  # noqa: E731
     box = OneBox(conf, host="127.0.0.1", port=0)
     out(f"fornace demo: starting Fornace in {state_dir}")
     box.start()
@@ -170,7 +169,7 @@ def run(conf: cfg.ConfigOpts) -> int:
             out(f"the environment stays up; API at {box.url}/ -- press Ctrl-C to stop")
             _wait_for_interrupt()
         demo.delete()
-        left = [s for s in box.cloud.stack_names()]
+        left = box.cloud.stack_names()
         if left:
             raise DemoFailed(f"local cloud stacks left after the deletion: {left}")
         demo.say("its instances are stopped and their sandboxes removed")
@@ -186,6 +185,10 @@ def run(conf: cfg.ConfigOpts) -> int:
     if ok:
         out(f"fornace demo: success in {time.monotonic() - demo.started:.1f} s")
     return 0 if ok else 1
+
+
+def out(text: str) -> None:
+    print(text, flush=True)
 
 
 def _wait_for_interrupt() -> None:
