@@ -14,7 +14,16 @@ Queues (all durable, JSON bodies):
 * ``task-reports``: ``{id, entity, text, details, level, environment_id}``.
 * ``e<env>-<service>-<unit>`` (lower-cased): execution plans for one agent.
 * ``-execution-results-e<env>`` (lower-cased): the agents' answers
-  (``{IsException, Result}``), message id = the id of the plan answered.
+  (``{IsException, Result}``), message id = the id of the plan answered;
+  while a plan runs, its log lines come on the same queue as
+  ``{PlanId, Log: [lines]}`` (a Fornace extension; 0.2 agents never send it).
+* ``job-events``: what a job does, task by task (``{environment_id, job_id,
+  kind: "task"|"job", ...}``, see :func:`task_event_body`); the API keeps
+  them as the job's tasks.
+
+A task may carry ``job: {id, action, parameters}`` (a Fornace extension):
+the job it belongs to and the lifecycle action to run (``deploy`` when
+absent, or ``delete`` for a deletion, as in 0.2).
 
 Incoming bodies are checked by the ``parse_*`` functions, which raise
 :class:`ContractError` naming the message kind and the field; error texts
@@ -30,6 +39,14 @@ from typing import Any
 TASKS = "tasks"            # exchange, queue and routing key
 RESULTS = "task-results"
 REPORTS = "task-reports"
+JOB_EVENTS = "job-events"
+
+ACTIONS = ("deploy", "delete", "install", "uninstall", "execute_operation", "heal", "scale",
+           "check", "plan")
+TASK_STATUSES = ("pending", "running", "ok", "error", "skipped", "blocked", "cancelled",
+                 "planned")
+JOB_STATES = ("running", "success", "completed_w_errors", "refused")
+CHANGE_DETECTION = ("evaluate", "always", "skip")
 
 ENTITIES = ("unit", "service", "environment")  # or None
 LEVELS = ("info", "warning", "error")
@@ -94,22 +111,69 @@ def _items(value: Any) -> list:
     return []
 
 
-def task_body(model: dict[str, Any], token: str | None, tenant_id: str) -> dict[str, Any]:
-    """A ``tasks`` message: the object model plus ``token`` and ``tenant_id``."""
+def task_body(model: dict[str, Any], token: str | None, tenant_id: str,
+              job: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A ``tasks`` message: the object model plus ``token`` and ``tenant_id``
+    (and ``job``, from :func:`job_section`, for a Fornace job)."""
     if not isinstance(model, dict):
         raise _error("task", f"the object model must be an object, got {_kind(model)}")
     body = copy.deepcopy(model)
     body["token"] = token
     body["tenant_id"] = tenant_id
+    if job is not None:
+        body["job"] = job
     _check_task(body)
     return body
 
 
 def deletion_task_body(environment_id: str, name: str, token: str | None,
-                       tenant_id: str) -> dict[str, Any]:
+                       tenant_id: str, job_id: str | None = None) -> dict[str, Any]:
     """The ``tasks`` message that deletes an environment."""
-    return task_body({"id": environment_id, "name": name, "services": {}, "deleted": True},
+    body = task_body({"id": environment_id, "name": name, "services": {}, "deleted": True},
                      token, tenant_id)
+    if job_id is not None:
+        body["job"] = job_section(job_id, "delete", {})
+        _check_task(body)
+    return body
+
+
+def job_section(job_id: str, action: str, parameters: dict[str, Any]) -> dict[str, Any]:
+    """The ``job`` member of a task: which job, which lifecycle action, its parameters."""
+    body = {"id": job_id, "action": action, "parameters": parameters}
+    _check_job(body)
+    return body
+
+
+def task_event_body(environment_id: str, job_id: str, task: dict[str, Any]) -> dict[str, Any]:
+    """A ``job-events`` message about one task of a job.
+
+    ``task`` has ``change_id`` (sortable, unique per environment) and any of
+    ``target``, ``target_name``, ``operation``, ``reason``, ``status`` (one of
+    :data:`TASK_STATUSES`), ``started``, ``finished`` (ISO 8601), ``summary``,
+    ``digest`` and ``log`` (new log lines, appended to those already kept).
+    """
+    body = {"environment_id": environment_id, "job_id": job_id, "kind": "task", "task": task}
+    _check_event(body)
+    return body
+
+
+def job_event_body(environment_id: str, job_id: str, state: str,
+                   summary: str = "") -> dict[str, Any]:
+    """A ``job-events`` message about the job itself (e.g. ``refused`` by the lock)."""
+    body = {"environment_id": environment_id, "job_id": job_id, "kind": "job",
+            "state": state, "summary": summary}
+    _check_event(body)
+    return body
+
+
+def plan_log_body(plan_id: str, lines: list[str]) -> dict[str, Any]:
+    """Log lines of a running plan, sent by the agent on the results queue."""
+    return {"PlanId": plan_id, "Log": [str(line) for line in lines]}
+
+
+def is_plan_log(body: Any) -> bool:
+    """Whether a results-queue body is log lines (not an answer)."""
+    return isinstance(body, dict) and "Log" in body and "IsException" not in body
 
 
 def result_body(model: dict[str, Any]) -> dict[str, Any]:
@@ -141,6 +205,9 @@ class Task:
     tenant_id: str
     environment_id: str
     deleted: bool
+    job_id: str | None = None
+    action: str = "deploy"
+    parameters: dict[str, Any] | None = None
 
 
 @dataclass
@@ -183,8 +250,34 @@ def parse_task(body: Any) -> Task:
     """A ``tasks`` message -> :class:`Task` (``model`` is the whole body)."""
     body = _object(body, "task")
     _check_task(body)
+    deleted = bool(body.get("deleted", False))
+    job = body.pop("job", None)   # not part of the model the workflows see
+    if job is None:
+        return Task(model=body, token=body.get("token"), tenant_id=body["tenant_id"],
+                    environment_id=body["id"], deleted=deleted,
+                    action="delete" if deleted else "deploy", parameters={})
     return Task(model=body, token=body.get("token"), tenant_id=body["tenant_id"],
-                environment_id=body["id"], deleted=bool(body.get("deleted", False)))
+                environment_id=body["id"], deleted=deleted, job_id=job["id"],
+                action=job["action"], parameters=job["parameters"])
+
+
+@dataclass
+class JobEvent:
+    environment_id: str
+    job_id: str
+    kind: str                      # "task" or "job"
+    task: dict[str, Any] | None = None
+    state: str | None = None
+    summary: str = ""
+
+
+def parse_job_event(body: Any) -> JobEvent:
+    """A ``job-events`` message -> :class:`JobEvent`."""
+    body = _object(body, "job event")
+    _check_event(body)
+    return JobEvent(environment_id=body["environment_id"], job_id=body["job_id"],
+                    kind=body["kind"], task=body.get("task"), state=body.get("state"),
+                    summary=body.get("summary") or "")
 
 
 def parse_result(body: Any) -> dict[str, Any]:
@@ -245,6 +338,55 @@ def _check_task(body: dict) -> None:
     _require(body, "name", kind, str, "a string", optional=True)
     _require(body, "services", kind, (list, dict), "a list or an object", optional=True)
     _require(body, "deleted", kind, bool, "a boolean", optional=True)
+    _require(body, "job", kind, dict, "an object", optional=True)
+    if "job" in body:
+        _check_job(body["job"])
+
+
+def _check_job(job: dict) -> None:
+    kind = "task"
+    _require(job, "id", kind, str, "a string")
+    if not job["id"]:
+        raise _error(kind, "must not be empty", "job.id")
+    _require(job, "action", kind, str, "a string")
+    if job["action"] not in ACTIONS:
+        raise _error(kind, f"must be one of {', '.join(ACTIONS)}, got {job['action'][:40]!r}",
+                     "job.action")
+    _require(job, "parameters", kind, dict, "an object")
+
+
+_TASK_FIELDS = {"change_id": str, "target": (str, type(None)), "target_name": (str, type(None)),
+                "operation": (str, type(None)), "reason": (str, type(None)),
+                "status": str, "started": (str, type(None)), "finished": (str, type(None)),
+                "summary": (str, type(None)), "digest": (str, type(None)), "log": list}
+
+
+def _check_event(body: dict) -> None:
+    kind = "job event"
+    for name in ("environment_id", "job_id", "kind"):
+        _require(body, name, kind, str, "a string")
+    if body["kind"] == "job":
+        _require(body, "state", kind, str, "a string")
+        if body["state"] not in JOB_STATES:
+            raise _error(kind, f"must be one of {', '.join(JOB_STATES)}, "
+                               f"got {body['state'][:40]!r}", "state")
+        _require(body, "summary", kind, str, "a string", optional=True)
+        return
+    if body["kind"] != "task":
+        raise _error(kind, f"must be task or job, got {body['kind'][:40]!r}", "kind")
+    _require(body, "task", kind, dict, "an object")
+    task = body["task"]
+    _require(task, "change_id", kind, str, "a string")
+    if not task["change_id"]:
+        raise _error(kind, "must not be empty", "task.change_id")
+    for name, types in _TASK_FIELDS.items():
+        if name in task and not isinstance(task[name], types):
+            raise _error(kind, f"has the wrong type ({_kind(task[name])})", f"task.{name}")
+    if "status" in task and task["status"] not in TASK_STATUSES:
+        raise _error(kind, f"must be one of {', '.join(TASK_STATUSES)}, "
+                           f"got {task['status'][:40]!r}", "task.status")
+    if "log" in task and not all(isinstance(line, str) for line in task["log"]):
+        raise _error(kind, "must be a list of strings", "task.log")
 
 
 def _check_result(body: dict) -> None:
