@@ -27,6 +27,7 @@ class Action:
     timeout: float | None = None
     blocks: Any = None  # runs <success>/<failure>: .run(succeeded, value)
     outcome: str = "pending"  # then "success", "failure" or "cancelled"
+    resource_names: list[str] = field(default_factory=list)  # of its stack fragment
 
     def succeed(self, result: Any) -> None:
         self.outcome = "success"

@@ -15,6 +15,7 @@ from .dsl.values import detached
 from .errors import LocatedError, WorkflowError
 from .executors import (AgentExecutor, PlanReply, PlanRequest, StackExecutor,
                         StackFailure, StackRequest, StackSource)
+from .jobhooks import NullHooks
 from .plans import PlanIds, build_plan, read_reply
 from .templates import TemplateStore, merge
 
@@ -35,8 +36,10 @@ def _located(action: Action, exc: LocatedError) -> WorkflowError:
 class ActionRunner:
     def __init__(self, store: TemplateStore, stacks: StackExecutor, agents: AgentExecutor,
                  stack_name: str, unit_labels: Callable[[], dict[str, frozenset[str]]],
-                 stopped: Callable[[], bool], trace: Any, plan_seed: str | None = None) -> None:
+                 stopped: Callable[[], bool], trace: Any, plan_seed: str | None = None,
+                 hooks: NullHooks | None = None) -> None:
         self.store = store
+        self.hooks = hooks or NullHooks()
         self.plan_ids = PlanIds(plan_seed)
         self.stacks = stacks
         self.agents = agents
@@ -71,10 +74,11 @@ class ActionRunner:
 
     def _finish(self, action: Action, ok: bool, value: Any) -> None:
         self.trace.action_finished(action, "success" if ok else "failure", value)
-        if ok:
-            action.succeed(value)
-        else:
-            action.fail(value)
+        with self.hooks.callback(action):
+            if ok:
+                action.succeed(value)
+            else:
+                action.fail(value)
 
     def _update_stack(self, batch: list[Action]) -> None:
         template: dict[str, Any] = {}
@@ -86,11 +90,15 @@ class ActionRunner:
                 fragment = self.store.heat_template(action.template, mappings)
             except LocatedError as exc:
                 raise _located(action, exc) from None
+            resources = fragment.get("Resources") or fragment.get("resources") or {}
+            action.resource_names = sorted(resources) if isinstance(resources, dict) else []
             merge(template, fragment)
             parameters.update(detached(action.arguments))
             sources.append(StackSource(action.template, mappings))
         request = StackRequest(self.stack_name, template, parameters, sources)
+        token = self.hooks.stack_started(batch, template)
         ok, value = self._stack_call(lambda: self.stacks.apply(request))
+        self.hooks.stack_finished(token, batch, ok, value)
         for action in batch:
             self._finish(action, ok, dict(value))
 
@@ -109,23 +117,41 @@ class ActionRunner:
             return False, heat_error(f"{type(exc).__name__}: {exc}", "executor error")
 
     def _send_commands(self, batch: list[Action]) -> None:
+        """One dependency level after the other (:meth:`NullHooks.levels`)."""
         labels = self.unit_labels()
-        requests = []
+        for level in self.hooks.levels(batch):
+            if self.stopped():
+                return   # what is left is cancelled by run()
+            self._send_level(level, labels)
+
+    def _send_level(self, batch: list[Action], labels: dict[str, frozenset[str]]) -> None:
+        requests, sent, settled = [], [], []
         for action in batch:
+            mappings = detached(action.mappings)
             try:
-                plan = build_plan(self.store, action.template, detached(action.mappings))
+                plan = build_plan(self.store, action.template, mappings)
             except LocatedError as exc:
                 raise _located(action, exc) from None
             self.plan_ids.assign(f"{action.service}/{action.unit}", plan)
+            decision, value = self.hooks.command_decision(action, plan, mappings)
+            if decision != "run":   # replayed (unchanged) or blocked by a failed dependency
+                settled.append((action, decision == "replay", value))
+                continue
+            sent.append((action, value))
             requests.append(PlanRequest(
                 service=action.service, unit=action.unit, template=action.template,
                 plan=plan, timeout=action.timeout,
                 labels=labels.get(action.unit, frozenset({action.unit}))))
-        try:
-            replies = self.agents.run(requests)
-        except Exception as exc:  # an executor bug must not kill the deployment
-            broken = {"IsException": True, "Result": [type(exc).__name__, str(exc)]}
-            replies = [PlanReply(broken) for _ in requests]
-        for action, reply in zip(batch, replies):
+        replies: list[PlanReply] = []
+        if requests:
+            try:
+                replies = self.agents.run(requests)
+            except Exception as exc:  # an executor bug must not kill the deployment
+                broken = {"IsException": True, "Result": [type(exc).__name__, str(exc)]}
+                replies = [PlanReply(broken) for _ in requests]
+        for action, ok, value in settled:
+            self._finish(action, ok, value)
+        for (action, token), reply in zip(sent, replies):
             ok, value = read_reply(reply, action.timeout)
+            self.hooks.command_finished(token, action, ok, value)
             self._finish(action, ok, value)

@@ -27,6 +27,7 @@ from .errors import FornaceError
 from .executors import AgentExecutor, StackExecutor
 from .query import Query
 from .hostnames import HostnameGenerator, model_hostnames
+from .jobhooks import NullHooks
 from .scope import Frame
 from .secrets import find_secrets, mask_text, masked
 from .templates import TemplateStore
@@ -63,7 +64,8 @@ class Session:
     def __init__(self, model: dict[str, Any], workflows: list[Workflow], store: TemplateStore,
                  stacks: StackExecutor, agents: AgentExecutor,
                  settings: Settings | None = None, reporter: Reporter | None = None,
-                 trace: Any = None, plan_seed: str | None = None) -> None:
+                 trace: Any = None, plan_seed: str | None = None,
+                 hooks: Any = None) -> None:
         """``plan_seed``: see :class:`conductor.plans.PlanIds` (the task id)."""
         if not isinstance(model, dict):
             raise FornaceError("the object model must be a JSON object")
@@ -91,9 +93,10 @@ class Session:
         self.agent_timeout = self.settings.agent_timeout
         self._firing: collections.Counter[str] = collections.Counter()
         self._evaluator = Evaluator(self)
+        self.hooks = hooks or NullHooks()
         self._runner = ActionRunner(store, stacks, agents, f"e{self.environment_id}",
                                     self._unit_labels, lambda: self.stop_requested, self.trace,
-                                    plan_seed)
+                                    plan_seed, self.hooks)
 
     # -- used by DSL functions -------------------------------------------
     @property
@@ -131,6 +134,7 @@ class Session:
         self._root_queries.clear()
         self._firing[f"{rule_id or '(top level)'} at {node.where}"] += 1
         self.trace.changed(rule_id, node.where, path, value)
+        self.hooks.changed(path)
 
     def queue(self, action: Action) -> None:
         self.pending.append(action)
