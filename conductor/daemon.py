@@ -9,6 +9,8 @@ the task id and their order, so the API stores a report of a rerun once.
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +19,12 @@ from typing import Any, Callable
 from . import contract
 from .agents import AmqpAgents
 from .broker import Broker, Consumer, Delivery
+from .catalog import Catalog, load_catalog
 from .executors import StackExecutor
-from .session import Session, Settings
+from .jobs import JobRecorder
+from .lifecycle import Job, run_job
+from .secrets import find_secrets, mask_text
+from .session import Settings
 from .templates import TemplateStore
 from .workflows import load_workflows
 
@@ -33,6 +39,8 @@ class ConductorSettings:
     data_dir: Path = Path("data")
     max_environments: int = 4
     engine: Settings | None = None
+    database_url: str | None = None   # where the job locks are (None: no lock)
+    lock_stale_after: float = 60.0    # seconds without a heartbeat: a dead holder
 
 
 class Conductor:
@@ -41,10 +49,19 @@ class Conductor:
         self.stacks = stacks
         self.store = TemplateStore(settings.data_dir)
         self.workflows = load_workflows(Path(settings.data_dir) / "workflows")
+        types = Path(settings.data_dir) / "types.json"
+        self.catalog: Catalog | None = load_catalog(types) if types.exists() else None
+        self.holder = f"{socket.gethostname()}:{os.getpid()}"
+        self.locks = None
+        if settings.database_url:
+            from .joblock import JobLock
+
+            self.locks = JobLock(settings.database_url)
         self.stop = threading.Event()
         self.consumers: list[Consumer] = []
         self._threads: list[threading.Thread] = []
         self._running: dict[str, threading.Event] = {}
+        self._beating: dict[tuple[str, str], threading.Event] = {}
         self._running_lock = threading.Lock()
 
     def start(self) -> None:
@@ -96,17 +113,83 @@ class Conductor:
             running.set()
 
     def _deploy(self, task: contract.Task, task_id: str) -> None:
-        LOG.info("environment %s: deployment %s started", task.environment_id, task_id)
+        job_id = task.job_id or task_id
+        LOG.info("environment %s: job %s (%s) started", task.environment_id, job_id,
+                 task.action)
         with Broker(self.settings.broker_url) as broker:
-            counter = iter(range(1, 1 << 30))
+            secrets = find_secrets(task.model)
+            if task.token:
+                secrets.add(task.token)
+            recorder = JobRecorder(
+                task.environment_id, job_id,
+                lambda body, message_id: broker.publish(contract.JOB_EVENTS, body, message_id),
+                mask=lambda text: mask_text(text, secrets) if secrets else text)
+            if not self._lock(task, job_id, recorder):
+                return
+            try:
+                outcome = self._run(task, task_id, broker, recorder)
+                broker.publish(contract.RESULTS, contract.result_body(outcome.model), task_id)
+            finally:
+                self._unlock(task, job_id)
+        LOG.info("environment %s: job %s (%s) ended: %s after %d round(s)",
+                 task.environment_id, job_id, task.action, outcome.status, outcome.rounds)
 
-            def report(body: dict) -> None:
-                broker.publish(contract.REPORTS, body, f"{task_id}-report-{next(counter)}")
+    def _run(self, task: contract.Task, task_id: str, broker: Broker,
+             recorder: JobRecorder) -> Any:
+        counter = iter(range(1, 1 << 30))
 
-            engine = self.settings.engine or Settings()
-            agents = AmqpAgents(broker, task.environment_id, engine.agent_timeout)
-            outcome = Session(task.model, self.workflows, self.store, self.stacks(task),
-                              agents, engine, reporter=report, plan_seed=task_id).run()
-            broker.publish(contract.RESULTS, contract.result_body(outcome.model), task_id)
-        LOG.info("environment %s: deployment %s ended: %s after %d round(s)",
-                 task.environment_id, task_id, outcome.status, outcome.rounds)
+        def report(body: dict) -> None:
+            broker.publish(contract.REPORTS, body, f"{task_id}-report-{next(counter)}")
+
+        engine = self.settings.engine or Settings()
+        agents = AmqpAgents(broker, task.environment_id, engine.agent_timeout)
+        return run_job(Job(task=task, workflows=self.workflows, store=self.store,
+                           catalog=self.catalog, stacks=self.stacks(task), agents=agents,
+                           recorder=recorder, engine=engine, reporter=report,
+                           plan_seed=task_id))
+
+    # -- the job lock shared by conductors through the database -------------------
+    def _lock(self, task: contract.Task, job_id: str, recorder: JobRecorder) -> bool:
+        """Take the environment's lock; a refused job ends ``refused`` at once."""
+        if self.locks is None:
+            return True
+        try:
+            held = self.locks.acquire(task.environment_id, job_id, self.holder,
+                                      self.settings.lock_stale_after)
+        except Exception as exc:  # noqa: BLE001 -- no database: run, but say so
+            LOG.warning("environment %s: job lock unavailable (%s); running job %s "
+                        "without it", task.environment_id, exc, job_id)
+            return True
+        if held is None:
+            self._beat(task.environment_id, job_id)
+            return True
+        reason = (f"environment {task.environment_id} is locked by job {held.job_id} "
+                  f"(conductor {held.holder}, since {held.acquired}); job {job_id} refused, "
+                  f"nothing was run")
+        LOG.warning("%s", reason)
+        recorder.job_state("refused", reason)
+        return False
+
+    def _beat(self, environment_id: str, job_id: str) -> None:
+        stop = threading.Event()
+        self._beating[(environment_id, job_id)] = stop
+
+        def beat() -> None:
+            while not stop.wait(self.settings.lock_stale_after / 4):
+                try:
+                    self.locks.heartbeat(environment_id, job_id)
+                except Exception as exc:  # noqa: BLE001 -- try again next beat
+                    LOG.warning("job %s: lock heartbeat failed: %s", job_id, exc)
+
+        threading.Thread(target=beat, name=f"lock-{job_id}", daemon=True).start()
+
+    def _unlock(self, task: contract.Task, job_id: str) -> None:
+        if self.locks is None:
+            return
+        stop = self._beating.pop((task.environment_id, job_id), None)
+        if stop is not None:
+            stop.set()
+        try:
+            self.locks.release(task.environment_id, job_id)
+        except Exception as exc:  # noqa: BLE001 -- it goes stale and is taken over
+            LOG.warning("job %s: could not release the lock: %s", job_id, exc)

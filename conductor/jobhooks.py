@@ -82,6 +82,7 @@ class JobHooks(NullHooks):
         self.dry_run = dry_run
         self.failed_services: set[str] = set()
         self.failed_units: set[str] = set()
+        self.blocked_units: set[str] = set()
         self._capture: list[str] | None = None
         self._plans: dict[str, TaskRecord] = {}
         self._heat_rounds = 0
@@ -153,6 +154,7 @@ class JobHooks(NullHooks):
             name = str(service.get("name") if service else action.service)
             task.finish("blocked", f"not sent: {name} depends on {', '.join(failed)}, "
                                    f"which failed in this job")
+            self.blocked_units.add(str(action.unit))
             return "block", blocked_error(name, failed)
         recorded = changes.unchanged(owner, key, digest, self.mode)
         if recorded is not None:

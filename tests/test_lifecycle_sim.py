@@ -1,0 +1,163 @@
+"""Jobs on the simulated cloud: tasks, change detection, blocking, plan, statuses.
+
+The real local cloud runs the same code in tests/test_lifecycle_local.py;
+these tests pin down the decisions (which command runs, why, in what order)
+quickly and exactly.
+"""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+
+from conductor import contract
+from conductor.catalog import load_catalog
+from conductor.jobs import JobRecorder
+from conductor.lifecycle import Job, run_job
+from conductor.session import Settings
+from conductor.simulator import Fault, SimulatedCloud
+from conductor.templates import TemplateStore
+from conductor.workflows import load_workflows
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+WORKFLOWS = load_workflows(DATA / "workflows")
+STORE = TemplateStore(DATA)
+CATALOG = load_catalog(DATA / "types.json")
+
+
+def web(service_id: str, name: str, port: int, units: int, pattern: str, **extra) -> dict:
+    return {"id": service_id, "name": name, "type": "linuxWebServer", "port": port,
+            "osImage": {"name": "debian-12", "type": "linux"}, "unitNamingPattern": pattern,
+            "units": [{"id": f"{service_id}-u{i}", "name": f"{name}_instance_{i}"}
+                      for i in range(units)], **extra}
+
+
+def environment(*services: dict) -> dict:
+    return {"id": "envsim01", "name": "sim", "services": list(services)}
+
+
+class Cloud:
+    """A simulated cloud that keeps its stacks between jobs, as a real one does."""
+
+    def __init__(self) -> None:
+        self.sim = SimulatedCloud()
+        self.stacks, self.agents = self.sim.executors()
+
+    def run(self, model: dict, action: str = "deploy", **parameters) -> tuple[dict, JobRecorder]:
+        task = contract.parse_task(contract.task_body(
+            copy.deepcopy(model), None, "tenant",
+            job=contract.job_section("job1", action, parameters)))
+        recorder = JobRecorder(task.environment_id, "job1")
+        self.agents.plans.clear()
+        outcome = run_job(Job(task=task, workflows=WORKFLOWS, store=STORE, catalog=CATALOG,
+                              stacks=self.stacks, agents=self.agents, recorder=recorder,
+                              engine=Settings()))
+        return outcome.model, recorder
+
+
+def commands(recorder: JobRecorder) -> list[tuple[str, str, str]]:
+    return [(t.target, t.reason, t.status) for t in recorder.tasks if t.target]
+
+
+def unit(model: dict, unit_id: str) -> dict:
+    return next(u for s in model["services"] for u in s["units"] if u["id"] == unit_id)
+
+
+def test_a_deployment_records_tasks_and_statuses() -> None:
+    cloud = Cloud()
+    model, recorder = cloud.run(environment(web("s1", "site", 8080, 2, "web#")))
+    stack_tasks = [t for t in recorder.tasks if t.target is None]
+    assert stack_tasks and all(t.status == "ok" for t in stack_tasks)
+    assert stack_tasks[0].reason == "new"
+    assert sorted(commands(recorder)) == [("s1-u0", "new", "ok"), ("s1-u1", "new", "ok")]
+    ids = [t.change_id for t in recorder.tasks]
+    assert ids == sorted(ids) and len(set(ids)) == len(ids)
+    for unit_id in ("s1-u0", "s1-u1"):
+        status = unit(model, unit_id)["status"]
+        assert (status["local"], status["state"]) == ("ok", "started")
+        assert status["resources"] == [unit(model, unit_id)["state"]["hostname"]]
+    assert model["services"][0]["status"] == {"local": "ok", "state": "started"}
+
+
+def test_redeploying_an_unchanged_environment_runs_no_command() -> None:
+    cloud = Cloud()
+    model, _ = cloud.run(environment(web("s1", "site", 8080, 2, "web#")))
+    again, recorder = cloud.run(model)
+    assert cloud.agents.plans == []
+    assert [t for t in recorder.tasks if t.target and t.status not in ("skipped",)] == []
+    assert unit(again, "s1-u0")["status"]["local"] == "ok"
+
+
+def test_a_changed_input_reconfigures_only_the_units_that_read_it() -> None:
+    cloud = Cloud()
+    model, _ = cloud.run(environment(web("s1", "site", 8080, 2, "web#"),
+                                     web("s2", "blog", 8090, 1, "blog#")))
+    model["services"][0]["port"] = 9000
+    _, recorder = cloud.run(model)
+    assert sorted(commands(recorder)) == [("s1-u0", "reconfigure", "ok"),
+                                          ("s1-u1", "reconfigure", "ok")]
+    assert {p.unit for p in cloud.agents.plans} == {"s1-u0", "s1-u1"}
+    assert all(p.plan["Commands"][0]["Arguments"]["port"] == 9000 for p in cloud.agents.plans)
+
+
+@pytest.mark.parametrize("mode, expected", [("evaluate", set()), ("always", {"s1-u0"}),
+                                            ("skip", set())])
+def test_customized_units_and_change_detection_modes(mode: str, expected: set) -> None:
+    cloud = Cloud()
+    model, _ = cloud.run(environment(web("s1", "site", 8080, 1, "web#")))
+    unit(model, "s1-u0")["status"]["customized"] = True
+    model["services"][0]["port"] = 9000
+    _, recorder = cloud.run(model, change_detection=mode)
+    assert {p.unit for p in cloud.agents.plans} == expected
+
+
+def test_skip_mode_does_not_reconfigure_a_changed_unit() -> None:
+    cloud = Cloud()
+    model, _ = cloud.run(environment(web("s1", "site", 8080, 1, "web#")))
+    model["services"][0]["port"] = 9000
+    cloud.run(model, change_detection="skip")
+    assert cloud.agents.plans == []
+    cloud.run(model, change_detection="evaluate")
+    assert {p.unit for p in cloud.agents.plans} == {"s1-u0"}
+
+
+def test_a_failed_dependency_blocks_its_dependents_and_a_rerun_resumes() -> None:
+    cloud = Cloud()
+    cloud.sim.failures.append(Fault("Linux/DeployStaticSite", "s1-u0"))
+    model = environment(web("s1", "db", 8080, 1, "db#"),
+                        web("s2", "front", 8090, 1, "front#", dependsOn=["s1"]),
+                        web("s3", "other", 8100, 1, "other#"))
+    model, recorder = cloud.run(model)
+    assert sorted(commands(recorder)) == [("s1-u0", "new", "error"), ("s2-u0", "new", "blocked"),
+                                          ("s3-u0", "new", "ok")]
+    assert {p.unit for p in cloud.agents.plans} == {"s1-u0", "s3-u0"}   # s2 never sent
+    sent = [p.unit for p in cloud.agents.plans]
+    assert sent.index("s1-u0") < len(sent)
+    assert unit(model, "s1-u0")["status"]["local"] == "error"
+    assert unit(model, "s2-u0")["status"]["local"] != "ok"
+    blocked = next(t for t in recorder.tasks if t.status == "blocked")
+    assert "front depends on db" in blocked.summary
+
+    cloud.sim.failures.clear()
+    model, recorder = cloud.run(model)
+    assert sorted(commands(recorder)) == [("s1-u0", "repair", "ok"), ("s2-u0", "new", "ok")]
+    assert [p.unit for p in cloud.agents.plans] == ["s1-u0", "s2-u0"]   # by dependency level
+    assert all(unit(model, u)["status"]["local"] == "ok" for u in ("s1-u0", "s2-u0", "s3-u0"))
+
+
+def test_plan_shows_the_next_deployment_without_running_it() -> None:
+    cloud = Cloud()
+    model = environment(web("s1", "site", 8080, 2, "web#"))
+    result, recorder = cloud.run(model, action="plan")
+    assert cloud.agents.plans == [] and cloud.stacks.stacks == {}
+    assert result["services"][0].get("status") is None   # nothing changed
+    planned = [t for t in recorder.tasks if t.status == "planned"]
+    assert sorted(t.target for t in planned if t.target) == ["s1-u0", "s1-u1"]
+    assert any(t.target is None for t in planned)
+
+    deployed, _ = cloud.run(model)
+    deployed["services"][0]["port"] = 9000
+    _, recorder = cloud.run(deployed, action="plan")
+    assert sorted((t.target, t.reason) for t in recorder.tasks if t.target) == [
+        ("s1-u0", "reconfigure"), ("s1-u1", "reconfigure")]
