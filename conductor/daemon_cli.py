@@ -72,11 +72,13 @@ def cloud_dir(conf: cfg.ConfigOpts) -> str:
 def run(conf: cfg.ConfigOpts) -> int:
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from api.config import database_url   # the job locks are in the API's database
+
     command = conf.command
     settings = ConductorSettings(
         broker_url=conf.broker.url, data_dir=Path(conf.data_dir),
         max_environments=command.max_environments or conf.conductor.max_environments,
-        engine=engine_settings(conf))
+        engine=engine_settings(conf), database_url=database_url(conf))
     warn_if_in_memory(settings.broker_url, "this conductor gets no task from an API process")
     daemon = Conductor(settings, _stacks_factory(conf, command.stacks or conf.conductor.stacks))
     daemon.start()

@@ -64,6 +64,18 @@ class StackExecutor(abc.ABC):
     def delete(self, stack_name: str) -> None:
         """Delete the stack (absent is fine); raise StackFailure on failure."""
 
+    @abc.abstractmethod
+    def remove(self, stack_name: str, resources: list[str]) -> dict[str, Any]:
+        """Remove resources (and the outputs using them) from the stack; return its outputs.
+
+        Rounds only ever merge into the stack, so scale-in, heal and uninstall
+        need this to drop some units' instances while keeping the others.
+        The template surgery is :func:`conductor.templates.remove_resources`:
+        names the stack lacks are ignored, a remaining resource still referring
+        to a removed one is a StackFailure.  An absent stack gives ``{}``; a
+        stack left without resources is deleted (``{}``).  Waits like ``apply``.
+        """
+
 
 class AgentExecutor(abc.ABC):
     @abc.abstractmethod

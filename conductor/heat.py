@@ -6,7 +6,9 @@ is fetched from Heat, the round's template is deep-merged into it (existing
 resources stay) and the stack is updated; then the stack is polled (with a
 doubling back-off) until no ``*_IN_PROGRESS`` status remains.  Anything but
 ``CREATE_COMPLETE`` / ``UPDATE_COMPLETE`` -- a failed status, a time-out, an
-HTTP error -- is a :class:`StackFailure`.
+HTTP error -- is a :class:`StackFailure`.  ``remove`` fetches the current
+template the same way, drops the resources (``templates.remove_resources``)
+and updates the stack with it (PATCH: the stack's parameters stay).
 
 An optional resource registry (and ``files`` for provider templates) is sent
 with every create and update, so the 0.2 templates can run on a Heat without
@@ -24,7 +26,7 @@ import time
 from typing import Any, Callable
 
 from .executors import StackExecutor, StackFailure, StackRequest
-from .templates import merge
+from .templates import merge, remove_resources
 
 LOG = logging.getLogger(__name__)
 
@@ -153,45 +155,56 @@ class HeatStacks(StackExecutor):
         try:
             stack = self._find(name)
             if stack is None:
-                template = self._versioned(copy.deepcopy(request.template))
-                LOG.info("creating stack %s (%d resources)", name,
-                         len(template.get("Resources") or {}))
-                created = self.client.stacks.create(
-                    stack_name=name, template=template,
-                    parameters=dict(request.parameters), disable_rollback=True,
-                    **self._extras())
-                stack_id = f"{name}/{created['stack']['id']}"
-                before = None
-                expected = "CREATE"
-            else:
-                stack_id = f"{stack.stack_name}/{stack.id}"
-                if stack.stack_status.endswith("_IN_PROGRESS"):
-                    LOG.info("stack %s is %s; waiting before updating", name,
-                             stack.stack_status)
-                    stack = self._wait(stack_id, None, None, deadline)
-                current = self.client.stacks.template(stack_id) or {}
-                template = self._versioned(merge(current, copy.deepcopy(request.template)))
-                LOG.info("updating stack %s (%d resources)", name,
-                         len(template.get("Resources") or {}))
-                before = (stack.stack_status, getattr(stack, "updated_time", None))
-                self.client.stacks.update(
-                    stack_id, template=template, parameters=dict(request.parameters),
-                    existing=False, disable_rollback=True, **self._extras())
-                expected = "UPDATE"
-            final = self._wait(stack_id, expected, before, deadline)
-            if final.stack_status != SUCCESS[expected]:
-                reason = getattr(final, "stack_status_reason", "") or final.stack_status
-                raise StackFailure(
-                    f"stack {name} ended {final.stack_status}: {reason}", reason)
-            full = self.client.stacks.get(stack_id)
+                stack_id = self._create(request)
+                final = self._wait(stack_id, "CREATE", None, deadline)
+                return self._outputs(name, stack_id, final, "CREATE")
+            stack_id, before = self._ready(stack, deadline)
+            current = self.client.stacks.template(stack_id) or {}
+            template = self._versioned(merge(current, copy.deepcopy(request.template)))
+            LOG.info("updating stack %s (%d resources)", name,
+                     len(template.get("Resources") or {}))
+            self.client.stacks.update(
+                stack_id, template=template, parameters=dict(request.parameters),
+                existing=False, disable_rollback=True, **self._extras())
+            final = self._wait(stack_id, "UPDATE", before, deadline)
+            return self._outputs(name, stack_id, final, "UPDATE")
         except StackFailure:
             raise
         except _heat_errors() as exc:
             text = _error_text(exc)
             raise StackFailure(f"stack {name}: {text}", text) from None
-        outputs = getattr(full, "outputs", None) or []
-        return {o["output_key"]: o.get("output_value") for o in outputs
-                if isinstance(o, dict) and "output_key" in o}
+
+    def remove(self, stack_name: str, resources: list[str]) -> dict[str, Any]:
+        """Update the stack to its current template less the resources.
+
+        A PATCH update (``existing=True``): Heat keeps the stack's parameters,
+        which the caller of ``remove`` does not have.
+        """
+        deadline = self._deadline()
+        try:
+            stack = self._find(stack_name)
+            if stack is None:
+                return {}
+            stack_id, before = self._ready(stack, deadline)
+            current = self.client.stacks.template(stack_id) or {}
+            removal = remove_resources(current, resources, stack_name)
+            if removal.empty:
+                LOG.info("stack %s: no resource left; deleting it", stack_name)
+                self.delete(stack_name)
+                return {}
+            if not removal.changed:
+                return _outputs_of(self.client.stacks.get(stack_id))
+            LOG.info("stack %s: removing %s", stack_name, ", ".join(removal.resources))
+            self.client.stacks.update(
+                stack_id, template=self._versioned(removal.template), existing=True,
+                disable_rollback=True, **self._extras())
+            final = self._wait(stack_id, "UPDATE", before, deadline)
+            return self._outputs(stack_name, stack_id, final, "UPDATE")
+        except StackFailure:
+            raise
+        except _heat_errors() as exc:
+            text = _error_text(exc)
+            raise StackFailure(f"stack {stack_name}: {text}", text) from None
 
     def delete(self, stack_name: str) -> None:
         deadline = self._deadline()
@@ -214,6 +227,35 @@ class HeatStacks(StackExecutor):
                                reason)
 
     # -- helpers ----------------------------------------------------------
+    def _create(self, request: StackRequest) -> str:
+        """Start creating the stack; its ``name/id``."""
+        template = self._versioned(copy.deepcopy(request.template))
+        LOG.info("creating stack %s (%d resources)", request.stack_name,
+                 len(template.get("Resources") or {}))
+        created = self.client.stacks.create(
+            stack_name=request.stack_name, template=template,
+            parameters=dict(request.parameters), disable_rollback=True, **self._extras())
+        return f"{request.stack_name}/{created['stack']['id']}"
+
+    def _ready(self, stack: Any, deadline: float) -> tuple[str, tuple]:
+        """``name/id`` of a stack no longer in progress, and its status before our update.
+
+        Heat refuses to update a stack while an action runs on it.
+        """
+        stack_id = f"{stack.stack_name}/{stack.id}"
+        if stack.stack_status.endswith("_IN_PROGRESS"):
+            LOG.info("stack %s is %s; waiting before updating", stack.stack_name,
+                     stack.stack_status)
+            stack = self._wait(stack_id, None, None, deadline)
+        return stack_id, (stack.stack_status, getattr(stack, "updated_time", None))
+
+    def _outputs(self, name: str, stack_id: str, final: Any, expected: str) -> dict[str, Any]:
+        """The outputs of a stack whose create/update ended; StackFailure unless it succeeded."""
+        if final.stack_status != SUCCESS[expected]:
+            reason = getattr(final, "stack_status_reason", "") or final.stack_status
+            raise StackFailure(f"stack {name} ended {final.stack_status}: {reason}", reason)
+        return _outputs_of(self.client.stacks.get(stack_id))
+
     def _deadline(self) -> float:
         return self._clock() + self.timeout if self.timeout > 0 else float("inf")
 
@@ -269,6 +311,13 @@ class HeatStacks(StackExecutor):
                     f"(status {status})", f"timeout in {status}")
             self._sleep(min(delay, remaining))
             delay = min(delay * 2, self.poll_max)
+
+
+def _outputs_of(stack: Any) -> dict[str, Any]:
+    """Output key -> value of a stack fetched with its outputs resolved."""
+    outputs = getattr(stack, "outputs", None) or []
+    return {o["output_key"]: o.get("output_value") for o in outputs
+            if isinstance(o, dict) and "output_key" in o}
 
 
 def keystone_session(conf: Any, token: str | None = None, tenant_id: str | None = None) -> Any:

@@ -19,6 +19,8 @@ A round merges the template into the stored one (a resource merged to
 there (every process of an instance carries its ``FORNACE_INSTANCE_TOKEN``,
 so servers its scripts left running stop with it), leaves running ones alone (an instance whose user data changed is
 replaced, one whose process died is started again) and starts the new ones.
+``remove`` takes named resources out of the stored template and stops and
+removes exactly those instances; the others keep their processes.
 A boot process that exits within ``start_grace`` seconds is a
 :class:`StackFailure` naming the instance with the tail of its log, and so is
 an agent configured with the in-process ``memory://`` broker (the agents are
@@ -58,7 +60,7 @@ from typing import Any, Iterator, Mapping
 
 from .broker import is_in_memory
 from .executors import StackExecutor, StackFailure, StackRequest
-from .templates import merge
+from .templates import merge, remove_resources
 
 LOG = logging.getLogger(__name__)
 
@@ -121,14 +123,28 @@ class LocalStacks(StackExecutor):
     def delete(self, stack_name: str) -> None:
         stack_dir = self._stack_dir(stack_name)
         with self._locked(stack_name):
-            if not stack_dir.exists():
-                return
-            try:
-                self._destroy(*(stack_dir / i for i in sorted(self._sandboxes(stack_dir))))
-                shutil.rmtree(stack_dir)
-            except OSError as exc:
-                raise StackFailure(f"stack {stack_name}: {exc}", str(exc)) from None
-        LOG.info("stack %s deleted", stack_name)
+            self._delete_locked(stack_name, stack_dir)
+
+    def remove(self, stack_name: str, resources: list[str]) -> dict[str, Any]:
+        """Stop and remove exactly the removed instances; the others keep running.
+
+        Outputs are evaluated as by ``apply``, except that parameters are not
+        stored with the stack: a ``Ref`` to one gives its template default.
+        """
+        stack_dir = self._stack_dir(stack_name)
+        with self._locked(stack_name):
+            if not (stack_dir / TEMPLATE_FILE).is_file():
+                return {}
+            removal = remove_resources(self._load_template(stack_dir), resources, stack_name)
+            if removal.empty:
+                self._delete_locked(stack_name, stack_dir)
+                return {}
+            if removal.changed:
+                self._remove_instances(stack_name, stack_dir, removal.template,
+                                       removal.resources)
+            instances = instance_resources(removal.template)
+        addresses = {i: _read_info(stack_dir / i).get("address") or LOOPBACK for i in instances}
+        return evaluate_outputs(removal.template, addresses, {})
 
     # -- reading the state ----------------------------------------------------------
     def template(self, stack_name: str) -> dict[str, Any] | None:
@@ -149,6 +165,35 @@ class LocalStacks(StackExecutor):
             info = _read_info(stack_dir / instance)
             out[instance] = {**info, "running": _running(info)}
         return out
+
+    def _delete_locked(self, stack_name: str, stack_dir: Path) -> None:
+        """Stop every instance and remove the stack's folder (lock held)."""
+        if not stack_dir.exists():
+            return
+        try:
+            self._destroy(*(stack_dir / i for i in sorted(self._sandboxes(stack_dir))))
+            shutil.rmtree(stack_dir)
+        except OSError as exc:
+            raise StackFailure(f"stack {stack_name}: {exc}", str(exc)) from None
+        LOG.info("stack %s deleted", stack_name)
+
+    def _remove_instances(self, stack_name: str, stack_dir: Path, template: dict[str, Any],
+                          removed: tuple[str, ...]) -> None:
+        """Store the smaller template, then destroy the removed resources' sandboxes.
+
+        The template goes first: should stopping fail half-way, the next
+        ``apply`` no longer knows the instances and removes what is left.
+        """
+        sandboxes = [stack_dir / name for name in removed
+                     if _plain_name(name) and (stack_dir / name).is_dir()]
+        try:
+            _write_json(stack_dir / TEMPLATE_FILE, template)
+            if sandboxes:
+                LOG.info("stack %s: removing instance(s) %s", stack_name,
+                         ", ".join(s.name for s in sandboxes))
+                self._destroy(*sandboxes)
+        except OSError as exc:
+            raise StackFailure(f"stack {stack_name}: {exc}", str(exc)) from None
 
     # -- instances ------------------------------------------------------------------
     def _ensure(self, stack: str, sandbox: Path, resource: dict[str, Any]) -> bool:

@@ -40,6 +40,7 @@ class OneBox:
                  db: str | None = None, max_environments: int | None = None) -> None:
         import uvicorn   # here, not at the top: every fornace command imports this module
 
+        from api.config import database_url
         from api.service import ApiService
 
         self.state_dir = Path(os.path.expanduser(conf.api.state_dir))
@@ -52,7 +53,7 @@ class OneBox:
         settings = ConductorSettings(
             broker_url=self.broker_url, data_dir=Path(conf.data_dir),
             max_environments=max_environments or conf.conductor.max_environments,
-            engine=engine_settings(conf))
+            engine=engine_settings(conf), database_url=db or database_url(conf))
         self.conductor = Conductor(settings, lambda task: self.cloud)
         self.host = host or conf.api.host
         self.server = uvicorn.Server(uvicorn.Config(

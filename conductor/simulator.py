@@ -12,7 +12,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any
 
-from .templates import merge
+from .templates import merge, remove_resources
 from .executors import (AgentExecutor, PlanReply, PlanRequest, StackExecutor,
                         StackFailure, StackRequest)
 
@@ -58,6 +58,7 @@ class SimulatedStacks(StackExecutor):
     def __init__(self, cloud: SimulatedCloud) -> None:
         self.cloud = cloud
         self.stacks: dict[str, dict[str, Any]] = {}
+        self.removals: list[tuple[str, list[str]]] = []   # every remove() call
 
     def apply(self, request: StackRequest) -> dict[str, Any]:
         for source in request.sources:
@@ -76,6 +77,31 @@ class SimulatedStacks(StackExecutor):
 
     def delete(self, stack_name: str) -> None:
         self.stacks.pop(stack_name, None)
+
+    def remove(self, stack_name: str, resources: list[str]) -> dict[str, Any]:
+        """Drop the resources from the stored template; a stack left empty is deleted."""
+        self.removals.append((stack_name, list(resources)))
+        current = self.stacks.get(stack_name)
+        if current is None:
+            return {}
+        removal = remove_resources(current, resources, stack_name)
+        if removal.empty:
+            self.delete(stack_name)
+            return {}
+        if removal.changed:
+            self.stacks[stack_name] = removal.template
+        return self._declared_outputs(removal.template)
+
+    def _declared_outputs(self, template: dict[str, Any]) -> dict[str, Any]:
+        """The configured outputs the template still declares.
+
+        ``apply`` answers every configured output, as the simulator cannot
+        evaluate templates; after a removal, outputs that went with the removed
+        resources must not come back, so only declared ones are given.
+        """
+        declared = template.get("Outputs") or template.get("outputs") or {}
+        return {key: copy.deepcopy(value) for key, value in self.cloud.stack_outputs.items()
+                if isinstance(declared, dict) and key in declared}
 
 
 class SimulatedAgents(AgentExecutor):

@@ -227,6 +227,63 @@ def test_create_after_delete_makes_a_new_stack(client, stack_names):
     assert set(client.stacks.template(name)["Resources"]) == {"n"}
 
 
+# ------------------------------------------------------------ remove
+
+def test_remove_drops_a_resource_and_its_outputs_and_keeps_the_rest(client, stack_names):
+    name = stack_names()
+    stacks = heat(client)
+    first = stacks.apply(request(
+        name, {**RANDOM_A, "b": {"Type": "OS::Heat::Value",
+                                 "Properties": {"value": {"Ref": "p"}}}},
+        {**OUT_A, "bValue": {"Value": {"Fn::GetAtt": ["b", "value"]}},
+         "bId": {"Value": {"Ref": "b"}}},
+        parameters={"p": "kept"}, Parameters={"p": {"Type": "String"}}))
+    assert set(first) == {"aValue", "bValue", "bId"}
+
+    assert stacks.remove(name, ["a", "ghost"]) == {"bValue": "kept", "bId": first["bId"]}
+    live = client.stacks.template(name)
+    assert set(live["Resources"]) == {"b"}
+    assert set(live["Outputs"]) == {"bValue", "bId"}
+    assert client.stacks.get(name).stack_status == "UPDATE_COMPLETE"
+    assert [r.resource_name for r in client.resources.list(name)] == ["b"]
+    # the parameter stayed with the stack (PATCH), and b was not replaced
+    assert client.stacks.get(name).parameters["p"] == "kept"
+
+    # nothing of it left: no update; the last resource: the stack is deleted
+    assert stacks.remove(name, ["a"]) == {"bValue": "kept", "bId": first["bId"]}
+    assert stacks.remove(name, ["b"]) == {}
+    with pytest.raises(heat_exc.HTTPNotFound):
+        client.stacks.get(name)
+    assert stacks.remove(name, ["b"]) == {}   # absent
+
+
+def test_remove_one_of_two_instances(client, stack_names):
+    name = stack_names()
+    stacks = heat(client, resource_registry={"AWS::EC2::Instance": PROVIDER_FILE},
+                  files={PROVIDER_FILE: INSTANCE_PROVIDER})
+    two = {"web1": INSTANCE["web1"], "web2": INSTANCE["web1"]}
+    outputs = {f"{unit}Ip": {"Value": {"Fn::GetAtt": [unit, "PrivateIp"]}} for unit in two}
+    first = stacks.apply(request(name, two, outputs))
+    web1 = [r.physical_resource_id for r in client.resources.list(name)
+            if r.resource_name == "web1"]
+    assert stacks.remove(name, ["web2"]) == {"web1Ip": first["web1Ip"]}
+    assert set(client.stacks.template(name)["Resources"]) == {"web1"}
+    # web1 is the same nested stack as before: untouched by the removal
+    assert [r.physical_resource_id for r in client.resources.list(name)] == web1
+
+
+def test_remove_of_a_referenced_resource_is_refused_before_heat(client, stack_names):
+    name = stack_names()
+    stacks = heat(client)
+    stacks.apply(request(name, {**RANDOM_A, "b": {"Type": "OS::Heat::Value", "Properties": {
+        "value": {"Fn::GetAtt": ["a", "value"]}}}}))
+    with pytest.raises(StackFailure) as caught:
+        stacks.remove(name, ["a"])
+    assert "'b' refers to 'a'" in caught.value.message and name in caught.value.message
+    assert set(client.stacks.template(name)["Resources"]) == {"a", "b"}
+    assert client.stacks.get(name).stack_status == "CREATE_COMPLETE"
+
+
 # ------------------------------------------------------------ resource registry
 
 INSTANCE = {"web1": {"Type": "AWS::EC2::Instance",

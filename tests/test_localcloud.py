@@ -14,7 +14,7 @@ import pytest
 from conductor import contract
 from conductor.broker import Broker
 from conductor.executors import StackFailure, StackRequest
-from conductor.localcloud import LocalStacks, evaluate_outputs
+from conductor.localcloud import TOKEN_VARIABLE, LocalStacks, evaluate_outputs
 from services import amqp_url
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -268,6 +268,96 @@ def test_two_agents_answer_plans_then_stop(cloud, shared_broker):
             broker.delete(contract.agent_queue(env, "svc", unit))
         broker.delete(results)
         broker.close()
+
+
+def processes_with_token(token: str) -> list[int]:
+    """Live processes carrying an instance's token (its agent, and what it left running)."""
+    marker = f"{TOKEN_VARIABLE}={token}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and alive(int(entry)):
+            try:
+                environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if marker in environ:
+                found.append(int(entry))
+    return found
+
+
+def ask(broker: Broker, env: str, unit: str, script: str, plan_id: str) -> dict:
+    """Send one shell plan to a unit's agent and wait for its answer."""
+    results = contract.results_queue(env)
+    broker.publish(contract.agent_queue(env, "svc", unit), shell_plan(script, plan_id), plan_id)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        for body, message_id in broker.drain(results, timeout=1.0):
+            if message_id == plan_id:
+                return body
+    raise AssertionError(f"no answer to {plan_id} from {unit}")
+
+
+def test_remove_stops_exactly_the_removed_instance(cloud, shared_broker):
+    url = shared_broker
+    stacks, made = cloud
+    env = uuid.uuid4().hex[:10]
+    stack = f"e{env}"
+    made.append(stack)
+    stacks.apply(request(stack, {
+        "Resources": {unit: instance(render_user_data(url, env, unit)) for unit in ("u1", "u2")},
+        "Outputs": {f"{unit}ip": {"Value": {"Fn::GetAtt": [unit, "PrivateIp"]}}
+                    for unit in ("u1", "u2")}}))
+    before = stacks.instances(stack)
+    broker = Broker(url)
+    try:
+        # u2's agent leaves a server running: it belongs to u2 and must stop with it
+        answer = ask(broker, env, "u2", "nohup sleep 300 >/dev/null 2>&1 &\necho started",
+                     "plan-u2-server")
+        assert answer["IsException"] is False
+        u2_processes = processes_with_token(before["u2"]["token"])
+        assert before["u2"]["pid"] in u2_processes and len(u2_processes) >= 2
+
+        outputs = stacks.remove(stack, ["u2", "not-there"])
+
+        assert outputs == {"u1ip": before["u1"]["address"]}
+        assert wait_for(lambda: not processes_with_token(before["u2"]["token"]), 5)
+        assert not (stacks.state_dir / stack / "u2").exists()
+        template = stacks.template(stack)
+        assert set(template["Resources"]) == {"u1"} and set(template["Outputs"]) == {"u1ip"}
+        after = stacks.instances(stack)
+        assert set(after) == {"u1"} and after["u1"]["running"]
+        assert after["u1"]["pid"] == before["u1"]["pid"] and alive(before["u1"]["pid"])
+        answer = ask(broker, env, "u1", "echo still here", "plan-u1-after")
+        assert answer["IsException"] is False
+        assert answer["Result"][0]["Result"] == ["still here"]
+
+        # removing the last instance deletes the stack; then it is absent
+        assert stacks.remove(stack, ["u1"]) == {}
+        assert not alive(before["u1"]["pid"])
+        assert not (stacks.state_dir / stack).exists()
+        assert stacks.remove(stack, ["u1"]) == {}
+    finally:
+        for unit in ("u1", "u2"):
+            broker.delete(contract.agent_queue(env, "svc", unit))
+        broker.delete(contract.results_queue(env))
+        broker.close()
+
+
+def test_remove_refused_for_a_referenced_instance_changes_nothing(cloud):
+    stacks, made = cloud
+    made.append("erefused")
+    script = "#!/bin/sh\nexec sleep 300\n"
+    template = {"Resources": {"a": instance(script),
+                              "b": {"Type": "OS::Heat::None", "DependsOn": "a"}}}
+    stacks.apply(request("erefused", template))
+    pid = stacks.instances("erefused")["a"]["pid"]
+    with pytest.raises(StackFailure, match="'b' refers to 'a'"):
+        stacks.remove("erefused", ["a"])
+    assert stacks.template("erefused") == template
+    assert stacks.instances("erefused")["a"]["pid"] == pid and alive(pid)
+    # removing both is fine; a non-instance resource has no sandbox
+    assert stacks.remove("erefused", ["b", "a"]) == {}
+    assert not alive(pid) and stacks.template("erefused") is None
 
 
 # ----------------------------------------------------------------- the daemon option
