@@ -657,4 +657,10 @@ def test_workflows_give_every_placeholder_of_their_templates():
             given = {m.get("name") for p in element.findall("parameter")
                      if p.get("name") == "mappings" for m in p.find("map")}
             assert wanted <= given, f"{file}: {template} needs {sorted(wanted - given)}"
+    # the lifecycle operations of the type catalog run the other Windows plans
+    # (Lifecycle.ps1; checked in test_catalog_types.py)
+    types = json.loads((DATA / "types.json").read_text())["types"].values()
+    operations = [op for info in types for op in [*(info.get("operations") or {}).values(),
+                                                  *(info.get("unlink") or [])] if op]
+    used |= {op["template"] for op in operations if op["template"].startswith("Windows/")}
     assert used == set(windows_templates()) | set(HEAT_TEMPLATES)

@@ -16,7 +16,8 @@ Python 3.
 * :func:`start_detached` / :func:`stop_recorded` -- a long-running server in
   its own session, remembered in a pid file (pid, process group and start
   time, so a recycled pid is never signalled), stopped with its whole process
-  group;
+  group; :func:`leftover_group` / :func:`stop_group` -- what is left of a
+  server whose first process exited;
 * :func:`fail` -- a clear message on stderr (the agent quotes it in the
   command's error, which the workflow reports) and exit code 1.
 """
@@ -181,22 +182,43 @@ def stop_recorded(pid_file, timeout=STOP_TIMEOUT):
     record = read_record(pid_file)
     stopped = False
     if record is not None and is_running(record):
-        pgid = record.get("pgid") or record["pid"]
-        _signal_group(pgid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while _group_alive(pgid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if _group_alive(pgid):
-            _signal_group(pgid, signal.SIGKILL)
-            deadline = time.monotonic() + 5
-            while _group_alive(pgid) and time.monotonic() < deadline:
-                time.sleep(0.05)
+        stop_group(record.get("pgid") or record["pid"], timeout)
         stopped = True
     try:
         Path(pid_file).unlink()
     except OSError:
         pass
     return stopped
+
+
+def stop_group(pgid, timeout=STOP_TIMEOUT):
+    """SIGTERM a process group, SIGKILL what is left of it after ``timeout``."""
+    _signal_group(pgid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while _group_alive(pgid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    if _group_alive(pgid):
+        _signal_group(pgid, signal.SIGKILL)
+        deadline = time.monotonic() + 5
+        while _group_alive(pgid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+def leftover_group(record):
+    """Do processes of a recorded server's group outlive its (exited) first process?
+
+    They are the server's children (e.g. the program ``/bin/sh -c`` started):
+    Linux does not give a pid to a new process while a live process group
+    bears it.  Without /proc this cannot be told safely: False.
+    """
+    if not _proc_available() or is_running(record):
+        return False
+    pgid = record.get("pgid") or record["pid"]
+    stat = _stat(pgid)
+    if stat is not None and stat[0] not in ("Z", "X") and \
+            record.get("start_time") is not None and stat[2] != record["start_time"]:
+        return False                # the pid names another process now: the group is gone
+    return _group_alive(pgid)
 
 
 def start_detached(argv, cwd, log_path, env, pid_file, banner=None):
