@@ -1,8 +1,17 @@
 """``fornace agent --config-file /etc/fornace/agent.conf``: run the unit agent.
 
-Exit codes: 0 stopped (SIGTERM/SIGINT), 2 bad configuration, 3 a plan asked
-for a reboot (the supervisor restarts the agent, which then sends that
-plan's answer first).
+Exit codes (what ``init.sh`` and a supervisor act on):
+
+* 0 -- stopped by SIGTERM/SIGINT (after the running plan);
+* 2 -- bad configuration;
+* 3 (``EXIT_REBOOT``) -- a reboot: a plan asked for one (RebootOnCompletion, a
+  script exiting 64 or 192) or a script reported its plan incomplete (128);
+  start the agent again -- it then sends the answers kept for after the
+  reboot and re-runs an incomplete plan first;
+* 4 (``EXIT_POWEROFF``) -- a script asked for a power off (32, or 160:
+  incomplete, re-run when the unit starts again);
+* 5 (``EXIT_STOPPED``) -- a script asked the agent to stop (16): do not
+  restart it.
 """
 from __future__ import annotations
 

@@ -17,6 +17,8 @@ How plans are run is tuned in ``[agent]`` (all optional)::
     journal =                  # default <work_dir>/journal.jsonl
     command_timeout = 3600
     reboot_command =           # e.g. "systemctl reboot"; empty: only logged
+    poweroff_command =         # e.g. "systemctl poweroff"; empty: only logged
+    max_incomplete = 10        # re-runs of an incomplete plan before it is an error
     powershell =               # empty: pwsh, then powershell, from PATH
     python = python3
     shell = /bin/sh
@@ -50,9 +52,17 @@ agent_opts = [
                  help="Seconds one command may run before it is killed and reported as "
                       "an exception (0: no limit)."),
     cfg.StrOpt("reboot_command", default="",
-               help="Command run when a plan asks for a reboot (RebootOnCompletion), e.g. "
-                    "'systemctl reboot'. Empty: the request is only logged. Either way "
-                    "the agent then exits with code 3."),
+               help="Command run when a plan asks for a reboot (RebootOnCompletion, or "
+                    "a script exiting 64 or 192), e.g. 'systemctl reboot'. Empty: the "
+                    "request is only logged. Either way the agent then exits with code 3."),
+    cfg.StrOpt("poweroff_command", default="",
+               help="Command run when a script asks for a power off (exit 32 or 160), "
+                    "e.g. 'systemctl poweroff'. Empty: the request is only logged. Either "
+                    "way the agent then exits with code 4."),
+    cfg.IntOpt("max_incomplete", default=10, min=0,
+               help="A plan whose script reports 'incomplete' (exit 128, 160, 192) more "
+                    "often than this is answered with an error instead of being run "
+                    "again."),
     cfg.StrOpt("powershell", default="",
                help="PowerShell executable; empty looks for pwsh, then powershell."),
     cfg.IntOpt("keep_plans", default=50, min=1,
@@ -82,6 +92,8 @@ class AgentSettings:
     journal: Path | None = None           # default work_dir / journal.jsonl
     command_timeout: float | None = 3600.0  # None or 0: no limit
     reboot_command: str = ""
+    poweroff_command: str = ""
+    max_incomplete: int = 10
     powershell: str = ""
     python: str = "python3"
     shell: str = "/bin/sh"
@@ -103,6 +115,8 @@ class AgentSettings:
                    journal=Path(os.path.expanduser(agent.journal)) if agent.journal else None,
                    command_timeout=agent.command_timeout or None,
                    reboot_command=agent.reboot_command or "",
+                   poweroff_command=agent.poweroff_command or "",
+                   max_incomplete=agent.max_incomplete,
                    powershell=agent.powershell or "", python=agent.python,
                    shell=agent.shell, keep_plans=agent.keep_plans,
                    journal_keep=agent.journal_keep, broker_url=conf.broker_url,

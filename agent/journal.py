@@ -7,12 +7,20 @@ Records (``event`` field):
   ``reboot`` is true when the plan asked for a reboot (the answer is then
   sent after the restart, as Murano 0.2 agents did);
 * ``sent``     ``{id}`` -- the answer was published;
-* ``rebooted`` ``{id}`` -- the agent came back after that plan's reboot.
+* ``rebooted`` ``{id}`` -- the agent came back after that plan's reboot;
+* ``incomplete`` ``{id, done, next, count}`` -- a command asked for the plan to
+  run again from command ``next`` (after a restart); ``done`` are the result
+  entries of the commands before it, ``count`` how many times the plan was
+  incomplete so far;
+* ``resumed``  ``{id}`` -- the re-run of an incomplete plan began.
+
+A plan ``started`` without result is either waiting for its re-run
+(incomplete, not yet resumed) or was interrupted (the agent died while it ran).
 
 The state of a plan is the fold of its records.  A torn last line (a crash
 while writing) is skipped.  With ``keep``, a journal that remembers more than
 twice that many plans is rewritten at load with the newest ``keep`` (and any
-answer not yet sent or reboot not yet done), atomically.
+plan not answered, answer not yet sent or reboot not yet done), atomically.
 """
 from __future__ import annotations
 
@@ -36,10 +44,24 @@ class Entry:
     reboot: bool = False
     sent: bool = False
     rebooted: bool = False
+    done: list[dict[str, Any]] | None = None   # incomplete: result entries kept
+    next: int = 0                              # incomplete: the command to run again
+    incompletes: int = 0
+    resumed: bool = False
 
     @property
     def reboot_pending(self) -> bool:
         return self.reboot and not self.rebooted
+
+    @property
+    def rerun_pending(self) -> bool:
+        """Incomplete, and its re-run has not begun."""
+        return self.result is None and self.done is not None and not self.resumed
+
+    @property
+    def interrupted(self) -> bool:
+        """Started (or resumed) without result while no re-run is pending."""
+        return self.started and self.result is None and not self.rerun_pending
 
 
 class Journal:
@@ -56,7 +78,7 @@ class Journal:
     def _compact(self, keep: int) -> None:
         newest = set(self._order[-keep:])
         kept = [i for i in self._order if i in newest or self.entries[i].reboot_pending
-                or (self.entries[i].result is not None and not self.entries[i].sent)]
+                or not self.entries[i].sent]   # unanswered, unsent or to re-run
         partial = self.path.with_name(self.path.name + ".compact")
         with open(partial, "w", encoding="utf-8") as handle:
             for plan_id in kept:
@@ -99,6 +121,13 @@ class Journal:
             entry.sent = True
         elif event == "rebooted":
             entry.rebooted = True
+        elif event == "incomplete":
+            entry.done = list(record["done"])
+            entry.next = int(record["next"])
+            entry.incompletes = int(record["count"])
+            entry.resumed = False
+        elif event == "resumed":
+            entry.resumed = True
         else:
             raise KeyError(event)
 
@@ -124,6 +153,14 @@ class Journal:
     def reboots_pending(self) -> list[Entry]:
         return [self.entries[i] for i in self._order if self.entries[i].reboot_pending]
 
+    def reruns_pending(self) -> list[Entry]:
+        """Incomplete plans to run again, oldest first."""
+        return [self.entries[i] for i in self._order if self.entries[i].rerun_pending]
+
+    def interrupted(self) -> list[Entry]:
+        """Plans the agent was running when it died, oldest first."""
+        return [self.entries[i] for i in self._order if self.entries[i].interrupted]
+
     # -- records -------------------------------------------------------------
     def started(self, plan_id: str) -> None:
         self._append({"event": "started", "id": plan_id})
@@ -137,12 +174,25 @@ class Journal:
     def rebooted(self, plan_id: str) -> None:
         self._append({"event": "rebooted", "id": plan_id})
 
+    def incomplete(self, plan_id: str, done: list[dict[str, Any]], next_command: int,
+                   count: int) -> None:
+        self._append({"event": "incomplete", "id": plan_id, "done": done,
+                      "next": next_command, "count": count})
+
+    def resumed(self, plan_id: str) -> None:
+        self._append({"event": "resumed", "id": plan_id})
+
 
 def _records(entry: Entry) -> list[dict[str, Any]]:
     """Records whose fold is ``entry``."""
     records: list[dict[str, Any]] = []
     if entry.started:
         records.append({"event": "started", "id": entry.id})
+    if entry.done is not None:
+        records.append({"event": "incomplete", "id": entry.id, "done": entry.done,
+                        "next": entry.next, "count": entry.incompletes})
+    if entry.resumed:
+        records.append({"event": "resumed", "id": entry.id})
     if entry.result is not None:
         records.append({"event": "result", "id": entry.id, "result": entry.result,
                         "reboot": entry.reboot})

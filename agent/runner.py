@@ -5,6 +5,15 @@ stderr go to files in the plan's folder (not pipes), so a script that
 leaves a daemon running in the background does not keep the agent waiting.
 A command still running after ``command_timeout`` seconds gets SIGTERM, then
 SIGKILL 5 s later, and is reported as an exception.
+
+While a command runs, its output files are read line by line as they grow
+(``on_line``), so the agent can stream the log back before the answer.
+
+The exit code of a FormatVersion 2.0 command can ask the agent for more than
+success (Digital Rebar's convention, bit by bit): 16 stop the agent, 32 power
+off, 64 reboot, 128 the plan is incomplete (run it again from this command
+after a restart), 160 incomplete + power off, 192 incomplete + reboot.  See
+:data:`EXIT_SIGNALS`; 0.2 PowerShell plans keep "non-zero is an error".
 """
 from __future__ import annotations
 
@@ -16,8 +25,10 @@ import re
 import shutil
 import signal
 import subprocess
+import time
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from .config import AgentSettings
 from .plan import V2, Command, Plan
@@ -28,6 +39,40 @@ STDERR_TAIL = 2000     # characters of stderr quoted in an exception message
 KILL_GRACE = 5.0       # seconds between SIGTERM and SIGKILL
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 INTERPRETERS = {".sh": "shell", ".py": "python", ".ps1": "powershell"}
+TAIL_INTERVAL = 0.1    # seconds between two reads of a running command's output
+MAX_LOG_LINE = 8192    # longer output lines are streamed cut (the result keeps them)
+PLAN_FILE = "plan.json"   # the plan body kept for the re-run of an incomplete plan
+
+LineSink = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ExitSignal:
+    """What a 2.0 command's exit code asks of the agent besides "this command is done"."""
+    action: str | None          # "stop", "poweroff", "reboot" or None
+    incomplete: bool = False    # run the plan again from this command
+
+
+EXIT_SIGNALS = {
+    16: ExitSignal("stop"), 32: ExitSignal("poweroff"), 64: ExitSignal("reboot"),
+    128: ExitSignal(None, incomplete=True), 160: ExitSignal("poweroff", incomplete=True),
+    192: ExitSignal("reboot", incomplete=True),
+}
+
+
+@dataclass
+class PlanRun:
+    """The commands run so far and what the last one asked for.
+
+    ``result`` is the 0.2 answer of the commands run (for an incomplete plan,
+    those finished before ``command``); ``signal`` is None unless a command's
+    exit code was one of :data:`EXIT_SIGNALS`, which ends the plan there.
+    """
+    result: dict[str, Any]
+    signal: ExitSignal | None = None
+    command: int | None = None       # index of the command that signalled
+    name: str = ""                   # its name
+    code: int = 0                    # its exit code
 
 # Runs in PowerShell: dot-source the plan's scripts, read the arguments (JSON
 # on stdin) into a hashtable and call the function with them splatted, which
@@ -74,9 +119,19 @@ class Runner:
             return shutil.which(self.settings.powershell)
         return shutil.which("pwsh") or shutil.which("powershell")
 
-    def run_plan(self, plan: Plan, key: str) -> dict[str, Any]:
-        """Run every command; stop at the first failing one; the 0.2 result."""
-        folder = self.settings.work_dir / "plans" / safe_dir_name(key)
+    def plan_folder(self, key: str) -> Path:
+        return self.settings.work_dir / "plans" / safe_dir_name(key)
+
+    def run_plan(self, plan: Plan, key: str, *, start: int = 0,
+                 done: Sequence[dict[str, Any]] = (),
+                 on_line: LineSink | None = None) -> PlanRun:
+        """Run the commands from ``start``; stop at the first failing or signalling one.
+
+        ``done`` are the result entries of the commands before ``start`` (the
+        re-run of an incomplete plan keeps them); ``on_line`` gets every
+        output line while a command runs.
+        """
+        folder = self.plan_folder(key)
         folder.mkdir(parents=True, exist_ok=True)
         paths = []
         for name, content in plan.scripts:
@@ -84,21 +139,52 @@ class Runner:
             path.write_bytes(content)
             path.chmod(0o700)
             paths.append(path)
-        entries: list[dict[str, Any]] = []
-        for index, command in enumerate(plan.commands):
+        entries: list[dict[str, Any]] = list(done)
+        run = PlanRun({"IsException": False, "Result": entries})
+        for index in range(start, len(plan.commands)):
+            command = plan.commands[index]
             try:
-                if plan.version == V2:
-                    lines = self._run_v2(plan, folder, index, command)
-                else:
-                    lines = self._run_powershell(plan, folder, index, command, paths)
+                lines, code = self._run_command(plan, folder, index, paths, on_line)
             except CommandError as exc:
                 LOG.warning("plan %s: command %d (%s) failed: %s: %s", plan.id, index,
                             command.name, exc.kind, exc)
                 entries.append({"IsException": True, "Result": [exc.kind, str(exc)]})
                 break
-            entries.append({"IsException": False, "Result": lines})
+            asked = EXIT_SIGNALS.get(code)
+            if asked is None:
+                entries.append({"IsException": False, "Result": lines})
+                continue
+            LOG.info("plan %s: command %d (%s) exited %d: %s%s", plan.id, index,
+                     command.name, code, "incomplete" if asked.incomplete else "done",
+                     f", {asked.action}" if asked.action else "")
+            run.signal, run.command, run.name, run.code = asked, index, command.name, code
+            if not asked.incomplete:     # an incomplete command's output is no result
+                entries.append({"IsException": False, "Result": lines})
+            break
         self.prune(keep=folder)
-        return {"IsException": False, "Result": entries}
+        return run
+
+    def _run_command(self, plan: Plan, folder: Path, index: int, scripts: list[Path],
+                     on_line: LineSink | None) -> tuple[list[str], int]:
+        command = plan.commands[index]
+        if plan.version == V2:
+            return self._run_v2(plan, folder, index, command, on_line)
+        return self._run_powershell(plan, folder, index, command, scripts, on_line)
+
+    def save_plan(self, plan: Plan, key: str) -> None:
+        """Keep the plan body in its folder (owner only: arguments may be secret)."""
+        path = self.plan_folder(key) / PLAN_FILE
+        partial = path.with_name(PLAN_FILE + ".partial")
+        fd = os.open(partial, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(plan.raw, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(partial, path)
+
+    def load_plan(self, key: str) -> dict[str, Any]:
+        """The body kept by :meth:`save_plan` (OSError / ValueError when it is gone)."""
+        return json.loads((self.plan_folder(key) / PLAN_FILE).read_text(encoding="utf-8"))
 
     def prune(self, keep: Path | None = None) -> None:
         """Remove plan folders beyond the newest ``keep_plans`` (never ``keep``)."""
@@ -112,7 +198,8 @@ class Runner:
             shutil.rmtree(old, ignore_errors=True)
 
     # -- one command ------------------------------------------------------------
-    def _run_v2(self, plan: Plan, folder: Path, index: int, command: Command) -> list[str]:
+    def _run_v2(self, plan: Plan, folder: Path, index: int, command: Command,
+                on_line: LineSink | None) -> tuple[list[str], int]:
         extension = os.path.splitext(command.name)[1].lower()
         which = INTERPRETERS.get(extension)
         if which is None:
@@ -138,15 +225,16 @@ class Runner:
             else:
                 LOG.info("plan %s: argument %r of %s is no environment variable name; "
                          "it is only on stdin", plan.id, name[:40], command.name)
-        return self._execute(plan, folder, index, command, argv, env)
+        return self._execute(plan, folder, index, command, argv, env, on_line,
+                             signals=True)
 
     def _run_powershell(self, plan: Plan, folder: Path, index: int, command: Command,
-                        scripts: list[Path]) -> list[str]:
+                        scripts: list[Path], on_line: LineSink | None) -> tuple[list[str], int]:
         pwsh = self._powershell()
         argv = [pwsh, "-NoProfile", "-NonInteractive", "-Command", PS_WRAPPER]
         env = {"FORNACE_SCRIPTS": os.pathsep.join(str(p) for p in scripts),
                "FORNACE_FUNCTION": command.name}
-        return self._execute(plan, folder, index, command, argv, env)
+        return self._execute(plan, folder, index, command, argv, env, on_line)
 
     def _powershell(self) -> str:
         found = self.find_powershell()
@@ -156,7 +244,13 @@ class Runner:
         return found
 
     def _execute(self, plan: Plan, folder: Path, index: int, command: Command,
-                 argv: list[str], extra_env: dict[str, str]) -> list[str]:
+                 argv: list[str], extra_env: dict[str, str], on_line: LineSink | None,
+                 signals: bool = False) -> tuple[list[str], int]:
+        """Run one command: (its stdout lines, its exit code).
+
+        A non-zero exit code is a :class:`CommandError`, except (``signals``)
+        those of :data:`EXIT_SIGNALS`.
+        """
         env = dict(os.environ)
         env.update(extra_env)
         env.update({"FORNACE_WORK_DIR": str(self.settings.work_dir),
@@ -166,7 +260,10 @@ class Runner:
         stdout_path = folder / f"{index:03d}.stdout"
         stderr_path = folder / f"{index:03d}.stderr"
         stdin_path = folder / f"{index:03d}.stdin.json"
-        stdin_path.write_text(json.dumps(command.arguments), encoding="utf-8")
+        # the arguments may hold passwords: readable by the agent's user only
+        descriptor = os.open(stdin_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(json.dumps(command.arguments))
         timeout = self.settings.command_timeout
         LOG.info("plan %s: running command %d: %s", plan.id, index, command.name)
         with open(stdin_path, "rb") as stdin, open(stdout_path, "wb") as stdout, \
@@ -180,17 +277,71 @@ class Runner:
                                    f"{command.name}: cannot start {argv[0]!r}: "
                                    f"{exc.strerror or exc}") from None
             try:
-                code = process.wait(timeout=timeout)
+                code = _wait(process, timeout, stdout_path, stderr_path, on_line)
             except subprocess.TimeoutExpired:
                 _kill(process)
                 raise CommandError("TimeoutError",
                                    f"{command.name} did not finish within {timeout:g} seconds "
                                    f"and was killed{_tail(stderr_path)}") from None
         output = stdout_path.read_text(encoding="utf-8", errors="replace")
-        if code != 0:
+        if code != 0 and not (signals and code in EXIT_SIGNALS):
             raise CommandError("CommandFailed",
                                f"{command.name} exited with code {code}{_tail(stderr_path)}")
-        return output.splitlines()
+        return output.splitlines(), code
+
+
+def _wait(process: subprocess.Popen, timeout: float | None, stdout_path: Path,
+          stderr_path: Path, on_line: LineSink | None) -> int:
+    """Wait for the command, giving ``on_line`` its output lines as they are written.
+
+    The output goes to files, not pipes (see the module docstring), so the
+    files are read as they grow; a background daemon writing to them after
+    the command ended is not waited for.
+    """
+    if on_line is None:
+        return process.wait(timeout=timeout)
+    deadline = None if not timeout else time.monotonic() + timeout
+    tails = [_Tail(stdout_path), _Tail(stderr_path)]
+    while True:
+        try:
+            code = process.wait(timeout=TAIL_INTERVAL)
+            break
+        except subprocess.TimeoutExpired:
+            _emit(tails, on_line)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise
+    _emit(tails, on_line, final=True)
+    return code
+
+
+def _emit(tails: list["_Tail"], on_line: LineSink, final: bool = False) -> None:
+    for tail in tails:
+        for line in tail.read(final):
+            on_line(line)
+
+
+class _Tail:
+    """The complete lines added to a file since the last read."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+        self.partial = b""
+
+    def read(self, final: bool = False) -> list[str]:
+        try:
+            with open(self.path, "rb") as handle:
+                handle.seek(self.offset)
+                data = handle.read()
+        except OSError:
+            return []
+        self.offset += len(data)
+        *lines, self.partial = (self.partial + data).split(b"\n")
+        if len(self.partial) >= MAX_LOG_LINE or (final and self.partial):
+            lines.append(self.partial)
+            self.partial = b""
+        return [line.rstrip(b"\r")[:MAX_LOG_LINE].decode("utf-8", "replace")
+                for line in lines]
 
 
 def _env_value(value: Any) -> str:

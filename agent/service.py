@@ -1,11 +1,13 @@
 """The agent core: plan in, journal, run, journal, answer.
 
-:meth:`Agent.process` handles one plan body and is what the tests drive
-directly; :meth:`Agent.handle` is the :class:`conductor.broker.Consumer`
-handler around it, and :meth:`Agent.serve` the whole loop.  Plans are
-handled one at a time, in queue order (prefetch 1, one handler thread), and
-a plan message is acked only once its answer is journaled and published
-(for a reboot plan: journaled; the answer goes out after the restart).
+:meth:`Agent.execute` handles one plan body (:meth:`Agent.process` returns
+just its answer; the tests drive both directly), :meth:`Agent.rerun` runs an
+incomplete plan again, and :meth:`Agent.serve` runs the state machine of
+:mod:`agent.states` around them.  Plans are handled one at a time, in queue
+order (prefetch 1), and a plan message is acked only once its answer is
+journaled and published (for a RebootOnCompletion plan: journaled, the answer
+goes out after the restart; for an incomplete plan: journaled for the
+re-run, the answer is the one of the re-run).
 """
 from __future__ import annotations
 
@@ -15,19 +17,24 @@ import logging
 import shlex
 import subprocess
 import threading
+from dataclasses import dataclass
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
 from conductor import contract
-from conductor.broker import Broker, Consumer, Delivery
+from conductor.broker import Broker
+from conductor.secrets import mask_text
 
 from .config import AgentSettings
-from .journal import Journal
-from .plan import PlanError, decode_body, parse_plan, plan_id
-from .runner import Runner
+from .journal import Entry, Journal
+from .logstream import LogSender, LogStream
+from .plan import Plan, PlanError, decode_body, parse_plan, plan_id
+from .runner import PlanRun, Runner
+from .states import EXIT_POWEROFF, EXIT_REBOOT, EXIT_STOPPED, Machine
 
 LOG = logging.getLogger(__name__)
 
-EXIT_REBOOT = 3   # ``fornace agent`` exit code after a plan asked for a reboot
+__all__ = ["Agent", "AgentBroker", "Outcome", "EXIT_REBOOT", "EXIT_POWEROFF", "EXIT_STOPPED"]
 
 Publisher = Callable[[str, dict[str, Any]], None]   # (plan id, result)
 
@@ -36,19 +43,42 @@ def exception_result(kind: str, message: str) -> dict[str, Any]:
     return {"IsException": True, "Result": [kind, message]}
 
 
+def interrupted_result() -> dict[str, Any]:
+    return exception_result("AgentInterrupted", "the agent stopped while this plan ran; it is "
+                                                "not run a second time")
+
+
+@dataclass
+class Outcome:
+    """A handled plan: its answer and what its scripts asked the agent to do next."""
+    plan_id: str
+    answer: dict[str, Any] | None    # None: incomplete, answered after its re-run
+    action: str | None = None        # "stop", "poweroff", "reboot", "restart" (exit 128)
+    reason: str = ""                 # for the state machine's log
+
+
 class Agent:
-    def __init__(self, settings: AgentSettings, publish: Publisher | None = None) -> None:
+    def __init__(self, settings: AgentSettings, publish: Publisher | None = None,
+                 publish_log: LogSender | None = None) -> None:
+        """``publish`` (and ``publish_log`` for log lines) replace the broker in tests;
+        without ``publish`` both go to the results queue."""
         self.settings = settings
         settings.work_dir.mkdir(parents=True, exist_ok=True)
         self.journal = Journal(settings.journal, keep=settings.journal_keep)
         self.runner = Runner(settings)
         self.publish = self._publish_to_broker if publish is None else publish
+        self.publish_log = self._publish_log_to_broker if publish is None else publish_log
         self.reboot_requested: str | None = None   # id of the plan that asked
         self._broker: Broker | None = None
 
     # -- the core --------------------------------------------------------------
-    def process(self, body: Any, message_id: str | None = None) -> dict[str, Any]:
-        """Answer one plan (running it at most once) and return the answer."""
+    def process(self, body: Any, message_id: str | None = None) -> dict[str, Any] | None:
+        """Answer one plan (running it at most once) and return the answer
+        (None for an incomplete plan: it is answered after its re-run)."""
+        return self.execute(body, message_id).answer
+
+    def execute(self, body: Any, message_id: str | None = None) -> Outcome:
+        """Handle one plan message: run it unless the journal knows it already."""
         try:
             parsed_body: Any = decode_body(body)
             key = plan_id(parsed_body) or message_id
@@ -60,63 +90,149 @@ class Agent:
         if entry is not None and entry.result is not None:
             LOG.info("plan %s was answered before; sending the journaled answer again", key)
             self._send(key, entry.result)
-            return entry.result
+            return Outcome(key, entry.result, reason=f"plan {key} answered again")
+        if entry is not None and entry.rerun_pending:
+            return self.rerun(entry)
         if entry is not None and entry.started:
-            result = exception_result(
-                "AgentInterrupted", "the agent stopped while this plan ran; it is not run "
-                                    "a second time")
-            self.journal.result(key, result)
-            self._send(key, result)
-            return result
+            return self._answer(None, key, interrupted_result(),
+                                f"plan {key} was interrupted before: answered as failed")
 
         self.journal.started(key)
-        reboot = False
         try:
             plan = parse_plan(parsed_body if parsed_body is not None else body)
         except PlanError as exc:
             LOG.warning("plan %s cannot run: %s: %s", key, exc.kind, exc)
-            result = exception_result(exc.kind, str(exc))
-        else:
-            try:
-                result = self.runner.run_plan(plan, key)
-            except Exception as exc:   # noqa: BLE001 -- the agent itself failed
-                LOG.exception("plan %s: the agent failed running it", key)
-                result = exception_result(type(exc).__name__, f"the agent failed: {exc}")
-            failed = result["IsException"] or any(e["IsException"] for e in result["Result"])
-            reboot = plan.reboot == 2 or (plan.reboot == 1 and not failed)
+            return self._answer(None, key, exception_result(exc.kind, str(exc)),
+                                f"plan {key} cannot run: {exc.kind}")
+        return self._finish(plan, key, self._run(plan, key), incompletes=0)
+
+    def rerun(self, entry: Entry) -> Outcome:
+        """Run an incomplete plan again from the command that was incomplete."""
+        key = entry.id
+        try:
+            plan = parse_plan(self.runner.load_plan(key))
+        except (OSError, ValueError, PlanError) as exc:
+            LOG.error("incomplete plan %s cannot be run again: %s", key, exc)
+            return self._answer(None, key, exception_result(
+                "IncompletePlanLost", f"the incomplete plan cannot be run again: {exc}"),
+                f"incomplete plan {key} is lost: answered as failed")
+        LOG.info("plan %s: running it again from command %d (incomplete %d time(s))", key,
+                 entry.next, entry.incompletes)
+        self.journal.resumed(key)
+        run = self._run(plan, key, start=entry.next, done=entry.done or [])
+        return self._finish(plan, key, run, incompletes=entry.incompletes)
+
+    def _run(self, plan: Plan, key: str, start: int = 0,
+             done: list[dict[str, Any]] | tuple = ()) -> PlanRun:
+        """Run the commands, streaming their output lines while they run."""
+        stream = None
+        if self.publish_log is not None and not key.startswith("sha256:"):
+            stream = LogStream(key, self.publish_log)
+        try:
+            return self.runner.run_plan(plan, key, start=start, done=done,
+                                        on_line=stream.add if stream else None)
+        except Exception as exc:   # noqa: BLE001 -- the agent itself failed
+            LOG.exception("plan %s: the agent failed running it", key)
+            return PlanRun(exception_result(type(exc).__name__, f"the agent failed: {exc}"))
+        finally:
+            if stream is not None:
+                stream.close()    # the last lines go out before the answer
+
+    def _finish(self, plan: Plan, key: str, run: PlanRun, incompletes: int) -> Outcome:
+        """Journal what the run gave: an incomplete plan to re-run, or the answer."""
+        asked = run.signal
+        what = f"{run.name} exited {run.code}"
+        if asked is not None and asked.incomplete:
+            count = incompletes + 1
+            if count <= self.settings.max_incomplete:
+                self.runner.save_plan(plan, key)
+                self.journal.incomplete(key, run.result["Result"], run.command or 0, count)
+                action = asked.action or "restart"
+                LOG.info("plan %s is incomplete (%d time(s)); it runs again after the %s",
+                         key, count, action)
+                return Outcome(key, None, action, f"plan {key}: {what}, incomplete: "
+                                                  f"{action} and run it again")
+            run.result["Result"].append({"IsException": True, "Result": [
+                "TooManyIncompleteRuns", f"{run.name} reported 'incomplete' (exit "
+                f"{run.code}) {count} times, more than [agent] max_incomplete = "
+                f"{self.settings.max_incomplete}"]})
+            asked = None
+        result = run.result
+        failed = result["IsException"] or any(e["IsException"] for e in result["Result"])
+        if plan.reboot == 2 or (plan.reboot == 1 and not failed):
+            return self._answer(plan, key, result, f"plan {key} asks for a reboot "
+                                                   f"(RebootOnCompletion {plan.reboot})",
+                                deferred_reboot=True)
+        if asked is None:
+            return self._answer(plan, key, result, f"plan {key} answered")
+        outcome = self._answer(plan, key, result, f"plan {key} answered; {what}: "
+                                                  f"{asked.action}")
+        outcome.action = asked.action
+        return outcome
+
+    def _answer(self, plan: Plan | None, key: str, result: dict[str, Any], reason: str,
+                deferred_reboot: bool = False) -> Outcome:
+        """Journal the answer, then send it -- or, for a reboot plan, keep it for later."""
         contract.parse_plan_result(result)   # our own answers follow the contract
-        self.journal.result(key, result, reboot=reboot)
-        if reboot:
+        self.journal.result(key, result, reboot=deferred_reboot)
+        if deferred_reboot:
             LOG.info("plan %s asks for a reboot; its answer is sent after the restart", key)
             self.reboot_requested = key
-        else:
-            self._send(key, result)
-        return result
+            return Outcome(key, result, "reboot", reason)
+        self._send(key, result)
+        return Outcome(key, result, None, reason)
 
     def _send(self, key: str, result: dict[str, Any]) -> None:
         self.publish(key, result)
         self.journal.sent(key)
 
-    def startup(self) -> None:
-        """After a (re)start: send the answers journaled but not sent, oldest first."""
+    def startup(self) -> int:
+        """After a (re)start: fail the plans a dead agent left running (incomplete
+        ones excepted: they run again), then send the answers journaled but not
+        sent, oldest first.  The number of answers sent."""
+        for entry in self.journal.interrupted():
+            LOG.warning("plan %s was running when the agent stopped; it is answered as "
+                        "failed, not run again", entry.id)
+            self.journal.result(entry.id, interrupted_result())
+        sent = 0
         for entry in self.journal.unsent():
             LOG.info("sending the journaled answer of plan %s", entry.id)
             self._send(entry.id, entry.result)
+            sent += 1
         for entry in self.journal.reboots_pending():
             self.journal.rebooted(entry.id)
+        return sent
 
     def reboot(self) -> None:
         """Carry out a reboot request: the configured command, or only a log line."""
-        command = self.settings.reboot_command.strip()
+        self._system_command("a reboot", "reboot_command", self.settings.reboot_command,
+                             EXIT_REBOOT)
+
+    def poweroff(self) -> None:
+        """Carry out a power-off request: the configured command, or only a log line."""
+        self._system_command("a power off", "poweroff_command",
+                             self.settings.poweroff_command, EXIT_POWEROFF)
+
+    def _system_command(self, what: str, option: str, command: str, code: int) -> None:
+        command = command.strip()
         if not command:
-            LOG.warning("plan %s asked for a reboot; no [agent] reboot_command is set, so "
-                        "the agent only exits (code %d)", self.reboot_requested, EXIT_REBOOT)
+            LOG.warning("%s was asked for; no [agent] %s is set, so the agent only exits "
+                        "(code %d)", what, option, code)
             return
-        LOG.warning("plan %s asked for a reboot: running %r", self.reboot_requested, command)
+        LOG.warning("%s was asked for: running %r", what, command)
         try:
             subprocess.run(shlex.split(command), check=False, timeout=120)
         except (OSError, subprocess.TimeoutExpired) as exc:
-            LOG.error("reboot command %r failed: %s", command, exc)
+            LOG.error("%s %r failed: %s", option, command, exc)
+
+    def describe_error(self, exc: BaseException) -> str:
+        """``Type: message`` of an error, with the broker password masked."""
+        text = f"{type(exc).__name__}: {exc}"
+        try:
+            password = urlsplit(self.settings.broker_url).password
+        except ValueError:
+            password = None
+        return mask_text(text, [password]) if password else text
 
     # -- over the broker -----------------------------------------------------------
     def broker(self) -> Broker:
@@ -128,49 +244,25 @@ class Agent:
         message_id = None if key.startswith("sha256:") else key
         self.broker().publish(self.settings.result_queue, result, message_id)
 
-    def handle(self, body: Any, delivery: Delivery) -> None:
-        """Consumer handler: returns (-> ack) once the answer is journaled and sent."""
-        if self.reboot_requested is not None:
-            # a plan taken after a reboot request waits for the restart
-            raise RebootPending(f"plan {delivery.message_id} arrived after a reboot request")
-        self.process(body, delivery.message_id)
-        if self.reboot_requested is not None and self._stop is not None:
-            self._stop.set()
-
-    _stop: threading.Event | None = None
+    def _publish_log_to_broker(self, key: str, lines: list[str], message_id: str) -> None:
+        self.broker().publish(self.settings.result_queue, contract.plan_log_body(key, lines),
+                              message_id)
 
     def serve(self, stop: threading.Event, ready: threading.Event | None = None) -> int:
-        """Consume the input queue until ``stop`` or a reboot request; the exit code."""
+        """Run the state machine until a final state; the process exit code.
+
+        0 after ``stop``, :data:`EXIT_REBOOT` (3), :data:`EXIT_POWEROFF` (4) or
+        :data:`EXIT_STOPPED` (5) as the plans asked.  ``ready`` is set once the
+        agent is subscribed to its input queue.
+        """
         if not self.settings.input_queue or not self.settings.result_queue:
             raise ValueError("input_queue and result_routing_key must be configured")
-        self._stop = stop
-        self.startup()
-        try:
-            self.broker().connect()   # the first answer then goes out at once
-        except Exception as exc:  # noqa: BLE001 -- publishing retries later
-            LOG.warning("cannot connect to the broker yet: %s", exc)
-        consumer = Consumer(self.broker(), {self.settings.input_queue: self.handle}, stop,
-                            prefetch=1, raw_bodies=True)   # a non-JSON plan gets an answer
-        if ready is not None:
-            threading.Thread(target=_mirror, args=(consumer.ready, ready, stop),
-                             daemon=True).start()
-        try:
-            consumer.run()
-        finally:
-            self.close()
-        if self.reboot_requested is not None:
-            self.reboot()
-            return EXIT_REBOOT
-        return 0
+        return Machine(self, stop, ready).run()
 
     def close(self) -> None:
         if self._broker is not None:
             self._broker.close()
             self._broker = None
-
-
-class RebootPending(Exception):
-    pass
 
 
 class AgentBroker(Broker):
@@ -185,13 +277,6 @@ class AgentBroker(Broker):
         if self.ssl and not self.local:
             conn.ssl = True
         return conn
-
-
-def _mirror(source: threading.Event, target: threading.Event, stop: threading.Event) -> None:
-    while not stop.is_set():
-        if source.wait(0.05):
-            target.set()
-            return
 
 
 def _bytes(body: Any) -> bytes:

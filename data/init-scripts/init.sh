@@ -11,5 +11,17 @@ if [ "${FORNACE_SET_HOSTNAME:-1}" != 0 ]; then
     hostname '%INTERNAL_HOSTNAME%' 2>/dev/null || true
 fi
 echo '%MURANO_SERVER_ADDRESS%' > "$etc/server"
-exec fornace --config-file "$etc/agent.conf" agent \
-    ${FORNACE_AGENT_WORK_DIR:+--work-dir "$FORNACE_AGENT_WORK_DIR"}
+# The agent's exit code says what comes next: 3 is a reboot (or a restart for
+# an incomplete plan), after which the agent runs again -- in the local cloud
+# a reboot of the unit is this restart.  Any other code ends the unit's agent:
+# 0 stopped, 4 powered off, 5 stopped by a plan, 2 bad configuration, a crash.
+while :; do
+    code=0
+    fornace --config-file "$etc/agent.conf" agent \
+        ${FORNACE_AGENT_WORK_DIR:+--work-dir "$FORNACE_AGENT_WORK_DIR"} || code=$?
+    if [ "$code" -ne 3 ]; then
+        echo "init.sh: the agent exited with code $code; it is not started again" >&2
+        exit "$code"
+    fi
+    echo "init.sh: the agent exited with code 3 (reboot); starting it again" >&2
+done
