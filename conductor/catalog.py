@@ -11,9 +11,7 @@
   uninstall), same shape plus ``when`` (a path that must be true);
 * ``references``: service fields whose value names another service,
   ``{field: {type, key}}`` (``domain`` -> the activeDirectory whose ``domain``
-  is that domain): the topology's dependencies besides ``dependsOn``;
-* ``configures``: unit ``state`` keys that mark the unit configured (a heal
-  or reinstall clears them so the workflows configure it again).
+  is that domain): the topology's dependencies besides ``dependsOn``.
 
 Inputs are templates evaluated at the unit: a string is a template where
 ``{path}`` is replaced by the value at that path (paths as in the workflows:
@@ -60,7 +58,6 @@ class TypeInfo:
     operations: dict[str, Operation | None] = field(default_factory=dict)
     unlink: list[Operation] = field(default_factory=list)
     references: dict[str, dict[str, str]] = field(default_factory=dict)
-    configures: list[str] = field(default_factory=list)
     doc: str = ""
 
 
@@ -123,12 +120,6 @@ class Catalog:
             found.update(self.types[name].references)
         return found
 
-    def configures(self, type_name: str) -> list[str]:
-        keys: list[str] = []
-        for name in self.ancestry(type_name):
-            keys.extend(k for k in self.types[name].configures if k not in keys)
-        return keys
-
 
 # -- reading the file ---------------------------------------------------------
 
@@ -155,7 +146,7 @@ def _type(name: str, entry: Any) -> TypeInfo:
     if not isinstance(entry, dict):
         raise CatalogError(f"{where} must be an object")
     unknown = set(entry) - {"extends", "abstract", "operations", "unlink", "references",
-                            "configures", "doc"}
+                            "doc"}
     if unknown:
         raise CatalogError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
     operations = entry.get("operations") or {}
@@ -169,9 +160,6 @@ def _type(name: str, entry: Any) -> TypeInfo:
             isinstance(v, dict) and isinstance(v.get("type"), str) and isinstance(v.get("key"), str)
             for v in references.values()):
         raise CatalogError(f"{where}: 'references' must map fields to {{type, key}}")
-    configures = entry.get("configures") or []
-    if not isinstance(configures, list) or not all(isinstance(k, str) for k in configures):
-        raise CatalogError(f"{where}: 'configures' must be a list of state keys")
     extends = entry.get("extends")
     if extends is not None and not isinstance(extends, str):
         raise CatalogError(f"{where}: 'extends' must be a type name")
@@ -181,7 +169,7 @@ def _type(name: str, entry: Any) -> TypeInfo:
                     for op, spec in operations.items()},
         unlink=[_operation(f"{where} unlink[{i}]", "unlink", spec, required=True)
                 for i, spec in enumerate(unlink)],
-        references=references, configures=configures, doc=str(entry.get("doc") or ""))
+        references=references, doc=str(entry.get("doc") or ""))
 
 
 def _operation(where: str, name: str, spec: Any, required: bool = False) -> Operation | None:
