@@ -2,7 +2,8 @@
 
 Routes only translate HTTP to :class:`~api.store.Store` calls; the wire
 shapes follow python-muranoclient 2.8 (``{"environments": […]}``, a bare
-list for services, JSON error dicts).
+list for services, JSON error dicts).  The job routes (a Fornace extension)
+are in :mod:`api.jobs`.
 """
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import json
 import logging
 import math
 import re
-from typing import Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from fastapi import APIRouter, Body, Depends, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -23,6 +24,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .auth import NoAuth
 from .errors import ApiError, BadRequest, Forbidden, error_body
 from .store import Context, Store
+
+if TYPE_CHECKING:
+    from .jobstore import Jobs
 
 LOG = logging.getLogger(__name__)
 SESSION_HEADER = Header(None, alias="X-Configuration-Session",
@@ -214,9 +218,13 @@ async def delete_session(env_id: str, session_id: str, ctx: Context = Depends(_c
 
 
 @router.post("/environments/{env_id}/sessions/{session_id}/deploy")
-async def deploy(env_id: str, session_id: str, ctx: Context = Depends(_context),
-                 store: Store = Depends(_store)) -> Response:
-    await _run(store.deploy, ctx, env_id, session_id)
+async def deploy(env_id: str, session_id: str,
+                 change_detection: Optional[str] = Query(
+                     None, description="evaluate (default), always or skip: whether "
+                                       "deployed units are reconfigured when their "
+                                       "configuration changed"),
+                 ctx: Context = Depends(_context), store: Store = Depends(_store)) -> Response:
+    await _run(store.deploy, ctx, env_id, session_id, change_detection)
     return Response(status_code=200)
 
 
@@ -330,15 +338,24 @@ def _describe_validation(exc: RequestValidationError) -> str:
     return "; ".join(parts) or "invalid request"
 
 
-def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024) -> FastAPI:
+def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
+               jobs: Optional["Jobs"] = None) -> FastAPI:
+    """The web app on ``store``; ``jobs`` (an :class:`api.jobstore.Jobs`) defaults
+    to one on the same store."""
+    # imported here: api.jobs builds on this module's helpers (parse_json, _context)
+    from .jobs import router as jobs_router
+    from .jobstore import Jobs
+
     app = FastAPI(title="Fornace API",
                   description="Environments, configuration sessions, services and "
-                              "deployments (Murano 0.2 compatible).",
+                              "deployments (Murano 0.2 compatible), and jobs.",
                   version="0.2")
     app.state.store = store
+    app.state.jobs = jobs if jobs is not None else Jobs(store)
     app.state.auth = auth
-    app.include_router(router)
-    app.include_router(router, prefix="/v1")
+    for prefix in ("", "/v1"):
+        app.include_router(router, prefix=prefix)
+        app.include_router(jobs_router, prefix=prefix)
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:

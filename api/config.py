@@ -2,8 +2,11 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from oslo_config import cfg
+
+from conductor.templates import BUILTIN_DATA
 
 DEFAULT_STATE_DIR = os.path.join(os.path.expanduser("~"), ".fornace")
 
@@ -56,6 +59,19 @@ def database_url(conf: cfg.ConfigOpts) -> str:
         return conf.database.connection
     os.makedirs(conf.api.state_dir, exist_ok=True)
     return "sqlite:///" + os.path.join(conf.api.state_dir, "fornace.sqlite")
+
+
+def catalog_file(conf: cfg.ConfigOpts) -> Path:
+    """The type catalog the conductor uses: ``types.json`` of its ``data_dir``
+    (the common option the ``fornace`` command registers for every process),
+    or the built-in one when that folder has none -- as templates fall back."""
+    builtin = BUILTIN_DATA / "types.json"
+    try:
+        data_dir = conf.data_dir
+    except cfg.NoSuchOptError:  # a configuration without the conductor's options
+        return builtin
+    path = Path(os.path.expanduser(data_dir)) / "types.json"
+    return path if path.exists() else builtin
 
 
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:

@@ -31,6 +31,12 @@ class NotFound(ApiError):
     status, title = 404, "Not Found"
 
 
+class Conflict(ApiError):
+    """The environment's state does not allow it now (busy, never deployed, idle)."""
+
+    status, title = 409, "Conflict"
+
+
 class TooLarge(ApiError):
     status, title = 413, "Request Entity Too Large"
 

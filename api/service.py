@@ -1,7 +1,7 @@
 """Wiring of the API process: database, broker, consumers and the web app.
 
-The consumers of ``task-results`` and ``task-reports`` run in a background
-thread of the API process; the web app publishes tasks through one broker
+The consumers of ``task-results``, ``task-reports`` and ``job-events`` run in
+a background thread of the API process; the web app publishes tasks through one broker
 connection per thread (kombu connections are not shared across threads).
 """
 from __future__ import annotations
@@ -15,11 +15,13 @@ from oslo_config import cfg
 
 from conductor import contract
 from conductor.broker import Broker, Consumer, Delivery
+from conductor.catalog import load_catalog
 
 from .app import create_app
 from .auth import KeystoneAuth, NoAuth
-from .config import database_url
+from .config import catalog_file, database_url
 from .db.engine import make_engine, session_factory, upgrade
+from .jobstore import Jobs
 from .store import Store
 
 LOG = logging.getLogger(__name__)
@@ -62,10 +64,12 @@ class ApiService:
             upgrade(url)
         self.engine = make_engine(url)
         self.brokers = ThreadBrokers(conf.broker.url)
-        self.store = Store(session_factory(self.engine), self.brokers.publish_task)
+        self.store = Store(session_factory(self.engine), self.brokers.publish_task,
+                           load_catalog(catalog_file(conf)))
+        self.jobs = Jobs(self.store)
         auth: Any = (KeystoneAuth.from_config(conf) if conf.api.auth_mode == "keystone"
                      else NoAuth(conf.api.default_tenant, conf.api.default_user))
-        self.app: FastAPI = create_app(self.store, auth, conf.api.max_body_size)
+        self.app: FastAPI = create_app(self.store, auth, conf.api.max_body_size, self.jobs)
         self._stop = threading.Event()
         self._consumer: Consumer | None = None
         self._thread: threading.Thread | None = None
@@ -76,11 +80,15 @@ class ApiService:
     def _on_report(self, body: Any, delivery: Delivery) -> None:
         self.store.add_report(body, delivery.message_id)
 
+    def _on_job_event(self, body: Any, delivery: Delivery) -> None:
+        self.jobs.apply_job_event(body, delivery.message_id)
+
     def start_consumers(self) -> Consumer:
-        """Consume results and reports in a background thread."""
+        """Consume results, reports and job events in a background thread."""
         self._consumer = Consumer(Broker(self.brokers.url),
                                   {contract.RESULTS: self._on_result,
-                                   contract.REPORTS: self._on_report}, self._stop)
+                                   contract.REPORTS: self._on_report,
+                                   contract.JOB_EVENTS: self._on_job_event}, self._stop)
         self._thread = threading.Thread(target=self._consumer.run, name="api-consumers",
                                         daemon=True)
         self._thread.start()

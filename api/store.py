@@ -5,6 +5,10 @@ Every call takes the caller's :class:`Context`; an environment of another
 tenant is never read or changed (403), a missing one is 404.  Changes that
 must not be half-stored happen in one transaction; deploying is claimed
 with conditional UPDATEs so two concurrent deploys cannot both win.
+
+A deployment is a *job* (see :mod:`api.jobstore` for the other lifecycle
+actions): the session deploy is a job of action ``deploy``, an environment
+delete one of action ``delete``; every task carries its job section.
 """
 from __future__ import annotations
 
@@ -14,15 +18,19 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from sqlalchemy import exists, func, select, update
+from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session as DbSession, sessionmaker
 
 from conductor import contract
+from conductor.actionparams import ActionError, check_parameters
+from conductor.catalog import Catalog, load_catalog
 from conductor.secrets import find_secrets, mask_text, masked
+from conductor.templates import BUILTIN_DATA
 
 from . import specs, tree
-from .db.models import ConfigSession, Deployment, Environment, Status, new_id, utcnow
+from .db.models import (ConfigSession, Deployment, Environment, JobLock, Status, new_id,
+                        utcnow)
 from .errors import BadRequest, Forbidden, NotFound, Unavailable
 
 LOG = logging.getLogger(__name__)
@@ -91,9 +99,13 @@ _PENDING = exists().where(ConfigSession.environment_id == Environment.id,
 
 
 class Store:
-    def __init__(self, sessions: sessionmaker, publish: Publisher) -> None:
+    def __init__(self, sessions: sessionmaker, publish: Publisher,
+                 catalog: Catalog | None = None) -> None:
         self._sessions = sessions
         self._publish = publish
+        # the type catalog the conductor uses: job parameters are checked against it
+        self.catalog = catalog if catalog is not None else load_catalog(
+            BUILTIN_DATA / "types.json")
         # The hot reads (list and show an environment) use a plain connection
         # without a transaction: no ORM session, no BEGIN/ROLLBACK round trips.
         # Nothing changes for them: they write nothing, and under READ COMMITTED
@@ -104,17 +116,21 @@ class Store:
         self._reader = (engine.execution_options(isolation_level="AUTOCOMMIT")
                         if engine is not None else None)
 
+    @property
+    def sessions(self) -> sessionmaker:
+        return self._sessions
+
     def _read(self) -> Any:
         """A connection for reads (or an ORM session if the factory has no engine)."""
         return self._reader.connect() if self._reader is not None else self._sessions()
 
     # -- helpers ---------------------------------------------------------
-    def _environment(self, db: DbSession, ctx: Context, env_id: str,
-                     lock: bool = False) -> Environment:
-        query = select(Environment).where(Environment.id == _lookup_id(env_id, "environment"))
+    def environment(self, db: DbSession, ctx: Context, env_id: str,
+                    lock: bool = False) -> Environment:
+        query = select(Environment).where(Environment.id == lookup_id(env_id, "environment"))
         if lock:
             query = query.with_for_update()
-        return _allowed(ctx, env_id, db.scalars(query).first())
+        return allowed(ctx, env_id, db.scalars(query).first())
 
     @staticmethod
     def _status(db: DbSession, env: Environment) -> str:
@@ -123,18 +139,18 @@ class Store:
         return shown_status(env.state, db.scalar(select(_PENDING).where(
             Environment.id == env.id)))
 
-    def _session(self, db: DbSession, ctx: Context, env: Environment, session_id: str | None,
-                 editable: bool) -> ConfigSession:
+    def config_session(self, db: DbSession, ctx: Context, env: Environment,
+                       session_id: str | None, editable: bool) -> ConfigSession:
         """The configuration session named by the header, checked."""
         if not session_id:
             raise BadRequest("the X-Configuration-Session header is required")
         return _session_allowed(ctx, env, session_id,
-                                db.get(ConfigSession, _lookup_id(session_id, "session")),
+                                db.get(ConfigSession, lookup_id(session_id, "session")),
                                 editable)
 
     # -- environments ----------------------------------------------------
     def list_environments(self, ctx: Context) -> list[dict[str, Any]]:
-        if not _could_be_id(ctx.tenant_id):  # an admin's ?tenant= no row can have
+        if not could_be_id(ctx.tenant_id):  # an admin's ?tenant= no row can have
             return []
         # One query, only the columns of the view (not the descriptions), no ORM
         # objects: a tenant may have hundreds of environments.
@@ -161,13 +177,13 @@ class Store:
         with self._read() as db:
             # the environment and whether it is pending in one query, no ORM object
             env = db.execute(select(*Environment.__table__.c, _PENDING).where(
-                Environment.id == _lookup_id(env_id, "environment"))).first()
-            _allowed(ctx, env_id, env)
+                Environment.id == lookup_id(env_id, "environment"))).first()
+            allowed(ctx, env_id, env)
             description = env.description
             if session_id:
                 session = _session_allowed(ctx, env, session_id, db.execute(
                     select(*ConfigSession.__table__.c).where(
-                        ConfigSession.id == _lookup_id(session_id, "session"))).first(),
+                        ConfigSession.id == lookup_id(session_id, "session"))).first(),
                     editable=False)
                 description = session.description
             view = env_view(env, shown_status(env.state, env.pending))
@@ -176,7 +192,7 @@ class Store:
 
     def update_environment(self, ctx: Context, env_id: str, name: str) -> dict[str, Any]:
         with self._sessions.begin() as db:
-            env = self._environment(db, ctx, env_id, lock=True)
+            env = self.environment(db, ctx, env_id, lock=True)
             env.name = name
             env.description = {**env.description, "name": name}
             env.updated = utcnow()
@@ -186,8 +202,9 @@ class Store:
     def delete_environment(self, ctx: Context, env_id: str, abandon: bool = False) -> None:
         """Tear down (send a deletion task) or, never deployed / abandoned, just forget."""
         with self._sessions.begin() as db:
-            env = self._environment(db, ctx, env_id, lock=True)
+            env = self.environment(db, ctx, env_id, lock=True)
             if abandon or (env.version == 0 and env.state == "ready"):
+                db.execute(delete(JobLock).where(JobLock.environment_id == env.id))
                 db.delete(env)
                 return
             previous = env.state
@@ -198,14 +215,15 @@ class Store:
                 raise Forbidden(f"environment {env_id} is {env.state}; wait for it to end "
                                 f"or delete it with abandon=true")
             deployment = Deployment(id=new_id(), environment_id=env.id,
-                                    tenant_id=env.tenant_id, kind="delete",
+                                    tenant_id=env.tenant_id, kind="delete", parameters={},
                                     description=masked(env.description))
             db.add(deployment)
-            body = contract.deletion_task_body(env.id, env.name, ctx.token, env.tenant_id)
-        self._send(body, deployment.id, env_id, previous)
+            body = contract.deletion_task_body(env.id, env.name, ctx.token, env.tenant_id,
+                                               job_id=deployment.id)
+        self.send_task(body, deployment.id, env_id, previous)
 
-    def _send(self, body: dict, message_id: str, env_id: str, previous: str,
-              session_id: str | None = None) -> None:
+    def send_task(self, body: dict, message_id: str, env_id: str, previous: str,
+                  session_id: str | None = None) -> None:
         """Publish a task; if the broker refuses, undo the claim (nothing half-done)."""
         try:
             self._publish(body, message_id)
@@ -226,9 +244,9 @@ class Store:
     def last_status(self, ctx: Context, env_id: str,
                     session_id: str | None = None) -> dict[str, Any]:
         with self._sessions() as db:
-            env = self._environment(db, ctx, env_id)
+            env = self.environment(db, ctx, env_id)
             if session_id:
-                self._session(db, ctx, env, session_id, editable=False)
+                self.config_session(db, ctx, env, session_id, editable=False)
             deployment = db.scalars(select(Deployment).where(
                 Deployment.environment_id == env.id).order_by(
                 Deployment.started.desc())).first()
@@ -243,7 +261,7 @@ class Store:
     # -- sessions ----------------------------------------------------------
     def configure(self, ctx: Context, env_id: str) -> dict[str, Any]:
         with self._sessions.begin() as db:
-            env = self._environment(db, ctx, env_id, lock=True)
+            env = self.environment(db, ctx, env_id, lock=True)
             if env.state in BUSY:
                 raise Forbidden(f"cannot open a session: environment {env_id} is {env.state}")
             session = ConfigSession(id=new_id(), environment_id=env.id, user_id=ctx.user_id,
@@ -255,8 +273,8 @@ class Store:
 
     def get_session(self, ctx: Context, env_id: str, session_id: str) -> dict[str, Any]:
         with self._sessions() as db:
-            env = self._environment(db, ctx, env_id)
-            session = self._session(db, ctx, env, session_id, editable=False)
+            env = self.environment(db, ctx, env_id)
+            session = self.config_session(db, ctx, env, session_id, editable=False)
             if session.state == "open" and session.version != env.version:
                 raise Forbidden(f"session {session_id} is invalid: environment {env_id} "
                                 f"changed since it was opened")
@@ -264,16 +282,24 @@ class Store:
 
     def delete_session(self, ctx: Context, env_id: str, session_id: str) -> None:
         with self._sessions.begin() as db:
-            env = self._environment(db, ctx, env_id)
-            session = self._session(db, ctx, env, session_id, editable=False)
+            env = self.environment(db, ctx, env_id)
+            session = self.config_session(db, ctx, env, session_id, editable=False)
             if session.state == "deploying":
                 raise Forbidden(f"session {session_id} is deploying and cannot be deleted")
             db.delete(session)
 
-    def deploy(self, ctx: Context, env_id: str, session_id: str) -> None:
+    def deploy(self, ctx: Context, env_id: str, session_id: str,
+               change_detection: str | None = None) -> None:
+        """Deploy a session: a job of action ``deploy`` (``change_detection``
+        defaults to ``evaluate``; a bad value is a 400)."""
+        given = {} if change_detection is None else {"change_detection": change_detection}
+        try:
+            parameters = check_parameters("deploy", given, {}, self.catalog)
+        except ActionError as exc:
+            raise BadRequest(str(exc)) from None
         with self._sessions.begin() as db:
-            env = self._environment(db, ctx, env_id)
-            session = self._session(db, ctx, env, session_id, editable=False)
+            env = self.environment(db, ctx, env_id)
+            session = self.config_session(db, ctx, env, session_id, editable=False)
             if session.state != "open":
                 raise Forbidden(f"session {session_id} is already {session.state}")
             if session.version != env.version:
@@ -290,28 +316,31 @@ class Store:
                 state="deploying", updated=utcnow()))
             deployment = Deployment(id=new_id(), environment_id=env.id,
                                     tenant_id=env.tenant_id, session_id=session.id,
-                                    kind="deploy", description=masked(session.description))
+                                    kind="deploy", parameters=parameters,
+                                    description=masked(session.description))
             db.add(deployment)
-            body = contract.task_body(session.description, ctx.token, env.tenant_id)
-        self._send(body, deployment.id, env_id, previous, session_id)
+            body = contract.task_body(session.description, ctx.token, env.tenant_id,
+                                      job=contract.job_section(deployment.id, "deploy",
+                                                               parameters))
+        self.send_task(body, deployment.id, env_id, previous, session_id)
 
     # -- services ------------------------------------------------------------
     def get_services(self, ctx: Context, env_id: str, path: str,
                      session_id: str | None) -> Any:
         with self._sessions() as db:
-            env = self._environment(db, ctx, env_id)
+            env = self.environment(db, ctx, env_id)
             description = env.description
             if session_id:
-                description = self._session(db, ctx, env, session_id,
-                                            editable=False).description
+                description = self.config_session(db, ctx, env, session_id,
+                                                  editable=False).description
             return _masked_at(description.get("services") or [], tree.split(path))
 
     def _edit(self, ctx: Context, env_id: str, session_id: str | None,
               change: Callable[[list], Any]) -> Any:
         """Apply ``change`` to a copy of the session's services; store it if valid."""
         with self._sessions.begin() as db:
-            env = self._environment(db, ctx, env_id)
-            session = self._session(db, ctx, env, session_id, editable=True)
+            env = self.environment(db, ctx, env_id)
+            session = self.config_session(db, ctx, env, session_id, editable=True)
             description = copy.deepcopy(session.description)
             services = description.setdefault("services", [])
             if not isinstance(services, list):
@@ -390,7 +419,7 @@ class Store:
         with self._sessions() as db:
             query = select(Deployment).where(Deployment.tenant_id == ctx.tenant_id)
             if env_id is not None:
-                self._environment(db, ctx, env_id)
+                self.environment(db, ctx, env_id)
                 query = query.where(Deployment.environment_id == env_id)
             return [deployment_view(d) for d in db.scalars(
                 query.order_by(Deployment.started.desc()))]
@@ -398,25 +427,30 @@ class Store:
     def reports(self, ctx: Context, env_id: str, deployment_id: str,
                 service_ids: list[str]) -> list[dict[str, Any]]:
         with self._sessions() as db:
-            env = self._environment(db, ctx, env_id)
-            deployment = db.get(Deployment, _lookup_id(deployment_id, "deployment"))
+            env = self.environment(db, ctx, env_id)
+            deployment = db.get(Deployment, lookup_id(deployment_id, "deployment"))
             if deployment is None or deployment.environment_id != env.id:
                 raise NotFound(f"deployment {deployment_id} not found in environment {env_id}")
             query = select(Status).where(Status.deployment_id == deployment.id)
             if service_ids:
                 query = query.where(Status.entity_id.in_(
                     {i for i in _entities_of(deployment.description, service_ids)
-                     if _could_be_id(i)}))
+                     if could_be_id(i)}))
             return [status_view(s) for s in db.scalars(query.order_by(Status.created))]
 
     # -- from the conductor ------------------------------------------------------
     def apply_result(self, body: Any, message_id: str | None) -> None:
-        """Store a final model (task-results); a redelivered result changes nothing."""
+        """Store a final model (task-results); a redelivered result changes nothing.
+
+        Every job but a ``plan`` stores the model and bumps the version (open
+        sessions then become invalid: they were opened on what the job changed);
+        a plan only previews, so the environment is left as it was.
+        """
         model = contract.parse_result(body)
         with self._sessions.begin() as db:
             deployment = db.get(Deployment, message_id) if message_id else None
             if deployment is None:
-                deployment = _running(db, model["id"])
+                deployment = running_job(db, model["id"])
             if deployment is None or deployment.finished is not None:
                 LOG.info("result %s for environment %s: no running deployment, ignored",
                          message_id, model["id"])
@@ -436,6 +470,9 @@ class Store:
                 else:
                     db.delete(env)
                 return
+            if deployment.kind == "plan":
+                env.state, env.updated = settled_state(db, env.id, deployment.id), now
+                return
             env.description = model
             env.version += 1
             env.state = "deploy failure" if errors else "ready"
@@ -453,19 +490,16 @@ class Store:
                 if message_id and db.scalar(select(Status.id).where(
                         Status.message_id == message_id)):
                     return
-                deployment = _running(db, report.environment_id) or db.scalars(
-                    select(Deployment).where(
-                        Deployment.environment_id == report.environment_id).order_by(
-                        Deployment.started.desc())).first()
+                deployment = _report_job(db, report.environment_id, message_id)
                 if deployment is None:
                     LOG.info("report %s for unknown environment %s dropped", message_id,
                              report.environment_id)
                     return
-                secrets: set[str] = set()
-                for owner in (db.get(Environment, deployment.environment_id),
-                              db.get(ConfigSession, deployment.session_id or "")):
-                    if owner is not None:
-                        find_secrets(owner.description, secrets)
+                if deployment.state == "abandoned":
+                    LOG.info("report %s of abandoned job %s ignored", message_id,
+                             deployment.id)
+                    return
+                secrets = job_secrets(db, deployment)
                 details = report.details
                 if details is not None and not isinstance(details, str):
                     details = str(masked(details, secrets))
@@ -484,18 +518,18 @@ class Store:
 ID_LENGTH = 64  # of the String(64) id columns
 
 
-def _could_be_id(value: str) -> bool:
+def could_be_id(value: str) -> bool:
     """Whether a stored id could equal ``value`` (from a URL, a header, a query)."""
     return len(value) <= ID_LENGTH and "\x00" not in value
 
 
-def _lookup_id(value: str, what: str) -> str:
+def lookup_id(value: str, what: str) -> str:
     """``value``, to look up by; NotFound for one that no stored id can equal.
 
     A NUL must not reach the database: PostgreSQL refuses it in a text query
     parameter (a DataError, a 500).  Longer than the column, no id equals it either.
     """
-    if not _could_be_id(value):
+    if not could_be_id(value):
         raise NotFound(f"{what} {value!r:.80} not found")
     return value
 
@@ -516,7 +550,7 @@ def _session_allowed(ctx: Context, env: Any, session_id: str, session: Any,
     return session
 
 
-def _allowed(ctx: Context, env_id: str, env: Any) -> Any:
+def allowed(ctx: Context, env_id: str, env: Any) -> Any:
     """``env`` (an Environment or a row of its columns) if the caller may use it."""
     if env is None:
         raise NotFound(f"environment {env_id} not found")
@@ -525,15 +559,53 @@ def _allowed(ctx: Context, env_id: str, env: Any) -> Any:
     return env
 
 
+def job_secrets(db: DbSession, deployment: Deployment) -> set[str]:
+    """The secrets a job's reports and logs may quote (masked before storing)."""
+    secrets: set[str] = set()
+    for owner in (db.get(Environment, deployment.environment_id),
+                  db.get(ConfigSession, deployment.session_id or "")):
+        if owner is not None:
+            find_secrets(owner.description, secrets)
+    return secrets
+
+
+def _report_job(db: DbSession, env_id: str, message_id: str | None) -> Deployment | None:
+    """The job a report belongs to.
+
+    The conductor names reports ``<job id>-report-<n>``: that job, when it is
+    one of the environment's (so a late report of an abandoned job is not
+    pinned on the job that runs now); else the running or the latest job.
+    """
+    if message_id and "-report-" in message_id:
+        job_id = message_id.rsplit("-report-", 1)[0]
+        named = db.get(Deployment, job_id) if could_be_id(job_id) else None
+        if named is not None and named.environment_id == env_id:
+            return named
+    return running_job(db, env_id) or db.scalars(select(Deployment).where(
+        Deployment.environment_id == env_id).order_by(Deployment.started.desc())).first()
+
+
+def settled_state(db: DbSession, env_id: str, job_id: str) -> str:
+    """The state of an environment after a job that changed nothing (a plan, a
+    refused job, an abandoned plan): what the last job that did change it left."""
+    last = db.scalars(select(Deployment).where(
+        Deployment.environment_id == env_id, Deployment.id != job_id,
+        Deployment.finished.is_not(None), Deployment.kind != "plan",
+        Deployment.state != "refused").order_by(Deployment.started.desc())).first()
+    if last is None or last.state not in ("completed_w_errors", "abandoned"):
+        return "ready"
+    return "delete failure" if last.kind == "delete" else "deploy failure"
+
+
 def _late_error(db: DbSession, deployment: Deployment) -> None:
     """An error report that arrived after the result (two queues, no common order)."""
     deployment.state = "completed_w_errors"
     env = db.get(Environment, deployment.environment_id)
-    if env is not None and env.state == "ready" and deployment.kind == "deploy":
+    if env is not None and env.state == "ready" and deployment.kind not in ("delete", "plan"):
         env.state = "deploy failure"
 
 
-def _running(db: DbSession, env_id: str) -> Deployment | None:
+def running_job(db: DbSession, env_id: str) -> Deployment | None:
     return db.scalars(select(Deployment).where(
         Deployment.environment_id == env_id, Deployment.finished.is_(None)).order_by(
         Deployment.started.desc())).first()

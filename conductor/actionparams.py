@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from . import contract
-from .catalog import Catalog
+from .catalog import Catalog, Operation, render, unit_cursor
 from .errors import FornaceError
 
 Units = list[tuple[dict[str, Any], dict[str, Any]]]
@@ -211,7 +211,8 @@ def check_parameters(action: str, parameters: Any, model: dict[str, Any],
     the catalog, with every default filled in; :class:`ActionError` names the
     first wrong parameter."""
     if action not in _SPECS:
-        raise ActionError(f"unknown action {_shown(action)} (known: {', '.join(contract.ACTIONS)})")
+        raise ActionError(f"unknown action {_shown(action)} "
+                          f"(known: {', '.join(contract.ACTIONS)})")
     if not isinstance(parameters, dict):
         raise ActionError(f"action {action}: the parameters must be an object, "
                           f"got {_kind(parameters)}")
@@ -274,8 +275,33 @@ def select_units(parameters: dict[str, Any], model: dict[str, Any],
                 continue
             if operation is not None:
                 _require_operation(catalog, service, type_name, operation)
+                found = catalog.operation(type_name, operation)
+                if found is not None:
+                    operation_mappings(found, model, service, unit,
+                                       parameters.get("operation_kwargs"),
+                                       parameters.get("allow_kwargs_override"))
             selected.append((service, unit))
     return selected
+
+
+def operation_mappings(operation: Operation, model: dict[str, Any], service: dict[str, Any],
+                       unit: dict[str, Any], kwargs: dict[str, Any] | None = None,
+                       allow_override: bool | None = None) -> dict[str, Any]:
+    """The mappings of ``operation`` on ``unit``: its catalog inputs evaluated at
+    the unit, then ``kwargs``.  A kwarg may replace an input the catalog gives a
+    value only with ``allow_override`` (Cloudify's allow_kwargs_override)."""
+    cursor = unit_cursor(model, str(service["id"]), str(unit["id"]))
+    if cursor is None:
+        raise ActionError(f"unit {unit.get('id')} is not in the environment")
+    mappings = render(operation.inputs, cursor)
+    for key, value in (kwargs or {}).items():
+        if mappings.get(key) is not None and not allow_override:
+            raise ActionError(
+                f"action execute_operation: operation_kwargs would override the input "
+                f"{_shown(key)} of operation {_shown(operation.name)} on service "
+                f"{_label(service)}; set allow_kwargs_override to true to allow it")
+        mappings[key] = value
+    return mappings
 
 
 def _require_operation(catalog: Catalog, service: dict[str, Any], type_name: str,

@@ -20,12 +20,13 @@ from . import contract
 from .agents import AmqpAgents
 from .broker import Broker, Consumer, Delivery
 from .catalog import Catalog, load_catalog
+from .templates import BUILTIN_DATA, TemplateStore
 from .executors import StackExecutor
 from .jobs import JobRecorder
 from .lifecycle import Job, run_job
 from .secrets import find_secrets, mask_text
 from .session import Settings
-from .templates import TemplateStore
+
 from .workflows import load_workflows
 
 LOG = logging.getLogger(__name__)
@@ -50,7 +51,9 @@ class Conductor:
         self.store = TemplateStore(settings.data_dir)
         self.workflows = load_workflows(Path(settings.data_dir) / "workflows")
         types = Path(settings.data_dir) / "types.json"
-        self.catalog: Catalog | None = load_catalog(types) if types.exists() else None
+        if not types.exists():   # a 0.2 data folder: the built-in catalog, as the API does
+            types = BUILTIN_DATA / "types.json"
+        self.catalog: Catalog | None = load_catalog(types)
         self.holder = f"{socket.gethostname()}:{os.getpid()}"
         self.locks = None
         if settings.database_url:

@@ -142,7 +142,8 @@ class JobHooks(NullHooks):
                          mappings: dict[str, Any]) -> tuple[str, Any]:
         owner = self._owner(action)
         unit = self._unit(action.unit)
-        target_name = _hostname(unit) or action.unit
+        # a unit's own agent, or another one working for it (a farm's load balancer)
+        target_name = _hostname(unit) or _hostname(owner) or action.unit
         key = changes.config_key(str(action.template), str(action.unit))
         digest = changes.command_digest(str(action.template), mappings)
         reason = self._reason(owner, key, unit)

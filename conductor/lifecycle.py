@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from . import changes
-from .actionparams import check_parameters, select_units
+from .actionparams import check_parameters, operation_mappings, select_units
 from .catalog import Catalog, Operation, iter_units, render, truthy, unit_cursor
 from .contract import Task, clean_model
 from .errors import FornaceError
@@ -178,16 +178,8 @@ class Command:
 def operation_command(job: Job, service: dict, unit: dict, operation: Operation,
                       kwargs: dict[str, Any] | None = None,
                       allow_override: bool | None = None, reason: str = "operation") -> Command:
+    mappings = operation_mappings(operation, job.model, service, unit, kwargs, allow_override)
     cursor = unit_cursor(job.model, str(service["id"]), str(unit["id"]))
-    if cursor is None:
-        raise FornaceError(f"unit {unit.get('id')} is not in the environment")
-    mappings = render(operation.inputs, cursor)
-    for key, value in (kwargs or {}).items():
-        if mappings.get(key) is not None and not allow_override:
-            raise FornaceError(
-                f"operation {operation.name!r} of {service.get('name')}: operation_kwargs "
-                f"would override its input {key!r}; set allow_kwargs_override to allow it")
-        mappings[key] = value
     agent_unit = str(render(operation.unit, cursor)) if operation.unit else str(unit["id"])
     return Command(service, unit, operation, mappings, agent_unit, reason)
 

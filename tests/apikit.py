@@ -11,7 +11,9 @@ from sqlalchemy import text
 from api.app import create_app
 from api.auth import NoAuth
 from api.db.engine import make_engine, session_factory, upgrade
+from api.jobstore import Jobs
 from api.store import Store
+from conductor.catalog import Catalog
 
 
 @dataclass
@@ -30,18 +32,21 @@ class Api:
     client: TestClient
     store: Store
     published: Published
+    jobs: Jobs | None = None
 
     def as_tenant(self, tenant: str, user: str = "u1") -> dict[str, str]:
         return {"X-Tenant-Id": tenant, "X-User-Id": user}
 
 
-def make_api(url: str, max_body_size: int = 1024 * 1024) -> Api:
+def make_api(url: str, max_body_size: int = 1024 * 1024,
+             catalog: Catalog | None = None) -> Api:
     upgrade(url)
     engine = make_engine(url)
     published = Published()
-    store = Store(session_factory(engine), published)
-    app = create_app(store, NoAuth("t1", "u1"), max_body_size)
-    return Api(TestClient(app, raise_server_exceptions=False), store, published)
+    store = Store(session_factory(engine), published, catalog)
+    jobs = Jobs(store)
+    app = create_app(store, NoAuth("t1", "u1"), max_body_size, jobs)
+    return Api(TestClient(app, raise_server_exceptions=False), store, published, jobs)
 
 
 def reset_postgres(url: str) -> None:

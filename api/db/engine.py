@@ -20,7 +20,11 @@ def make_engine(url: str) -> Engine:
         def _sqlite_pragmas(connection, _record) -> None:  # pragma: no cover - trivial
             cursor = connection.cursor()
             cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.execute("PRAGMA journal_mode=WAL")
+            # WAL is kept in the file: set it once.  Setting it again on every
+            # connection needs a lock the busy timeout does not wait for, so
+            # connections opened at the same moment failed ("database is locked").
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                cursor.execute("PRAGMA journal_mode=WAL")
             cursor.close()
         return engine
     # At most 30 connections, as before (10 + 20 overflow), but all of them kept

@@ -62,10 +62,12 @@ class Deployment(Base):
         ForeignKey("environments.id", ondelete="CASCADE"), index=True)
     tenant_id: Mapped[str] = mapped_column(String(64), index=True)
     session_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    kind: Mapped[str] = mapped_column(String(16), default="deploy")  # deploy | delete
-    # running | success | completed_w_errors
+    # the action: deploy | delete | install | uninstall | execute_operation | ...
+    kind: Mapped[str] = mapped_column(String(32), default="deploy")
+    # running | success | completed_w_errors | abandoned | refused
     state: Mapped[str] = mapped_column(String(32), default="running")
     description: Mapped[dict] = mapped_column(JSON)  # masked: no secrets stored here
+    parameters: Mapped[dict | None] = mapped_column(JSON, nullable=True)  # masked too
     started: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
     finished: Mapped[datetime.datetime | None] = mapped_column(DateTime, nullable=True)
     created: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
@@ -87,3 +89,45 @@ class Status(Base):
     level: Mapped[str] = mapped_column(String(16), default="info")
     created: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
     updated: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class JobTask(Base):
+    """One task of a job, as the conductor reported it on ``job-events``.
+
+    Keyed by (environment, change id): a redelivered or later event about the
+    same task updates this row instead of adding one.
+    """
+
+    __tablename__ = "job_tasks"
+    __table_args__ = (UniqueConstraint("environment_id", "change_id",
+                                       name="uq_job_tasks_environment_change"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True, default=new_id)
+    deployment_id: Mapped[str] = mapped_column(
+        ForeignKey("deployments.id", ondelete="CASCADE"), index=True)
+    environment_id: Mapped[str] = mapped_column(String(64), index=True)
+    change_id: Mapped[str] = mapped_column(String(64))
+    target: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    target_name: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    operation: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    reason: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    status: Mapped[str] = mapped_column(String(16), default="pending")
+    started: Mapped[datetime.datetime | None] = mapped_column(DateTime, nullable=True)
+    finished: Mapped[datetime.datetime | None] = mapped_column(DateTime, nullable=True)
+    summary: Mapped[str | None] = mapped_column(Text, nullable=True)
+    digest: Mapped[str | None] = mapped_column(String(128), nullable=True)
+    log: Mapped[str | None] = mapped_column(Text, nullable=True)  # lines joined by \n
+    created: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+    updated: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class JobLock(Base):
+    """The environment a conductor works on: at most one job per environment."""
+
+    __tablename__ = "job_locks"
+
+    environment_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    job_id: Mapped[str] = mapped_column(String(64))
+    holder: Mapped[str] = mapped_column(String(255))  # which conductor (host, pid, thread)
+    acquired: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+    heartbeat: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)

@@ -1,0 +1,428 @@
+"""Jobs: lifecycle actions on environments, their tasks, topology and status.
+
+A job is a row of ``deployments`` (its ``kind`` is the action).  Besides the
+0.2 session deploy and environment delete (in :mod:`api.store`), users run
+the other actions of :data:`conductor.contract.ACTIONS` on a deployed
+environment; the conductor sends what each job does, task by task, on the
+``job-events`` queue and this module keeps those tasks.
+
+One job at a time per environment: a job is refused (409, naming the job
+that runs) rather than queued behind another, as Unfurl refuses a job when
+the ensemble is locked; a stuck job can be abandoned.
+"""
+from __future__ import annotations
+
+import datetime
+import logging
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from sqlalchemy import delete, func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session as DbSession
+
+from conductor import contract, topology
+from conductor.actionparams import ActionError, check_parameters, select_units, service_type
+from conductor.secrets import mask_text, masked
+
+from .db.models import (ConfigSession, Deployment, Environment, JobLock, JobTask, Status,
+                        new_id, utcnow)
+from .errors import BadRequest, Conflict, NotFound
+from .store import (BUSY, Context, Store, could_be_id, iso, job_secrets, lookup_id,
+                    running_job, settled_state)
+
+LOG = logging.getLogger(__name__)
+
+# the actions users start through POST .../actions/{name}; deploy and delete
+# have their own 0.2 routes (session deploy, environment delete)
+USER_ACTIONS = tuple(a for a in contract.ACTIONS if a not in ("deploy", "delete"))
+UNDEPLOYED_ACTIONS = ("plan",)  # may run before the first deployment
+
+TSV_COLUMNS = ("change_id", "job_id", "action", "status", "reason", "target", "target_name",
+               "operation", "started", "finished", "summary")
+# longest value of each text column of job_tasks (longer: the event is malformed)
+_LIMITS = {"change_id": 64, "target": 255, "target_name": 255, "operation": 255,
+           "reason": 64, "digest": 128}
+_TEXT_FIELDS = ("target", "target_name", "operation", "reason", "status", "summary", "digest")
+
+
+# -- views ---------------------------------------------------------------------------
+
+def job_view(job: Deployment, counts: dict[str, int] | None = None) -> dict[str, Any]:
+    return {"id": job.id, "environment_id": job.environment_id, "action": job.kind,
+            "parameters": job.parameters or {}, "state": job.state,
+            "started": iso(job.started), "finished": iso(job.finished),
+            "created": iso(job.created), "updated": iso(job.updated),
+            "task_counts": counts or {}}
+
+
+def task_view(task: JobTask) -> dict[str, Any]:
+    return {"change_id": task.change_id, "target": task.target,
+            "target_name": task.target_name, "operation": task.operation,
+            "reason": task.reason, "status": task.status, "started": iso(task.started),
+            "finished": iso(task.finished), "summary": task.summary, "digest": task.digest,
+            "log": task.log.split("\n") if task.log else []}
+
+
+def tsv_field(value: Any) -> str:
+    """One TSV cell: None is empty; backslash, tab and line breaks escaped."""
+    if value is None:
+        return ""
+    if isinstance(value, datetime.datetime):
+        value = iso(value)
+    return (str(value).replace("\\", "\\\\").replace("\t", "\\t")
+            .replace("\n", "\\n").replace("\r", "\\r"))
+
+
+def tsv(rows: Iterable[Iterable[Any]]) -> str:
+    lines = ["\t".join(TSV_COLUMNS)]
+    lines.extend("\t".join(tsv_field(value) for value in row) for row in rows)
+    return "\n".join(lines) + "\n"
+
+
+def busy_message(env_id: str, job: Deployment) -> str:
+    return (f"environment {env_id} is busy: job {job.id} ({job.kind}) running since "
+            f"{iso(job.started)}; wait for it to end or abandon it")
+
+
+def _default_status(deployed: bool) -> dict[str, Any]:
+    """What a unit or service without a conductor-kept status shows: not created
+    yet before the first deployment; after it, nobody knows."""
+    return {"local": "unknown" if deployed else "pending", "state": "initial"}
+
+
+def _with_status(item: dict[str, Any], deployed: bool) -> dict[str, Any]:
+    status = item.get("status")
+    return masked(status) if isinstance(status, dict) else _default_status(deployed)
+
+
+def status_view(description: dict[str, Any], deployed: bool) -> list[dict[str, Any]]:
+    services = []
+    for service in description.get("services") or []:
+        if not isinstance(service, dict):
+            continue
+        units = [{"id": u.get("id"), "name": u.get("name"), "status": _with_status(u, deployed)}
+                 for u in service.get("units") or [] if isinstance(u, dict)]
+        services.append({"id": service.get("id"), "name": service.get("name"),
+                         "type": service_type(service),
+                         "status": _with_status(service, deployed), "units": units})
+    return services
+
+
+# -- job events ------------------------------------------------------------------------
+
+class MalformedEvent(ValueError):
+    """A task event the contract lets through but the table cannot hold."""
+
+
+@dataclass
+class TaskFields:
+    """The columns a task event sets (only those present in it) and its new log lines."""
+
+    values: dict[str, Any]
+    lines: list[str]
+
+
+def _clean(text: str) -> str:
+    return text.replace("\x00", "\ufffd")  # PostgreSQL text cannot hold NUL
+
+
+def _timestamp(name: str, value: str) -> datetime.datetime:
+    try:
+        moment = datetime.datetime.fromisoformat(value)
+    except ValueError:
+        raise MalformedEvent(f"field 'task.{name}' is not an ISO 8601 time") from None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+    return moment
+
+
+def task_fields(task: dict[str, Any], secrets: set[str]) -> TaskFields:
+    """The columns of a task event, checked against the table and masked."""
+    values: dict[str, Any] = {}
+    for name in _TEXT_FIELDS:
+        if name in task:
+            value = task[name]
+            if isinstance(value, str):
+                value = _clean(value)
+                if name in _LIMITS and len(value) > _LIMITS[name]:
+                    raise MalformedEvent(f"field 'task.{name}' is longer than "
+                                         f"{_LIMITS[name]} characters")
+            values[name] = value
+    if values.get("summary"):
+        values["summary"] = mask_text(values["summary"], secrets)
+    for name in ("started", "finished"):
+        if name in task:
+            values[name] = _timestamp(name, task[name]) if task[name] else None
+    lines = [mask_text(_clean(line), secrets) for line in task.get("log") or []]
+    return TaskFields(values, lines)
+
+
+# -- the store -----------------------------------------------------------------------------
+
+class Jobs:
+    """Job routes and the ``job-events`` consumer, on the tables of ``store``."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._sessions = store.sessions
+
+    # -- starting a job --------------------------------------------------------
+    def run_action(self, ctx: Context, env_id: str, action: str,
+                   parameters: Any) -> dict[str, Any]:
+        """Start a job of ``action`` on an environment; its view (the task is queued)."""
+        if action not in USER_ACTIONS:
+            raise NotFound(f"unknown action {action[:80]!r}: the actions are "
+                           f"{', '.join(USER_ACTIONS)}")
+        with self._sessions.begin() as db:
+            env = self.store.environment(db, ctx, env_id)
+            parameters = self._checked(action, parameters, env.description)
+            if env.version == 0 and action not in UNDEPLOYED_ACTIONS:
+                raise Conflict(f"environment {env_id} has never been deployed: deploy it "
+                               f"before running {action}")
+            previous = env.state
+            self._claim(db, env)
+            job = Deployment(id=new_id(), environment_id=env.id, tenant_id=env.tenant_id,
+                             kind=action, parameters=masked(parameters),
+                             description=masked(env.description))
+            db.add(job)
+            body = contract.task_body(env.description, ctx.token, env.tenant_id,
+                                      job=contract.job_section(job.id, action, parameters))
+            db.flush()
+            view = job_view(job)
+        self.store.send_task(body, job.id, env_id, previous)
+        return view
+
+    def _checked(self, action: str, parameters: Any, model: dict[str, Any]) -> dict[str, Any]:
+        """The parameters with their defaults; a 400 naming the wrong one."""
+        catalog = self.store.catalog
+        try:
+            checked = check_parameters(action, parameters, model, catalog)
+            if action == "execute_operation":
+                select_units(checked, model, catalog)  # a unit without the operation: now
+        except ActionError as exc:
+            raise BadRequest(str(exc)) from None
+        return checked
+
+    @staticmethod
+    def _claim(db: DbSession, env: Environment) -> None:
+        """Mark the environment busy (uninstall too: it keeps the environment);
+        a 409 naming the running job when another one has it."""
+        claimed = db.execute(update(Environment).where(
+            Environment.id == env.id, Environment.state.not_in(BUSY)).values(
+            state="deploying", updated=utcnow())).rowcount
+        if claimed == 1:
+            return
+        running = running_job(db, env.id)
+        if running is not None:
+            raise Conflict(busy_message(env.id, running))
+        raise Conflict(f"environment {env.id} is {env.state}; wait for it to end")
+
+    # -- reading jobs -------------------------------------------------------------
+    def list_jobs(self, ctx: Context, env_id: str) -> list[dict[str, Any]]:
+        with self._sessions() as db:
+            env = self.store.environment(db, ctx, env_id)
+            counts = _task_counts(db, JobTask.environment_id == env.id)
+            jobs = db.scalars(select(Deployment).where(
+                Deployment.environment_id == env.id).order_by(
+                Deployment.started.desc(), Deployment.created.desc()))
+            return [job_view(job, counts.get(job.id)) for job in jobs]
+
+    def get_job(self, ctx: Context, env_id: str, job_id: str) -> dict[str, Any]:
+        with self._sessions() as db:
+            job = self._job(db, ctx, env_id, job_id)
+            tasks = list(db.scalars(select(JobTask).where(
+                JobTask.deployment_id == job.id).order_by(JobTask.change_id)))
+            counts = _task_counts(db, JobTask.deployment_id == job.id)
+            return {**job_view(job, counts.get(job.id)), "tasks": [task_view(t) for t in tasks]}
+
+    def tasks_tsv(self, ctx: Context, env_id: str, job_id: str | None = None) -> str:
+        """The tasks of one job (or of every job of the environment) as TSV."""
+        with self._sessions() as db:
+            if job_id is None:
+                where = JobTask.environment_id == self.store.environment(db, ctx, env_id).id
+            else:
+                where = JobTask.deployment_id == self._job(db, ctx, env_id, job_id).id
+            rows = db.execute(select(
+                JobTask.change_id, JobTask.deployment_id, Deployment.kind, JobTask.status,
+                JobTask.reason, JobTask.target, JobTask.target_name, JobTask.operation,
+                JobTask.started, JobTask.finished, JobTask.summary).join(
+                Deployment, Deployment.id == JobTask.deployment_id).where(where).order_by(
+                JobTask.change_id))
+            return tsv(rows)
+
+    def _job(self, db: DbSession, ctx: Context, env_id: str, job_id: str) -> Deployment:
+        env = self.store.environment(db, ctx, env_id)
+        job = db.get(Deployment, lookup_id(job_id, "job"))
+        if job is None or job.environment_id != env.id:
+            raise NotFound(f"job {job_id} not found in environment {env_id}")
+        return job
+
+    # -- views of the environment ---------------------------------------------------
+    def topology(self, ctx: Context, env_id: str,
+                 session_id: str | None = None) -> dict[str, Any]:
+        """The dependency graph of the deployed description (or of a session's)."""
+        with self._sessions() as db:
+            env = self.store.environment(db, ctx, env_id)
+            description = env.description
+            if session_id:
+                description = self.store.config_session(db, ctx, env, session_id,
+                                                         editable=False).description
+            return topology.build(description, self.store.catalog).view()
+
+    def status(self, ctx: Context, env_id: str,
+               session_id: str | None = None) -> dict[str, Any]:
+        """Per service and unit the status the conductor keeps in the description.
+
+        The environment's description has no services before its first
+        deployment ends: then a session's (given) or the running first
+        deployment's services are shown, every one pending.
+        """
+        with self._sessions() as db:
+            env = self.store.environment(db, ctx, env_id)
+            running = running_job(db, env.id)
+            description = env.description
+            if session_id:
+                description = self.store.config_session(db, ctx, env, session_id,
+                                                        editable=False).description
+            elif env.version == 0 and running is not None:
+                description = running.description
+            return {"environment_id": env.id, "version": env.version, "state": env.state,
+                    "job": running.id if running is not None else None,
+                    "services": status_view(description, env.version > 0)}
+
+    # -- abandoning a job -------------------------------------------------------------
+    def abandon(self, ctx: Context, env_id: str) -> dict[str, Any]:
+        """Give up the running job: it ends as ``abandoned``, the environment is
+        usable again and its job lock is cleared; what the job still sends is ignored."""
+        with self._sessions.begin() as db:
+            env = self.store.environment(db, ctx, env_id, lock=True)
+            job = running_job(db, env.id)
+            if job is None:
+                raise Conflict(f"environment {env_id} runs no job: nothing to abandon")
+            now = utcnow()
+            job.state, job.finished, job.updated = "abandoned", now, now
+            env.state, env.updated = self._after_abandon(db, env, job), now
+            _reopen_session(db, job, now)
+            db.execute(delete(JobLock).where(JobLock.environment_id == env.id))
+            db.add(Status(id=new_id(), deployment_id=job.id, entity="environment",
+                          entity_id=env.id, level="warning",
+                          text=f"job {job.id} ({job.kind}) abandoned by user {ctx.user_id}"))
+            db.flush()
+            return job_view(job)
+
+    @staticmethod
+    def _after_abandon(db: DbSession, env: Environment, job: Deployment) -> str:
+        if job.kind == "plan":  # it changed nothing
+            return settled_state(db, env.id, job.id)
+        return "delete failure" if job.kind == "delete" else "deploy failure"
+
+    # -- from the conductor ------------------------------------------------------------
+    def apply_job_event(self, body: Any, message_id: str | None) -> None:
+        """Store a ``job-events`` message; a malformed one is logged and dropped."""
+        try:
+            event = contract.parse_job_event(body)
+        except contract.ContractError as exc:
+            LOG.warning("job event %s dropped: %s", message_id, exc)
+            return
+        if event.kind == "task":
+            self._task_event(event, message_id)
+        else:
+            self._job_event(event, message_id)
+
+    def _task_event(self, event: contract.JobEvent, message_id: str | None) -> None:
+        for attempt in range(2):
+            try:
+                with self._sessions.begin() as db:
+                    self._upsert_task(db, event, message_id)
+                return
+            except MalformedEvent as exc:
+                LOG.warning("job event %s of job %s dropped: %s", message_id, event.job_id, exc)
+                return
+            except IntegrityError:  # another consumer inserted the same task first
+                if attempt:
+                    raise
+                LOG.info("job event %s: task inserted concurrently, updating it", message_id)
+
+    def _upsert_task(self, db: DbSession, event: contract.JobEvent,
+                     message_id: str | None) -> None:
+        job = self._event_job(db, event, message_id)
+        if job is None:
+            return
+        task = event.task or {}
+        change_id = _clean(task["change_id"])
+        if len(change_id) > _LIMITS["change_id"]:
+            raise MalformedEvent(f"field 'task.change_id' is longer than "
+                                 f"{_LIMITS['change_id']} characters")
+        fields = task_fields(task, job_secrets(db, job))
+        row = db.scalars(select(JobTask).where(JobTask.environment_id == job.environment_id,
+                                               JobTask.change_id == change_id)).first()
+        now = utcnow()
+        if row is None:
+            db.add(JobTask(id=new_id(), deployment_id=job.id,
+                           environment_id=job.environment_id, change_id=change_id,
+                           log="\n".join(fields.lines) if fields.lines else None,
+                           created=now, updated=now, **fields.values))
+            db.flush()
+            return
+        values = dict(fields.values, updated=now)
+        if fields.lines:  # appended in SQL: concurrent appends lose no line
+            values["log"] = func.coalesce(JobTask.log + "\n", "") + "\n".join(fields.lines)
+        db.execute(update(JobTask).where(JobTask.id == row.id).values(**values))
+
+    @staticmethod
+    def _event_job(db: DbSession, event: contract.JobEvent,
+                   message_id: str | None) -> Deployment | None:
+        job = db.get(Deployment, event.job_id) if could_be_id(event.job_id) else None
+        if job is None or job.environment_id != event.environment_id:
+            LOG.info("job event %s for unknown job %.80r of environment %.80r dropped",
+                     message_id, event.job_id, event.environment_id)
+            return None
+        return job
+
+    def _job_event(self, event: contract.JobEvent, message_id: str | None) -> None:
+        if event.state != "refused":  # results end jobs; the rest is informative
+            LOG.debug("job event %s: job %s is %s", message_id, event.job_id, event.state)
+            return
+        with self._sessions.begin() as db:
+            job = self._event_job(db, event, message_id)
+            if job is None:
+                return
+            if job.finished is not None:
+                LOG.info("job event %s: job %s already ended (%s); refusal ignored",
+                         message_id, job.id, job.state)
+                return
+            self._refuse(db, job, event.summary)
+
+    @staticmethod
+    def _refuse(db: DbSession, job: Deployment, summary: str) -> None:
+        """The conductor would not run the job (the environment was locked): it
+        ends as ``refused``, the environment as it was, the reason kept as a report."""
+        now = utcnow()
+        job.state, job.finished, job.updated = "refused", now, now
+        text = mask_text(summary, job_secrets(db, job)) or f"job {job.id} was refused"
+        db.add(Status(id=new_id(), deployment_id=job.id, entity="environment",
+                      entity_id=job.environment_id, level="error", text=text))
+        env = db.get(Environment, job.environment_id)
+        if env is not None and env.state in BUSY:
+            env.state, env.updated = settled_state(db, env.id, job.id), now
+        _reopen_session(db, job, now)
+
+
+def _task_counts(db: DbSession, where: Any) -> dict[str, dict[str, int]]:
+    """job id -> {status: number of tasks} (statuses without tasks left out)."""
+    counts: dict[str, dict[str, int]] = {}
+    for job_id, status, number in db.execute(select(
+            JobTask.deployment_id, JobTask.status, func.count()).where(where).group_by(
+            JobTask.deployment_id, JobTask.status)):
+        counts.setdefault(job_id, {})[status] = number
+    return counts
+
+
+def _reopen_session(db: DbSession, job: Deployment, now: datetime.datetime) -> None:
+    """The session of a job that did not run to its end can be deployed again
+    (the environment's version did not change)."""
+    if job.session_id:
+        db.execute(update(ConfigSession).where(
+            ConfigSession.id == job.session_id, ConfigSession.state == "deploying").values(
+            state="open", updated=now))

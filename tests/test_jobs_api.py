@@ -1,0 +1,611 @@
+"""Jobs through the API: actions, busy refusals, abandon, job events, TSV,
+topology and status views -- on SQLite and on the real PostgreSQL."""
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import select
+
+from api.db.engine import alembic_config, make_engine, upgrade
+from api.db.models import Deployment, JobLock as LockRow
+from api.service import ApiService
+from apikit import make_api, reset_postgres, web_server
+from conductor import contract
+from conductor.broker import Broker
+from conductor.catalog import load_catalog
+from conductor.cli import build_conf
+from conductor.joblock import JobLock
+from services import postgres_url
+
+TYPES = {
+    "service": {"abstract": True, "operations": {"restart": None}},
+    "windowsService": {"extends": "service", "abstract": True,
+                       "references": {"domain": {"type": "activeDirectory", "key": "domain"}}},
+    "activeDirectory": {"extends": "windowsService"},
+    "webServer": {"extends": "windowsService",
+                  "operations": {"recycle": {"template": "RecyclePool"}}},
+    "linuxService": {"extends": "service", "abstract": True},
+    "linuxWebServer": {"extends": "linuxService"},
+}
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def api(request, tmp_path):
+    path = tmp_path / "types.json"
+    path.write_text(json.dumps({"types": TYPES}))
+    catalog = load_catalog(path)
+    if request.param == "sqlite":
+        yield make_api(f"sqlite:///{tmp_path / 'jobs.sqlite'}", catalog=catalog)
+        return
+    url = postgres_url()
+    reset_postgres(url)
+    yield make_api(url, catalog=catalog)
+    reset_postgres(url)
+
+
+def linux_site(name="site", **extra):
+    return {"name": name, "type": "linuxWebServer", "osImage": {"name": "debian"},
+            "units": [{}, {}], **extra}
+
+
+def new_env(client, services=(), name="env1"):
+    """An environment and an open session holding ``services``."""
+    env = client.post("/environments", json={"name": name}).json()
+    session = client.post(f"/environments/{env['id']}/configure").json()["id"]
+    for service in services:
+        response = client.post(f"/environments/{env['id']}/services/", json=service,
+                                   headers={"X-Configuration-Session": session})
+        assert response.status_code == 200, response.text
+    return env["id"], session
+
+
+def finish(api, message_id, model, reports=()):
+    env_id = model["id"]
+    for index, (level, text) in enumerate(reports):
+        api.store.add_report(contract.report_body(env_id, "environment", text, level, env_id),
+                             f"{message_id}-report-{index + 1}")
+    api.store.apply_result(contract.result_body(model), message_id)
+
+
+def deployed(api, services=None, change=None):
+    """A deployed environment; ``change(model)`` edits the final model first."""
+    env_id, session = new_env(api.client, [web_server(), linux_site()] if services is None
+                              else services)
+    assert api.client.post(f"/environments/{env_id}/sessions/{session}/deploy").status_code \
+        == 200
+    body, message_id = api.published.tasks[-1]
+    model = copy.deepcopy(body)
+    if change:
+        change(model)
+    finish(api, message_id, model)
+    return env_id, model
+
+
+def action(api, env_id, name, parameters=None, **kwargs):
+    if parameters is not None:
+        kwargs["json"] = parameters
+    return api.client.post(f"/environments/{env_id}/actions/{name}", **kwargs)
+
+
+def service_id(model, name):
+    return next(s["id"] for s in model["services"] if s["name"] == name)
+
+
+def message(response):
+    return response.json()["error"]["message"]
+
+
+def event(api, env_id, job_id, change_id, message_id=None, **task):
+    api.jobs.apply_job_event(contract.task_event_body(env_id, job_id,
+                                                      {"change_id": change_id, **task}),
+                             message_id)
+
+
+# -- starting jobs -----------------------------------------------------------------------
+
+def test_an_action_creates_a_job_and_publishes_its_task(api):
+    env_id, model = deployed(api)
+    web = service_id(model, "frontend")
+    response = action(api, env_id, "scale", {"node_id": web},
+                      headers={"X-Auth-Token": "tok-9"})
+    assert response.status_code == 202, response.text
+    job = response.json()
+    assert (job["action"], job["state"], job["environment_id"]) == ("scale", "running", env_id)
+    assert job["parameters"] == {"node_id": web, "delta": 1, "scale_compute": True}
+    body, message_id = api.published.tasks[-1]
+    assert message_id == job["id"]
+    task = contract.parse_task(body)
+    assert (task.job_id, task.action, task.parameters) == (job["id"], "scale",
+                                                          job["parameters"])
+    assert (task.token, task.tenant_id, task.environment_id) == ("tok-9", "t1", env_id)
+    assert task.model["services"][0]["adminPassword"] == "P@ssw0rd-web"  # the conductor's
+    shown = api.client.get(f"/environments/{env_id}").json()
+    assert (shown["status"], shown["version"]) == ("deploying", 1)
+    jobs = api.client.get(f"/environments/{env_id}/jobs").json()["jobs"]
+    assert [(j["id"], j["action"]) for j in jobs][0] == (job["id"], "scale")
+    assert [j["action"] for j in jobs] == ["scale", "deploy"]
+    assert "P@ssw0rd-web" not in json.dumps(
+        api.client.get(f"/environments/{env_id}/deployments").json())
+
+
+def test_an_action_without_a_body_takes_the_defaults(api):
+    env_id, _ = deployed(api)
+    response = api.client.post(f"/environments/{env_id}/actions/install")
+    assert response.status_code == 202, response.text
+    assert response.json()["parameters"] == {"change_detection": "evaluate"}
+    assert contract.parse_task(api.published.tasks[-1][0]).action == "install"
+
+
+def test_uninstall_keeps_the_environment_and_marks_it_deploying(api):
+    env_id, model = deployed(api)
+    job = action(api, env_id, "uninstall", {}).json()
+    assert api.client.get(f"/environments/{env_id}").json()["status"] == "deploying"
+    emptied = dict(model, services=[])
+    finish(api, job["id"], emptied)
+    shown = api.client.get(f"/environments/{env_id}").json()
+    assert (shown["status"], shown["version"], shown["services"]) == ("ready", 2, [])
+
+
+def test_execute_operation_secrets_of_parameters_are_masked_in_views(api):
+    env_id, model = deployed(api)
+    response = action(api, env_id, "execute_operation", {
+        "operation": "recycle", "type_names": ["webServer"],
+        "operation_kwargs": {"adminPassword": "Kw-Secret-1"}})
+    assert response.status_code == 202, response.text
+    assert response.json()["parameters"]["operation_kwargs"] == {"adminPassword": "***"}
+    body, _ = api.published.tasks[-1]
+    assert body["job"]["parameters"]["operation_kwargs"] == {"adminPassword": "Kw-Secret-1"}
+    listed = api.client.get(f"/environments/{env_id}/jobs").text
+    assert "Kw-Secret-1" not in listed
+
+
+def test_session_deploy_and_delete_send_job_sections(api):
+    env_id, session = new_env(api.client, [web_server()])
+    base = f"/environments/{env_id}/sessions/{session}/deploy"
+    bad = api.client.post(base, params={"change_detection": "often"})
+    assert bad.status_code == 400 and "'change_detection'" in message(bad)
+    assert api.published.tasks == []
+    assert api.client.post(base, params={"change_detection": "always"}).status_code == 200
+    body, message_id = api.published.tasks[-1]
+    assert body["job"] == {"id": message_id, "action": "deploy",
+                           "parameters": {"change_detection": "always"}}
+    finish(api, message_id, copy.deepcopy(body))
+    assert api.client.delete(f"/environments/{env_id}").status_code == 200
+    body, message_id = api.published.tasks[-1]
+    assert body["job"] == {"id": message_id, "action": "delete", "parameters": {}}
+    jobs = api.client.get(f"/environments/{env_id}/jobs").json()["jobs"]
+    assert [(j["action"], j["parameters"]) for j in jobs] == [
+        ("delete", {}), ("deploy", {"change_detection": "always"})]
+
+
+# -- refusals -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name", ["explode", "deploy", "delete"])
+def test_unknown_actions_are_404_naming_the_known_ones(api, name):
+    env_id, _ = deployed(api)
+    response = action(api, env_id, name, {})
+    assert response.status_code == 404
+    assert f"unknown action {name!r}" in message(response)
+    assert "install, uninstall, execute_operation, heal, scale, check, plan" in message(response)
+
+
+@pytest.mark.parametrize("name, parameters, expected", [
+    ("scale", {}, "'node_id' is required"),
+    ("scale", {"node_id": "nope"}, "'node_id' names no service"),
+    ("scale", {"node_id": "FRONTEND", "delta": -1}, "must keep at least 1"),
+    ("heal", {"node_instance_id": "nope"}, "'node_instance_id' names no unit"),
+    ("install", {"change_detection": 1}, "'change_detection' must be one of"),
+    ("check", {"deep": True}, "unknown parameter 'deep'"),
+    ("execute_operation", {"operation": "recycle"},
+     "'linuxWebServer' has no operation 'recycle'"),
+    ("execute_operation", {"operation": "recycle", "type_names": ["teapot"]},
+     "'type_names' names no service type"),
+])
+def test_bad_parameters_are_400_naming_the_parameter(api, name, parameters, expected):
+    env_id, model = deployed(api)
+    if parameters.get("node_id") == "FRONTEND":
+        parameters = dict(parameters, node_id=service_id(model, "frontend"))
+    count = len(api.published.tasks)
+    response = action(api, env_id, name, parameters)
+    assert response.status_code == 400, response.text
+    assert expected in message(response)
+    assert len(api.published.tasks) == count
+    assert api.client.get(f"/environments/{env_id}").json()["status"] == "ready"
+
+
+@pytest.mark.parametrize("content, expected", [
+    (b"{nope", "malformed JSON body"),
+    (b"[1, 2]", "must be a JSON object"),
+    (b'"scale"', "must be a JSON object"),
+])
+def test_bodies_that_are_not_parameter_objects_are_400(api, content, expected):
+    env_id, _ = deployed(api)
+    response = api.client.post(f"/environments/{env_id}/actions/check", content=content,
+                               headers={"Content-Type": "application/json"})
+    assert response.status_code == 400 and expected in message(response)
+
+
+def test_actions_need_a_deployed_environment_except_plan(api):
+    env_id, _ = new_env(api.client, [web_server()])
+    response = action(api, env_id, "check", {})
+    assert response.status_code == 409
+    assert message(response) == (f"environment {env_id} has never been deployed: deploy it "
+                                 f"before running check")
+    planned = action(api, env_id, "plan", {})
+    assert planned.status_code == 202, planned.text
+
+
+def test_missing_and_foreign_environments(api):
+    assert action(api, "nope", "check", {}).status_code == 404
+    env_id, _ = deployed(api)
+    other = api.as_tenant("t2", "u2")
+    assert action(api, env_id, "check", {}, headers=other).status_code == 403
+    for path in ("jobs", "tasks.tsv", "topology", "status"):
+        assert api.client.get(f"/environments/{env_id}/{path}",
+                              headers=other).status_code == 403, path
+    assert api.client.post(f"/environments/{env_id}/abandon", headers=other).status_code == 403
+
+
+def test_a_busy_environment_refuses_a_job_naming_the_running_one(api):
+    env_id, _ = deployed(api)
+    first = action(api, env_id, "check", {}).json()
+    count = len(api.published.tasks)
+    response = action(api, env_id, "install", {})
+    assert response.status_code == 409
+    assert message(response) == (
+        f"environment {env_id} is busy: job {first['id']} (check) running since "
+        f"{first['started']}; wait for it to end or abandon it")
+    assert len(api.published.tasks) == count  # refused, not queued
+    finish(api, first["id"], copy.deepcopy(api.published.tasks[-1][0]))
+    assert action(api, env_id, "install", {}).status_code == 202
+
+
+def test_a_session_deploy_in_progress_makes_actions_wait(api):
+    env_id, _ = deployed(api)
+    session = api.client.post(f"/environments/{env_id}/configure").json()["id"]
+    api.client.post(f"/environments/{env_id}/sessions/{session}/deploy")
+    job_id = api.published.tasks[-1][1]
+    response = action(api, env_id, "check", {})
+    assert response.status_code == 409 and f"job {job_id} (deploy)" in message(response)
+
+
+def test_the_broker_down_leaves_no_job(api):
+    env_id, _ = deployed(api)
+    api.published.fail = True
+    assert action(api, env_id, "check", {}).status_code == 503
+    api.published.fail = False
+    assert [j["action"] for j in api.client.get(
+        f"/environments/{env_id}/jobs").json()["jobs"]] == ["deploy"]
+    assert api.client.get(f"/environments/{env_id}").json()["status"] == "ready"
+
+
+# -- results of jobs ---------------------------------------------------------------------
+
+def test_a_plan_job_does_not_change_the_description(api):
+    env_id, model = deployed(api)
+    session = api.client.post(f"/environments/{env_id}/configure").json()["id"]
+    job = action(api, env_id, "plan", {"change_detection": "skip"}).json()
+    changed = copy.deepcopy(api.published.tasks[-1][0])
+    changed["services"] = []
+    finish(api, job["id"], changed)
+    shown = api.client.get(f"/environments/{env_id}").json()
+    assert (shown["status"], shown["version"]) == ("pending", 1)  # the session is still valid
+    assert len(shown["services"]) == 2
+    assert api.client.get(f"/environments/{env_id}/sessions/{session}").status_code == 200
+    done = api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()
+    assert (done["state"], done["action"]) == ("success", "plan")
+
+
+def test_other_jobs_store_the_model_and_invalidate_sessions(api):
+    env_id, model = deployed(api)
+    session = api.client.post(f"/environments/{env_id}/configure").json()["id"]
+    job = action(api, env_id, "check", {}).json()
+    checked = copy.deepcopy(api.published.tasks[-1][0])
+    checked["services"][0]["units"][0]["state"] = {"checked": True}
+    finish(api, job["id"], checked, [("error", "unit unreachable")])
+    shown = api.client.get(f"/environments/{env_id}").json()
+    assert (shown["status"], shown["version"]) == ("deploy failure", 2)
+    assert shown["services"][0]["units"][0]["state"] == {"checked": True}
+    assert api.client.get(f"/environments/{env_id}/sessions/{session}").status_code == 403
+    assert api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()["state"] == \
+        "completed_w_errors"
+
+
+def test_a_failed_plan_leaves_the_environment_state_as_it_was(api):
+    env_id, model = deployed(api)
+    job = action(api, env_id, "plan", {}).json()
+    finish(api, job["id"], copy.deepcopy(model), [("error", "cannot plan")])
+    assert api.client.get(f"/environments/{env_id}").json()["status"] == "ready"
+
+
+# -- abandon ------------------------------------------------------------------------------
+
+def test_abandon_ends_the_running_job_and_ignores_what_it_sends_later(api):
+    env_id, model = deployed(api)
+    assert api.client.post(f"/environments/{env_id}/abandon").status_code == 409
+    job = action(api, env_id, "check", {}).json()
+    lock = JobLock(api.store.sessions.kw["bind"])
+    assert lock.acquire(env_id, job["id"], "conductor-1") is None
+    response = api.client.post(f"/environments/{env_id}/abandon")
+    assert response.status_code == 200, response.text
+    assert (response.json()["id"], response.json()["state"]) == (job["id"], "abandoned")
+    assert response.json()["finished"]
+    assert lock.holder(env_id) is None
+    assert api.client.get(f"/environments/{env_id}").json()["status"] == "deploy failure"
+    assert api.client.post(f"/environments/{env_id}/abandon").status_code == 409
+    # what the abandoned job still sends changes nothing
+    late = copy.deepcopy(model)
+    late["services"] = []
+    finish(api, job["id"], late, [("error", "late failure")])
+    api.jobs.apply_job_event(contract.job_event_body(env_id, job["id"], "refused", "x"), "e1")
+    event(api, env_id, job["id"], "c1", status="ok")  # its task rows may still be stored
+    shown = api.client.get(f"/environments/{env_id}").json()
+    assert (shown["version"], len(shown["services"]), shown["status"]) == \
+        (1, 2, "deploy failure")
+    done = api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()
+    assert done["state"] == "abandoned" and [t["status"] for t in done["tasks"]] == ["ok"]
+    reports = api.client.get(f"/environments/{env_id}/deployments/{job['id']}").json()
+    assert [r["level"] for r in reports["reports"]] == ["warning"]  # the abandon, no late error
+    assert action(api, env_id, "check", {}).status_code == 202  # usable again
+
+
+def test_abandoning_a_session_deploy_reopens_the_session(api):
+    env_id, session = new_env(api.client, [web_server()])
+    api.client.post(f"/environments/{env_id}/sessions/{session}/deploy")
+    assert api.client.post(f"/environments/{env_id}/abandon").status_code == 200
+    assert api.client.get(f"/environments/{env_id}/sessions/{session}").json()["state"] == \
+        "open"
+    assert api.client.post(f"/environments/{env_id}/sessions/{session}/deploy").status_code \
+        == 200
+
+
+# -- job events -------------------------------------------------------------------------------
+
+def test_task_events_are_upserted_and_log_lines_appended(api):
+    env_id, _ = deployed(api)
+    job = action(api, env_id, "check", {}).json()
+    event(api, env_id, job["id"], "A002", target="u2", target_name="web2",
+          operation="check", reason="check", status="pending")
+    event(api, env_id, job["id"], "A001", target="u1", target_name="web1", operation="check",
+          reason="check", status="running", started="2024-05-01T12:00:00Z",
+          log=["connecting", "password is P@ssw0rd-web"])
+    event(api, env_id, job["id"], "A001", status="ok", finished="2024-05-01T12:00:07+02:00",
+          summary="web1 answers, P@ssw0rd-web works", digest="d1", log=["done"])
+    shown = api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()
+    assert [t["change_id"] for t in shown["tasks"]] == ["A001", "A002"]
+    first = shown["tasks"][0]
+    assert first == {"change_id": "A001", "target": "u1", "target_name": "web1",
+                     "operation": "check", "reason": "check", "status": "ok",
+                     "started": "2024-05-01T12:00:00", "finished": "2024-05-01T10:00:07",
+                     "summary": "web1 answers, *** works", "digest": "d1",
+                     "log": ["connecting", "password is ***", "done"]}
+    assert shown["tasks"][1]["log"] == [] and shown["tasks"][1]["status"] == "pending"
+    assert shown["task_counts"] == {"ok": 1, "pending": 1}
+    listed = api.client.get(f"/environments/{env_id}/jobs").json()["jobs"]
+    assert listed[0]["task_counts"] == {"ok": 1, "pending": 1}
+    assert listed[1]["task_counts"] == {}
+
+
+def test_unknown_and_malformed_events_are_dropped(api, caplog):
+    env_id, model = deployed(api)
+    job = action(api, env_id, "check", {}).json()
+    caplog.set_level("INFO", logger="api.jobstore")
+    event(api, env_id, "no-such-job", "B001", status="ok")
+    event(api, "other-env", job["id"], "B002", status="ok")  # a job of another environment
+    for body in (b"not json", {"kind": "task"}, [1],
+                 {"environment_id": env_id, "job_id": job["id"], "kind": "task",
+                  "task": {"change_id": "B003", "status": "exploded"}},
+                 {"environment_id": env_id, "job_id": job["id"], "kind": "task",
+                  "task": {"change_id": "B004", "started": "yesterday"}},
+                 {"environment_id": env_id, "job_id": job["id"], "kind": "task",
+                  "task": {"change_id": "B" * 65}},
+                 {"environment_id": env_id, "job_id": job["id"], "kind": "task",
+                  "task": {"change_id": "B005", "reason": "r" * 65}},
+                 {"environment_id": env_id, "job_id": "x\x00" * 40, "kind": "task",
+                  "task": {"change_id": "B006"}}):
+        api.jobs.apply_job_event(body, "bad")
+    assert "unknown job 'no-such-job'" in caplog.text
+    assert "not an ISO 8601 time" in caplog.text and "longer than 64" in caplog.text
+    assert api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()["tasks"] == []
+    event(api, env_id, job["id"], "B007", status="ok", summary="nul \x00 here")
+    tasks = api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()["tasks"]
+    assert [t["summary"] for t in tasks] == ["nul \ufffd here"]
+
+
+def test_a_refused_job_ends_and_keeps_why(api):
+    env_id, model = deployed(api)
+    job = action(api, env_id, "check", {}).json()
+    api.jobs.apply_job_event(contract.job_event_body(
+        env_id, job["id"], "refused",
+        f"environment {env_id} is locked by job j0 (conductor c1) since 2024-05-01T12:00:00"),
+        "ev-1")
+    api.jobs.apply_job_event(contract.job_event_body(env_id, job["id"], "running"), "ev-2")
+    done = api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()
+    assert done["state"] == "refused" and done["finished"]
+    assert api.client.get(f"/environments/{env_id}").json()["status"] == "ready"
+    reports = api.client.get(f"/environments/{env_id}/deployments/{job['id']}").json()
+    assert [(r["level"], r["text"]) for r in reports["reports"]] == [
+        ("error", f"environment {env_id} is locked by job j0 (conductor c1) since "
+                  f"2024-05-01T12:00:00")]
+    finish(api, job["id"], dict(copy.deepcopy(model), services=[]))  # a late result: ignored
+    assert api.client.get(f"/environments/{env_id}").json()["version"] == 1
+
+
+def test_a_refused_session_deploy_reopens_the_session(api):
+    env_id, session = new_env(api.client, [web_server()])
+    api.client.post(f"/environments/{env_id}/sessions/{session}/deploy")
+    job_id = api.published.tasks[-1][1]
+    api.jobs.apply_job_event(contract.job_event_body(env_id, job_id, "refused", "locked"), "e")
+    assert api.client.get(f"/environments/{env_id}/sessions/{session}").json()["state"] == \
+        "open"
+    assert api.client.get(f"/environments/{env_id}").json()["status"] == "pending"
+
+
+# -- TSV --------------------------------------------------------------------------------------
+
+def test_tasks_as_tsv(api):
+    env_id, _ = deployed(api)
+    deploy_job = api.client.get(f"/environments/{env_id}/jobs").json()["jobs"][0]["id"]
+    event(api, env_id, deploy_job, "C001", target="u1", target_name="web1",
+          operation="create", reason="new", status="ok", started="2024-05-01T12:00:00",
+          finished="2024-05-01T12:01:00", summary="created\tweb1\nfine \\ ok")
+    job = action(api, env_id, "check", {}).json()
+    event(api, env_id, job["id"], "C002", status="error", summary=None)
+    response = api.client.get(f"/environments/{env_id}/jobs/{job['id']}/tasks.tsv")
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/tab-separated-values")
+    header = ("change_id\tjob_id\taction\tstatus\treason\ttarget\ttarget_name\toperation\t"
+              "started\tfinished\tsummary")
+    assert response.text == f"{header}\nC002\t{job['id']}\tcheck\terror\t\t\t\t\t\t\t\n"
+    everything = api.client.get(f"/environments/{env_id}/tasks.tsv").text.split("\n")
+    assert everything[0] == header and everything[-1] == ""
+    assert everything[1] == (f"C001\t{deploy_job}\tdeploy\tok\tnew\tu1\tweb1\tcreate\t"
+                             f"2024-05-01T12:00:00\t2024-05-01T12:01:00\t"
+                             f"created\\tweb1\\nfine \\\\ ok")
+    assert everything[2].startswith("C002\t") and len(everything) == 4
+    assert api.client.get(f"/environments/{env_id}/jobs/nope/tasks.tsv").status_code == 404
+
+
+# -- topology and status --------------------------------------------------------------------
+
+def test_topology_view(api):
+    ad = {"name": "dc", "type": "activeDirectory", "domain": "acme.loc",
+          "adminPassword": "P@ssw0rd-ad",
+          "units": [{"isMaster": True, "recoveryPassword": "P@ssw0rd-rec"}]}
+    env_id, model = deployed(api, [ad, web_server()])
+    ad_id, web_id = service_id(model, "dc"), service_id(model, "frontend")
+    view = api.client.get(f"/environments/{env_id}/topology").json()
+    assert view["levels"] == [[ad_id], [web_id]]
+    assert {"source": web_id, "target": ad_id, "kind": "depends_on",
+            "reason": "domain"} in view["edges"]
+    assert {(n["kind"], n["type"]) for n in view["nodes"]} >= {
+        ("service", "activeDirectory"), ("service", "webServer"), ("unit", "host")}
+    assert view["problems"] == []
+    assert "P@ssw0rd" not in json.dumps(view)
+
+
+def test_topology_of_a_session(api):
+    env_id, session = new_env(api.client, [linux_site("a"), linux_site("b")])
+    assert api.client.get(f"/environments/{env_id}/topology").json()["nodes"] == []
+    view = api.client.get(f"/environments/{env_id}/topology",
+                          headers={"X-Configuration-Session": session}).json()
+    assert len(view["levels"]) == 1 and len(view["levels"][0]) == 2
+
+
+def test_status_view(api):
+    env_id, session = new_env(api.client, [linux_site()])
+    assert api.client.get(f"/environments/{env_id}/status").json()["services"] == []
+    before = api.client.get(f"/environments/{env_id}/status",
+                            headers={"X-Configuration-Session": session}).json()
+    assert before["job"] is None and before["version"] == 0
+    unit = before["services"][0]["units"][0]
+    assert unit["status"] == {"local": "pending", "state": "initial"}
+
+    def statuses(model):
+        service = model["services"][0]
+        service["units"][0]["status"] = {"local": "ok", "state": "started",
+                                         "lastChange": "A001", "created": "A001",
+                                         "customized": False, "protected": True}
+        service["status"] = {"local": "degraded", "state": "started"}
+
+    api.client.post(f"/environments/{env_id}/sessions/{session}/deploy")
+    running = api.client.get(f"/environments/{env_id}/status").json()
+    assert running["job"] == api.published.tasks[-1][1]
+    assert [u["status"]["local"] for u in running["services"][0]["units"]] == \
+        ["pending", "pending"]  # the first deployment's services
+    body, message_id = api.published.tasks[-1]
+    model = copy.deepcopy(body)
+    statuses(model)
+    finish(api, message_id, model)
+    after = api.client.get(f"/environments/{env_id}/status").json()
+    service = after["services"][0]
+    assert after["job"] is None and after["version"] == 1
+    assert service["status"] == {"local": "degraded", "state": "started"}
+    assert service["units"][0]["status"]["protected"] is True
+    assert service["units"][0]["status"]["local"] == "ok"
+    assert service["units"][1]["status"] == {"local": "unknown", "state": "initial"}
+
+
+# -- the broker consumer and the schema --------------------------------------------------------
+
+def test_the_api_service_consumes_job_events(tmp_path):
+    conf = build_conf()
+    conf(["api"], default_config_files=[])
+    conf.set_override("url", "memory://", group="broker")
+    service = ApiService(conf, f"sqlite:///{tmp_path / 'events.sqlite'}")
+    broker = Broker("memory://")
+    try:
+        assert service.start_consumers().ready.wait(10)
+        client = TestClient(service.app)
+        env_id, session = new_env(client, [linux_site()])
+        client.post(f"/environments/{env_id}/sessions/{session}/deploy")
+        job_id = client.get(f"/environments/{env_id}/jobs").json()["jobs"][0]["id"]
+        broker.publish(contract.JOB_EVENTS, {"kind": "garbage"}, "bad-1")
+        broker.publish(contract.JOB_EVENTS, contract.task_event_body(
+            env_id, job_id, {"change_id": "D001", "status": "running", "log": ["a"]}), "ev-1")
+        broker.publish(contract.JOB_EVENTS, contract.task_event_body(
+            env_id, job_id, {"change_id": "D001", "log": ["b"]}), "ev-2")
+        deadline = time.monotonic() + 10
+        tasks: list = []
+        while time.monotonic() < deadline:
+            tasks = client.get(f"/environments/{env_id}/jobs/{job_id}").json()["tasks"]
+            if tasks and tasks[0]["log"] == ["a", "b"]:
+                break
+            time.sleep(0.05)
+        assert tasks and tasks[0]["log"] == ["a", "b"] and tasks[0]["status"] == "running"
+    finally:
+        service.stop()
+        broker.close()
+
+
+def test_upgrade_from_0001_keeps_deployments(tmp_path):
+    from alembic import command
+    from sqlalchemy import text
+
+    url = f"sqlite:///{tmp_path / 'old.sqlite'}"
+    command.upgrade(alembic_config(url), "0001")
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO environments VALUES ('e1', 'n', 't', 1, 'ready', '{}', "
+                          "'2024-01-01 00:00:00', '2024-01-01 00:00:00')"))
+        conn.execute(text("INSERT INTO deployments VALUES ('d1', 'e1', 't', NULL, 'deploy', "
+                          "'success', '{}', '2024-01-01 00:00:00', NULL, "
+                          "'2024-01-01 00:00:00', '2024-01-01 00:00:00')"))
+    upgrade(url)
+    with engine.begin() as conn:
+        conn.execute(text("UPDATE deployments SET kind = 'execute_operation'"))
+        row = conn.execute(select(Deployment.kind, Deployment.parameters)).one()
+        assert tuple(row) == ("execute_operation", None)
+        assert conn.execute(select(LockRow)).all() == []
+    engine.dispose()
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_concurrent_actions_on_postgres_exactly_one_runs(api, attempt):
+    if api.store.sessions.kw["bind"].dialect.name != "postgresql":
+        pytest.skip("SQLite serialises writers; the race is PostgreSQL's")
+    env_id, _ = deployed(api)
+    barrier = threading.Barrier(4)
+    responses: list = []
+
+    def start(name: str) -> None:
+        barrier.wait()
+        responses.append(action(api, env_id, name, {}))
+
+    threads = [threading.Thread(target=start, args=(name,))
+               for name in ("check", "install", "uninstall", "check")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    codes = sorted(r.status_code for r in responses)
+    assert codes == [202, 409, 409, 409], [r.text for r in responses]
+    winner = next(r.json() for r in responses if r.status_code == 202)
+    for refused in (r for r in responses if r.status_code == 409):
+        assert f"busy: job {winner['id']} ({winner['action']})" in message(refused)
+    assert len(api.client.get(f"/environments/{env_id}/jobs").json()["jobs"]) == 2
