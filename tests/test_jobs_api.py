@@ -34,18 +34,28 @@ TYPES = {
 }
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def api(request, tmp_path):
+def _api(backend: str, tmp_path):
     path = tmp_path / "types.json"
     path.write_text(json.dumps({"types": TYPES}))
     catalog = load_catalog(path)
-    if request.param == "sqlite":
+    if backend == "sqlite":
         yield make_api(f"sqlite:///{tmp_path / 'jobs.sqlite'}", catalog=catalog)
         return
     url = postgres_url()
     reset_postgres(url)
     yield make_api(url, catalog=catalog)
     reset_postgres(url)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def api(request, tmp_path):
+    yield from _api(request.param, tmp_path)
+
+
+@pytest.fixture
+def postgres_api(tmp_path):
+    """Races need PostgreSQL: SQLite serialises writers."""
+    yield from _api("postgres", tmp_path)
 
 
 def linux_site(name="site", **extra):
@@ -586,9 +596,8 @@ def test_upgrade_from_0001_keeps_deployments(tmp_path):
 
 
 @pytest.mark.parametrize("attempt", range(3))
-def test_concurrent_actions_on_postgres_exactly_one_runs(api, attempt):
-    if api.store.sessions.kw["bind"].dialect.name != "postgresql":
-        pytest.skip("SQLite serialises writers; the race is PostgreSQL's")
+def test_concurrent_actions_on_postgres_exactly_one_runs(postgres_api, attempt):
+    api = postgres_api
     env_id, _ = deployed(api)
     barrier = threading.Barrier(4)
     responses: list = []
