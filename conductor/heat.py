@@ -18,12 +18,13 @@ Tokens and passwords are never logged.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import logging
 import os
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from .executors import StackExecutor, StackFailure, StackRequest
 from .templates import merge, remove_resources
@@ -53,6 +54,18 @@ def _not_found() -> type[BaseException]:
 def _error_text(exc: BaseException) -> str:
     text = str(exc).strip() or type(exc).__name__
     return text[len("ERROR: "):] if text.startswith("ERROR: ") else text
+
+
+@contextlib.contextmanager
+def _refusals(stack_name: str) -> Iterator[None]:
+    """What Heat (or Keystone) refuses inside the block, as a StackFailure of the stack."""
+    try:
+        yield
+    except StackFailure:
+        raise
+    except _heat_errors() as exc:
+        text = _error_text(exc)
+        raise StackFailure(f"stack {stack_name}: {text}", text) from None
 
 
 def load_environment(value: str | dict | None) -> tuple[dict[str, Any], dict[str, str]]:
@@ -152,7 +165,7 @@ class HeatStacks(StackExecutor):
     def apply(self, request: StackRequest) -> dict[str, Any]:
         name = request.stack_name
         deadline = self._deadline()
-        try:
+        with _refusals(name):
             stack = self._find(name)
             if stack is None:
                 stack_id = self._create(request)
@@ -168,11 +181,6 @@ class HeatStacks(StackExecutor):
                 existing=False, disable_rollback=True, **self._extras())
             final = self._wait(stack_id, "UPDATE", before, deadline)
             return self._outputs(name, stack_id, final, "UPDATE")
-        except StackFailure:
-            raise
-        except _heat_errors() as exc:
-            text = _error_text(exc)
-            raise StackFailure(f"stack {name}: {text}", text) from None
 
     def remove(self, stack_name: str, resources: list[str]) -> dict[str, Any]:
         """Update the stack to its current template less the resources.
@@ -181,7 +189,7 @@ class HeatStacks(StackExecutor):
         which the caller of ``remove`` does not have.
         """
         deadline = self._deadline()
-        try:
+        with _refusals(stack_name):
             stack = self._find(stack_name)
             if stack is None:
                 return {}
@@ -200,15 +208,10 @@ class HeatStacks(StackExecutor):
                 disable_rollback=True, **self._extras())
             final = self._wait(stack_id, "UPDATE", before, deadline)
             return self._outputs(stack_name, stack_id, final, "UPDATE")
-        except StackFailure:
-            raise
-        except _heat_errors() as exc:
-            text = _error_text(exc)
-            raise StackFailure(f"stack {stack_name}: {text}", text) from None
 
     def delete(self, stack_name: str) -> None:
         deadline = self._deadline()
-        try:
+        with _refusals(stack_name):
             stack = self._find(stack_name)
             if stack is None or stack.stack_status == "DELETE_COMPLETE":
                 return
@@ -216,11 +219,6 @@ class HeatStacks(StackExecutor):
             LOG.info("deleting stack %s", stack_name)
             self.client.stacks.delete(stack_id)
             final = self._wait(stack_id, "DELETE", None, deadline, gone_ok=True)
-        except StackFailure:
-            raise
-        except _heat_errors() as exc:
-            text = _error_text(exc)
-            raise StackFailure(f"stack {stack_name}: {text}", text) from None
         if final is not None and final.stack_status != "DELETE_COMPLETE":
             reason = getattr(final, "stack_status_reason", "") or final.stack_status
             raise StackFailure(f"stack {stack_name} ended {final.stack_status}: {reason}",

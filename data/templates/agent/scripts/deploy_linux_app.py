@@ -42,7 +42,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fornace_unit as unit  # noqa: E402  (shipped in the same plan)
 
 GIT_URL = re.compile(r"^(?:[A-Za-z][A-Za-z0-9+.-]*://|[A-Za-z0-9._-]+@[A-Za-z0-9._-]+:)")
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 GIT_TIMEOUT = 600
 PROBE_INTERVAL = 0.2
 
@@ -63,7 +62,7 @@ def deploy(args):
     timeout = unit.integer(args, "startTimeout", 60, 1, 3600)
     revision = unit.argument(args, "revision")
     hostname = unit.argument(args, "hostname")
-    extra = environment_argument(args)
+    extra = unit.environment_variables(args.get("env"))
 
     work = unit.work_dir()
     app = work / "app"
@@ -100,30 +99,6 @@ def deploy(args):
             name, hostname or "this unit", problem), log_path, offset))
     address = unit.argument(args, "address", probe)
     return "http://{}:{}{}".format(unit.url_host(str(address)), port, health)
-
-
-def environment_argument(args):
-    extra = args.get("env")
-    if isinstance(extra, str):          # only given as an environment variable
-        import json
-        try:
-            extra = json.loads(extra) if extra.strip() not in ("", "$env") else {}
-        except ValueError:
-            raise unit.Failure("env must be a JSON object of variables")
-    if extra is None:
-        return {}
-    if not isinstance(extra, dict):
-        raise unit.Failure("env must be an object of environment variables")
-    result = {}
-    for key, value in extra.items():
-        if not ENV_NAME.match(str(key)):
-            raise unit.Failure("env: {!r} is not an environment variable name".format(key))
-        if value is None:
-            continue
-        if isinstance(value, bool):
-            value = "true" if value else "false"
-        result[str(key)] = value if isinstance(value, str) else str(value)
-    return result
 
 
 # -- sources -----------------------------------------------------------------------------

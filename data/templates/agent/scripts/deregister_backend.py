@@ -12,8 +12,6 @@ not registered, or a unit with no load balancer, is fine: there is nothing
 to remove, and the script says so.  Prints what it did and how many backends
 are left.
 """
-import fcntl
-import json
 import os
 import sys
 
@@ -26,24 +24,14 @@ def deregister(args):
     if not isinstance(name, str) or not name.strip():
         raise unit.Failure("no backend name given")
     folder = unit.work_dir() / "proxy"
-    path = folder / "backends.json"
     if not (folder / "fornace_proxy.py").is_file():
         return "no load balancer was deployed on this unit: {} is not registered".format(name)
-    with open(str(folder / ".backends.lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            data = json.loads(path.read_text()) if path.is_file() else {}
-        except ValueError:
-            data = {}
-        backends = data.get("backends") if isinstance(data, dict) else None
-        backends = [b for b in backends or [] if isinstance(b, dict)]
+    with unit.backends_file(folder) as (backends, save):
         left = [b for b in backends if b.get("name") != name]
         if len(left) == len(backends):
             return "{} was not registered with the load balancer: {} backend(s)".format(
                 name, len(left))
-        tmp = folder / ".backends.json.tmp"
-        tmp.write_text(json.dumps({"backends": left}, indent=2))
-        os.replace(str(tmp), str(path))
+        save(left)
     return "deregistered {} from the load balancer: {} backend(s) left".format(name, len(left))
 
 

@@ -36,7 +36,6 @@ start an app again also ``name``, ``startCommand``, ``healthPath``, ``env``,
 """
 import json
 import os
-import re
 import socket
 import sys
 import time
@@ -51,7 +50,6 @@ START_TIMEOUT = 15.0
 PROBE_TIMEOUT = 5
 PROBE_INTERVAL = 0.2
 LOG_TAIL = 400
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class Server(object):
@@ -265,7 +263,7 @@ def start(args):
         raise unit.Failure("no startCommand given")
     name = unit.argument(args, "name", "the application")
     hostname = unit.argument(args, "hostname")
-    env.update(environment_argument(args))
+    env.update(unit.environment_variables(args.get("env", os.environ.get("env"))))
     env.update(PORT=str(port), HOST=bind, FORNACE_APP_NAME=str(name))
     if hostname:
         env["FORNACE_UNIT_HOSTNAME"] = str(hostname)
@@ -314,27 +312,3 @@ def wait_answer(url, process, timeout, healthy):
             return "{} did not answer{} within {} s (last: {})".format(
                 url, " with a 2xx or 3xx status" if healthy else "", timeout, last)
         time.sleep(PROBE_INTERVAL)
-
-
-def environment_argument(args):
-    """The app's extra environment variables (``env``), as ``deploy_linux_app.py`` takes them."""
-    extra = args.get("env", os.environ.get("env"))
-    if isinstance(extra, str):
-        try:
-            extra = json.loads(extra) if extra.strip() not in ("", "$env") else {}
-        except ValueError:
-            raise unit.Failure("env must be a JSON object of variables")
-    if extra is None:
-        return {}
-    if not isinstance(extra, dict):
-        raise unit.Failure("env must be an object of environment variables")
-    result = {}
-    for key, value in extra.items():
-        if not ENV_NAME.match(str(key)):
-            raise unit.Failure("env: {!r} is not an environment variable name".format(key))
-        if value is None:
-            continue
-        if isinstance(value, bool):
-            value = "true" if value else "false"
-        result[str(key)] = value if isinstance(value, str) else str(value)
-    return result

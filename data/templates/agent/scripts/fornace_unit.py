@@ -18,11 +18,18 @@ Python 3.
   time, so a recycled pid is never signalled), stopped with its whole process
   group; :func:`leftover_group` / :func:`stop_group` -- what is left of a
   server whose first process exited;
+* :func:`environment_variables` -- an app's extra environment variables
+  (the ``env`` argument);
+* :func:`backends_file` -- the load balancer's backend list, read and saved
+  under its lock;
 * :func:`fail` -- a clear message on stderr (the agent quotes it in the
   command's error, which the workflow reports) and exit code 1.
 """
+import contextlib
+import fcntl
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -31,6 +38,7 @@ import time
 from pathlib import Path
 
 STOP_TIMEOUT = 10.0
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class Failure(Exception):
@@ -87,6 +95,33 @@ def integer(args, name, default=None, low=None, high=None):
         raise Failure("argument {} must be between {} and {} (got {})".format(
             name, low, high, number))
     return number
+
+
+def environment_variables(extra):
+    """An app's extra environment variables from the ``env`` argument's value.
+
+    An object (or its JSON text) of names and values: values become strings
+    (booleans ``true``/``false``), ``null`` values are left out; absent -> {}.
+    """
+    if isinstance(extra, str):          # given as an environment variable
+        try:
+            extra = json.loads(extra) if extra.strip() not in ("", "$env") else {}
+        except ValueError:
+            raise Failure("env must be a JSON object of variables")
+    if extra is None:
+        return {}
+    if not isinstance(extra, dict):
+        raise Failure("env must be an object of environment variables")
+    result = {}
+    for key, value in extra.items():
+        if not ENV_NAME.match(str(key)):
+            raise Failure("env: {!r} is not an environment variable name".format(key))
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        result[str(key)] = value if isinstance(value, str) else str(value)
+    return result
 
 
 def work_dir():
@@ -278,6 +313,33 @@ def with_tail(message, log_path, offset):
     if tail:
         return "{}; last lines of {}:\n{}".format(message, log_path, tail)
     return "{} ({} is empty)".format(message, log_path)
+
+
+@contextlib.contextmanager
+def backends_file(folder):
+    """The load balancer's backends in ``folder/backends.json``, under ``.backends.lock``.
+
+    Yields ``(backends, save)``: the list of backend objects (empty when the
+    file is missing or unreadable) and ``save(backends)``, which replaces the
+    file atomically.  The lock is held until the block ends.
+    """
+    folder = Path(folder)
+    path = folder / "backends.json"
+    with open(str(folder / ".backends.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            data = json.loads(path.read_text()) if path.is_file() else {}
+        except ValueError:
+            data = {}
+        backends = data.get("backends") if isinstance(data, dict) else None
+        backends = [b for b in backends or [] if isinstance(b, dict)]
+
+        def save(entries):
+            tmp = folder / ".backends.json.tmp"
+            tmp.write_text(json.dumps({"backends": entries}, indent=2))
+            os.replace(str(tmp), str(path))
+
+        yield backends, save
 
 
 def child_environment(args):

@@ -8,8 +8,6 @@ that name, and replaces the file atomically; the running proxy re-reads it
 on its next request.  Registering again is harmless.  Prints what was
 registered and how many backends there are now.
 """
-import fcntl
-import json
 import os
 import sys
 import urllib.parse
@@ -34,24 +32,14 @@ def register(args):
     folder = unit.work_dir() / "proxy"
     if not (folder / "fornace_proxy.py").is_file():
         raise unit.Failure("no load balancer was deployed on this unit")
-    path = folder / "backends.json"
-    with open(str(folder / ".backends.lock"), "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            data = json.loads(path.read_text()) if path.is_file() else {}
-        except ValueError:
-            data = {}
-        backends = data.get("backends") if isinstance(data, dict) else None
-        backends = [b for b in backends or [] if isinstance(b, dict)]
+    with unit.backends_file(folder) as (backends, save):
         for backend in backends:
             if backend.get("name") == name:
                 backend["url"] = url
                 break
         else:
             backends.append({"name": name, "url": url})
-        tmp = folder / ".backends.json.tmp"
-        tmp.write_text(json.dumps({"backends": backends}, indent=2))
-        os.replace(str(tmp), str(path))
+        save(backends)
     return "registered {} ({}) with the load balancer: {} backend(s)".format(
         name, url, len(backends))
 
