@@ -77,7 +77,11 @@ class Env:
         while True:
             job = self.client.get(f"/environments/{self.id}/jobs/{job_id}")
             env = self.client.get(f"/environments/{self.id}")
-            if job["state"] != "running" and env["status"] not in ("deploying", "deleting"):
+            # task events and the result come on different queues: the last
+            # events of a job may be stored just after its end
+            settled = all(t["status"] not in ("pending", "running") for t in job["tasks"])
+            if job["state"] != "running" and env["status"] not in ("deploying", "deleting") \
+                    and settled:
                 return job
             assert time.monotonic() < deadline, f"job {job_id} still running: {job}"
             time.sleep(0.2)
@@ -429,3 +433,25 @@ def test_a_half_failed_deployment_is_finished_by_a_rerun(box):
     assert ran == [("api1", "reconfigure", "ok"), ("front1", "new", "ok")]  # other1 not again
     assert answers(address_of(env.units("front")[0]), front_port)
     assert answers(address_of(env.units("api")[0]), app_port, "/health")
+
+
+def test_script_log_lines_reach_the_task_while_it_runs(box):
+    env = Env(box, "logs")
+    env.deploy(site("web", free_port()))
+    job = env.action("execute_operation", wait=False, operation="run",
+                     operation_kwargs={"command": "for i in 1 2 3 4 5 6; do echo line-$i; "
+                                                  "sleep 0.5; done"})
+    seen_running = None
+    deadline = time.monotonic() + TIMEOUT
+    while time.monotonic() < deadline:
+        tasks = commands(env.client.get(f"/environments/{env.id}/jobs/{job['id']}"))
+        if tasks and tasks[0]["status"] == "running" and tasks[0]["log"]:
+            seen_running = list(tasks[0]["log"])
+            break
+        if tasks and tasks[0]["status"] != "running":
+            break
+        time.sleep(0.1)
+    assert seen_running and seen_running[0] == "line-1", seen_running   # before the end
+    job = env.wait(job["id"])
+    log = commands(job)[0]["log"]
+    assert [line for line in log if line.startswith("line-")] == [f"line-{i}" for i in range(1, 7)]

@@ -17,11 +17,13 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import fornace_unit as unit  # noqa: E402  (shipped in the same plan)
 
 DEFAULT_TIMEOUT = 600
+POLL = 0.2
 TAIL = 1500
 
 
@@ -33,7 +35,7 @@ def main():
     except unit.Failure as exc:
         unit.fail(str(exc))
     work = unit.work_dir()
-    with tempfile.TemporaryFile(dir=str(work)) as output:
+    with tempfile.NamedTemporaryFile(dir=str(work), prefix=".run-", suffix=".log") as output:
         try:
             process = subprocess.Popen(argv, cwd=str(work), stdin=subprocess.DEVNULL,
                                        stdout=output, stderr=subprocess.STDOUT,
@@ -41,23 +43,51 @@ def main():
                                        start_new_session=True)
         except OSError as exc:
             unit.fail("cannot run {}: {}".format(shown, exc.strerror or exc))
-        try:
-            code = process.wait(timeout=timeout)
-            problem = None if code == 0 else "exited with code {}".format(code)
-        except subprocess.TimeoutExpired:
-            unit.stop_group(process.pid, 5)
-            process.wait()
-            problem = "did not finish within {} s and was killed".format(timeout)
-        output.seek(0)
-        text = output.read().decode("utf-8", "replace")
-    if text:
-        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+        problem, text = follow(process, output, timeout)
+    if text and not text.endswith("\n"):
+        sys.stdout.write("\n")
         sys.stdout.flush()
     if problem is not None:
         end = text.strip()[-TAIL:]
         unit.fail("{} {}{}".format(shown, problem,
                                    "; output:\n" + end if end else " (no output)"))
     return 0
+
+
+def follow(process, output, timeout):
+    """Copy the command's output to our stdout as it grows (the agent streams
+    our stdout to the server while we run); the problem (None: exit 0) and
+    the whole output once it ends."""
+    deadline = time.time() + timeout
+    with open(output.name, "rb") as reader:   # its own offset: the command writes at its end
+        return _copy(process, reader, deadline, timeout)
+
+
+def _copy(process, reader, deadline, timeout):
+    chunks = []
+    problem = None
+    while True:
+        code = process.poll()
+        chunk = reader.read()
+        if chunk:
+            chunks.append(chunk)
+            sys.stdout.write(chunk.decode("utf-8", "replace"))
+            sys.stdout.flush()
+        if code is not None:
+            problem = None if code == 0 else "exited with code {}".format(code)
+            break
+        if time.time() > deadline:
+            unit.stop_group(process.pid, 5)
+            process.wait()
+            problem = "did not finish within {} s and was killed".format(timeout)
+            break
+        time.sleep(POLL)
+    rest = reader.read()
+    if rest:
+        chunks.append(rest)
+        sys.stdout.write(rest.decode("utf-8", "replace"))
+        sys.stdout.flush()
+    return problem, b"".join(chunks).decode("utf-8", "replace")
 
 
 def command_of(args):
