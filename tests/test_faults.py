@@ -430,7 +430,7 @@ def test_a_conductor_killed_mid_deployment_is_replaced_without_losing_or_repeati
     world.kill(first)
 
     second = world.start_conductor()
-    wait_for(lambda: f"deployment {deployment_id} started" in world.log(second),
+    wait_for(lambda: f"job {deployment_id} (deploy) started" in world.log(second),
              "conductor B to take the task again", explain=world.explain)
     world.open_gate()
     environment = world.wait_end(env_id)

@@ -67,8 +67,16 @@ def test_deploy_then_delete_through_the_api(stack):
                       {"hostname": "web2", "address": None, "siteDeployed": True}]
     deployment = client.get(f"/environments/{env['id']}/deployments").json()["deployments"][0]
     assert deployment["state"] == "success"
-    reports = client.get(f"/environments/{env['id']}/deployments/{deployment['id']}").json()
-    assert "Service site is ready" in [r["text"] for r in reports["reports"]]
+    # reports and the result travel on two queues: the last report may be stored
+    # just after the environment is ready
+    deadline = time.monotonic() + 10
+    while True:
+        reports = client.get(f"/environments/{env['id']}/deployments/{deployment['id']}").json()
+        texts = [r["text"] for r in reports["reports"]]
+        if "Service site is ready" in texts or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert "Service site is ready" in texts
     assert client.delete(f"/environments/{env['id']}").status_code == 200
     wait_status(client, env["id"], "gone")
     agents.stop.set()
