@@ -74,6 +74,8 @@ def run(conf: cfg.ConfigOpts) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from api.config import database_url   # the job locks are in the API's database
 
+    logging.getLogger("alembic").setLevel(logging.WARNING)   # its plugin set-up lines
+
     command = conf.command
     settings = ConductorSettings(
         broker_url=conf.broker.url, data_dir=Path(conf.data_dir),
