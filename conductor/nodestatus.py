@@ -65,8 +65,8 @@ def summarize(service: dict[str, Any]) -> None:
         overall = "pending"
     elif all(v in ("error", "absent") for v in values):
         overall = "error"
-    elif any(v in ("error", "degraded", "unknown") for v in values):
-        overall = "degraded"
+    elif any(v in ("ok", "degraded") for v in values):
+        overall = "degraded"    # some units work, not all
     else:
         overall = "unknown"
     status = status_of(service)

@@ -161,3 +161,37 @@ def test_plan_shows_the_next_deployment_without_running_it() -> None:
     _, recorder = cloud.run(deployed, action="plan")
     assert sorted((t.target, t.reason) for t in recorder.tasks if t.target) == [
         ("s1-u0", "reconfigure"), ("s1-u1", "reconfigure")]
+
+
+def test_uninstall_goes_by_reverse_dependency_and_keeps_protected_units() -> None:
+    cloud = Cloud()
+    model, _ = cloud.run(environment(web("s1", "db", 8080, 2, "db#"),
+                                     web("s2", "front", 8090, 1, "front#", dependsOn=["s1"])))
+    unit(model, "s1-u1")["status"]["protected"] = True
+    model, recorder = cloud.run(model, action="uninstall")
+    assert cloud.stacks.removals == [("eenvsim01", ["front1"]),
+                                     ("eenvsim01", ["db1"])]
+    stops = [t.target for t in recorder.tasks if t.operation.startswith("stop")]
+    assert stops == ["s2-u0", "s1-u0"]                       # dependents first
+    assert unit(model, "s1-u1")["status"]["local"] == "ok"   # protected: kept
+    assert unit(model, "s1-u1")["state"]["siteDeployed"] is True
+    for gone in ("s1-u0", "s2-u0"):
+        status = unit(model, gone)["status"]
+        assert (status["local"], status["state"]) == ("absent", "deleted")
+        assert unit(model, gone)["state"] == {"hostname": unit(model, gone)["state"]["hostname"]}
+    assert model["services"][0]["status"]["local"] == "degraded"
+
+
+def test_scale_in_leaves_protected_units_and_heal_reinstalls_one() -> None:
+    cloud = Cloud()
+    model, _ = cloud.run(environment(web("s1", "site", 8080, 3, "web#")))
+    unit(model, "s1-u2")["status"]["protected"] = True
+    model, _ = cloud.run(model, action="scale", node_id="s1", delta=-1)
+    assert [u["id"] for u in model["services"][0]["units"]] == ["s1-u0", "s1-u2"]
+    assert cloud.stacks.removals == [("eenvsim01", ["web2"])]
+
+    model, recorder = cloud.run(model, action="heal", node_instance_id="s1-u0")
+    assert cloud.stacks.removals[-1] == ("eenvsim01", ["web1"])
+    assert [(t.target, t.reason) for t in recorder.tasks if t.target] == [("s1-u0", "repair")]
+    assert unit(model, "s1-u0")["status"]["local"] == "ok"
+    assert "web1" in cloud.stacks.stacks["eenvsim01"]["Resources"]   # created again
