@@ -342,7 +342,8 @@ def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
                jobs: Optional["Jobs"] = None) -> FastAPI:
     """The web app on ``store``; ``jobs`` (an :class:`api.jobstore.Jobs`) defaults
     to one on the same store."""
-    # imported here: api.jobs builds on this module's helpers (parse_json, _context)
+    # imported here: api.jobs and the dashboard build on this module's helpers
+    from .dashboard import create_dashboard
     from .jobs import router as jobs_router
     from .jobstore import Jobs
 
@@ -356,6 +357,8 @@ def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
     for prefix in ("", "/v1"):
         app.include_router(router, prefix=prefix)
         app.include_router(jobs_router, prefix=prefix)
+    # the web dashboard: HTML pages on the same store, jobs and authentication
+    app.mount("/dashboard", create_dashboard(store, app.state.jobs, auth))
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:

@@ -1,0 +1,104 @@
+"""The dashboard as an ASGI app of its own, mounted by the API at ``/dashboard``.
+
+A separate app so that its errors are pages (or JSON for the progress
+script) while the JSON API keeps its error bodies, and so that its
+security headers apply to its pages only.
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..errors import ApiError, Unauthorized
+from ..jobstore import Jobs
+from ..store import Store
+from .login import LoginRequired
+from .pages import base, flash, render
+from .routes import router
+
+LOG = logging.getLogger(__name__)
+STATIC = Path(__file__).resolve().parent / "static"
+
+SECURITY_HEADERS = {
+    # everything from this site, nothing inline: an injected script cannot run
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; "
+                               "frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+}
+
+
+def create_dashboard(store: Store, jobs: Jobs, auth: Any) -> FastAPI:
+    """The dashboard on the same Store, Jobs and authenticator as the API."""
+    app = FastAPI(title="Fornace dashboard", openapi_url=None, docs_url=None, redoc_url=None)
+    app.state.store, app.state.jobs, app.state.auth = store, jobs, auth
+    app.include_router(router)
+    app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
+    _handle_errors(app)
+
+    @app.middleware("http")
+    async def security_headers(request: Request, call_next: Any) -> Response:
+        response = await call_next(request)
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+        if not request.url.path.startswith(base(request) + "/static/"):
+            response.headers.setdefault("Cache-Control", "no-store")
+        return response
+    return app
+
+
+def _wants_json(request: Request) -> bool:
+    return request.url.path.endswith("/live")
+
+
+def _problem(request: Request, status: int, title: str, message: str) -> Response:
+    if _wants_json(request):
+        return JSONResponse({"error": {"code": status, "title": title, "message": message}},
+                            status_code=status)
+    return render(request, "error.html", status=status, title=title, message=message)
+
+
+def _to_login(request: Request, reason: str) -> Response:
+    if _wants_json(request):
+        return _problem(request, 401, "Unauthorized", reason or "log in again")
+    target = quote(request.url.path, safe="/")
+    response = RedirectResponse(f"{base(request)}/login?next={target}", status_code=303)
+    if reason:
+        flash(request, response, reason, "error")
+    return response
+
+
+def _handle_errors(app: FastAPI) -> None:
+    @app.exception_handler(LoginRequired)
+    async def login_required(request: Request, exc: LoginRequired) -> Response:
+        return _to_login(request, exc.reason)
+
+    @app.exception_handler(ApiError)
+    async def api_error(request: Request, exc: ApiError) -> Response:
+        if isinstance(exc, Unauthorized):
+            return _to_login(request, exc.message)
+        return _problem(request, exc.status, exc.title, exc.message)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError) -> Response:
+        return _problem(request, 400, "Bad Request", "the request is not valid")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> Response:
+        title = {404: "Not Found", 405: "Method Not Allowed"}.get(exc.status_code, "Error")
+        return _problem(request, exc.status_code, title, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def crash(request: Request, exc: Exception) -> Response:
+        LOG.exception("dashboard: unexpected error on %s %s", request.method, request.url.path)
+        return _problem(request, 500, "Internal Server Error",
+                        f"unexpected error: {type(exc).__name__}")

@@ -1,0 +1,87 @@
+"""Rendering pages: the Jinja2 templates, redirects after a POST, flash messages.
+
+Every page gets the same frame values (where the dashboard is mounted, who is
+logged in, the form token, the message left by the previous POST), so the
+routes only pass what their page shows.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote, unquote
+
+from fastapi import Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from jinja2 import Environment, FileSystemLoader, select_autoescape
+
+from . import csrf
+from .login import uses_tokens
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+FLASH_COOKIE = "fornace_flash"
+_FLASH_LENGTH = 600  # a cookie holds ~4 KB; a long error message is cut
+
+_jinja = Environment(loader=FileSystemLoader(str(TEMPLATES)),
+                     autoescape=select_autoescape(["html", "svg"]),
+                     trim_blocks=True, lstrip_blocks=True)
+
+
+def base(request: Request) -> str:
+    """The path the dashboard is mounted at (``/dashboard``), without a trailing slash."""
+    return (request.scope.get("root_path") or "").rstrip("/")
+
+
+def frame(request: Request) -> dict[str, Any]:
+    """The values every template may use."""
+    ctx = getattr(request.state, "ctx", None)
+    return {"base": base(request), "csrf_field": csrf.FIELD, "csrf_token": csrf.token(request),
+            "ctx": ctx, "keystone": uses_tokens(request.app.state.auth),
+            "flash": read_flash(request), "path": request.url.path}
+
+
+def fragment(request: Request, template: str, **values: Any) -> str:
+    """A template rendered to text (a whole page or a live region)."""
+    return _jinja.get_template(template).render(**frame(request), **values)
+
+
+def render(request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
+    """A page; consumes the flash message and sets the form token cookie if new."""
+    response = HTMLResponse(fragment(request, template, **values), status_code=status)
+    if request.cookies.get(FLASH_COOKIE):
+        response.delete_cookie(FLASH_COOKIE, path=_cookie_path(request))
+    csrf.keep(request, response)
+    return response
+
+
+def redirect(request: Request, path: str, message: str | None = None,
+             level: str = "ok") -> RedirectResponse:
+    """303 to ``path`` (below the dashboard), with a message for the next page."""
+    response = RedirectResponse(base(request) + path, status_code=303)
+    if message:
+        flash(request, response, message, level)
+    return response
+
+
+def flash(request: Request, response: Response, message: str, level: str = "ok") -> None:
+    text = message if len(message) <= _FLASH_LENGTH else message[:_FLASH_LENGTH - 1] + "…"
+    response.set_cookie(FLASH_COOKIE, quote(json.dumps([level, text])),
+                        path=_cookie_path(request), httponly=True, samesite="lax",
+                        secure=request.url.scheme == "https")
+
+
+def read_flash(request: Request) -> dict[str, str] | None:
+    raw = request.cookies.get(FLASH_COOKIE)
+    if not raw:
+        return None
+    try:
+        level, text = json.loads(unquote(raw))
+    except (ValueError, TypeError):
+        return None
+    if level not in ("ok", "error") or not isinstance(text, str):
+        return None
+    return {"level": level, "text": text}
+
+
+def _cookie_path(request: Request) -> str:
+    return request.scope.get("root_path") or "/"

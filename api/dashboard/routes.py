@@ -1,0 +1,415 @@
+"""The dashboard's pages and form posts.
+
+GET routes render pages (and ``.../live`` JSON for the progress script);
+POST routes check the form token, call the Store or Jobs, and redirect
+(Post/Redirect/Get) with a message -- except the service and action forms,
+which come back with their errors shown at the fields.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import JSONResponse, Response
+from pydantic import ValidationError
+from starlette.concurrency import run_in_threadpool
+
+from .. import specs
+from ..app import EnvironmentIn
+from ..errors import ApiError, BadRequest, NotFound, Unauthorized
+from ..jobstore import Jobs
+from ..store import BUSY, Store
+from . import actionform, login, serviceform, views
+from .formdata import read_form
+from .login import current_context
+from .pages import base, fragment, redirect, render
+from .sessions import ensure_session, open_session
+
+router = APIRouter()
+_run = run_in_threadpool
+
+
+def _store(request: Request) -> Store:
+    return request.app.state.store
+
+
+def _jobs(request: Request) -> Jobs:
+    return request.app.state.jobs
+
+
+def _env_path(env_id: str) -> str:
+    return f"/environments/{env_id}"
+
+
+async def _attempt(request: Request, back: str, done: str, call: Callable, *args: Any,
+                   ) -> Response:
+    """Run a change; back to ``back`` with ``done``, or with the API's error message."""
+    try:
+        await _run(call, *args)
+    except Unauthorized:
+        raise
+    except ApiError as exc:
+        return redirect(request, back, exc.message, "error")
+    return redirect(request, back, done)
+
+
+def _live(request: Request, template: str, values: dict[str, Any]) -> JSONResponse:
+    """What the progress script polls: a region's new HTML and whether to go on
+    (``values["busy"]``)."""
+    return JSONResponse({"html": fragment(request, template, **values),
+                         "busy": bool(values["busy"])},
+                        headers={"Cache-Control": "no-store"})
+
+
+# -- environments ----------------------------------------------------------------------
+
+@router.get("/")
+async def environments(request: Request) -> Response:
+    ctx = await current_context(request)
+    rows = await _run(views.environment_rows, _store(request), _jobs(request), ctx)
+    return render(request, "environments.html", rows=rows,
+                  busy=any(row["busy"] for row in rows))
+
+
+@router.get("/live")
+async def environments_live(request: Request) -> Response:
+    ctx = await current_context(request)
+    rows = await _run(views.environment_rows, _store(request), _jobs(request), ctx)
+    return _live(request, "_environments.html",
+                 {"rows": rows, "busy": any(row["busy"] for row in rows)})
+
+
+@router.post("/environments")
+async def create_environment(request: Request) -> Response:
+    ctx = await current_context(request)
+    form = await read_form(request)
+    try:
+        name = EnvironmentIn(name=form.get("name")).name.strip()
+    except ValidationError as exc:
+        problem = "; ".join(e["msg"] for e in exc.errors())
+        return redirect(request, "/", f"The environment name is not valid: {problem}", "error")
+    env = await _run(_store(request).create_environment, ctx, name)
+    return redirect(request, _env_path(env["id"]), f"Environment {name} created.")
+
+
+@router.get("/environments/{env_id}")
+async def environment(env_id: str, request: Request) -> Response:
+    ctx = await current_context(request)
+    page = await _run(views.environment_overview, _store(request), _jobs(request), ctx, env_id)
+    return render(request, "environment.html", **page)
+
+
+@router.get("/environments/{env_id}/live")
+async def environment_live(env_id: str, request: Request) -> Response:
+    ctx = await current_context(request)
+    page = await _run(views.environment_overview, _store(request), _jobs(request), ctx, env_id)
+    return _live(request, "_environment.html", page)
+
+
+def _back(form: Any, env_id: str) -> str:
+    """Where a button of the list or of the environment page returns to."""
+    return "/" if form.get("back") == "list" else _env_path(env_id)
+
+
+@router.post("/environments/{env_id}/deploy")
+async def deploy(env_id: str, request: Request) -> Response:
+    ctx = await current_context(request)
+    form = await read_form(request)
+    detection = form.get("change_detection") or None
+    store = _store(request)
+
+    def start() -> None:
+        store.deploy(ctx, env_id, ensure_session(store, ctx, env_id), detection)
+    return await _attempt(request, _back(form, env_id), "Deployment started.", start)
+
+
+@router.post("/environments/{env_id}/abandon")
+async def abandon(env_id: str, request: Request) -> Response:
+    ctx = await current_context(request)
+    form = await read_form(request)
+    return await _attempt(request, _back(form, env_id), "The running job was abandoned.",
+                          _jobs(request).abandon, ctx, env_id)
+
+
+@router.get("/environments/{env_id}/delete")
+async def confirm_delete(env_id: str, request: Request) -> Response:
+    ctx = await current_context(request)
+    env = await _run(_store(request).get_environment, ctx, env_id)
+    return render(request, "confirm_delete.html", env=env, busy=env["status"] in BUSY)
+
+
+@router.post("/environments/{env_id}/delete")
+async def delete_environment(env_id: str, request: Request) -> Response:
+    ctx = await current_context(request)
+    form = await read_form(request)
+    forget = form.get("abandon") == "true"
+    try:
+        await _run(_store(request).delete_environment, ctx, env_id, forget)
+    except Unauthorized:
+        raise
+    except ApiError as exc:
+        return redirect(request, _env_path(env_id), exc.message, "error")
+    done = ("Environment removed without tearing it down." if forget
+            else "Environment deletion started.")
+    return redirect(request, "/", done)
+
+
+@router.post("/environments/{env_id}/session/discard")
+async def discard_session(env_id: str, request: Request) -> Response:
+    ctx = await current_context(request)
+    await read_form(request)
+    store = _store(request)
+
+    def discard() -> None:
+        session = open_session(store, ctx, env_id)
+        if session is None:
+            raise BadRequest("there are no pending changes to discard")
+        store.delete_session(ctx, env_id, session["id"])
+    return await _attempt(request, _env_path(env_id), "Pending changes discarded.", discard)
+
+
+# -- services ----------------------------------------------------------------------------
+
+def _service_page(request: Request, env: dict[str, Any], form: serviceform.ServiceForm,
+                  service_id: str | None = None, status: int = 200) -> Response:
+    return render(request, "service_form.html", status=status, env=env, form=form,
+                  service_id=service_id)
+
+
+@router.get("/environments/{env_id}/services/new")
+async def new_service(env_id: str, request: Request,
+                      type_name: str = Query("", alias="type")) -> Response:
+    ctx = await current_context(request)
+    env = await _run(_store(request).get_environment, ctx, env_id)
+    spec = serviceform.spec_of(type_name)
+    if spec is None:
+        return render(request, "choose_type.html", env=env, types=serviceform.type_choices())
+    return _service_page(request, env, serviceform.build_form(spec))
+
+
+@router.post("/environments/{env_id}/services/new")
+async def add_service(env_id: str, request: Request) -> Response:
+    ctx = await current_context(request)
+    form = await read_form(request)
+    store = _store(request)
+    env = await _run(store.get_environment, ctx, env_id)
+    spec = serviceform.spec_of(form.get("type"))
+    if spec is None:
+        raise BadRequest(f"unknown service type {form.get('type')[:80]!r}")
+    service, errors = serviceform.read_service(spec, form)
+    errors = errors or _spec_problems(spec, specs.validate_create, service)
+
+    def save() -> Any:
+        session_id = ensure_session(store, ctx, env_id)
+        return store.post_service(ctx, env_id, "/", service, session_id)
+    return await _save_service(request, env, spec, service, None, errors, save)
+
+
+async def _save_service(request: Request, env: dict[str, Any], spec: specs.TypeSpec,
+                        service: dict[str, Any], stored: dict[str, Any] | None,
+                        errors: dict[str, str], save: Callable[[], Any]) -> Response:
+    """Store the service, or show the form again with the errors at the fields."""
+    if not errors:
+        try:
+            saved = await _run(save)
+        except Unauthorized:
+            raise
+        except ApiError as exc:
+            errors = {serviceform.GENERAL: exc.message}
+        else:
+            return redirect(request, _env_path(env["id"]),
+                            f"Service {saved.get('name') or saved.get('id')} saved in the "
+                            f"session: deploy to apply it.")
+    shown = serviceform.for_redisplay(spec, service, stored)
+    form = serviceform.build_form(spec, shown, errors)
+    return _service_page(request, env, form, (stored or {}).get("id"), status=400)
+
+
+def _spec_problems(spec: specs.TypeSpec, check: Callable[[Any], None],
+                   service: dict[str, Any]) -> dict[str, str]:
+    try:
+        check(service)
+    except specs.SpecError as exc:
+        return serviceform.spec_errors(spec, exc)
+    return {}
+
+
+async def _stored_service(request: Request, ctx: Any, env_id: str,
+                          service_id: str) -> tuple[dict[str, Any], dict[str, Any],
+                                                    specs.TypeSpec]:
+    """The environment, the service as the caller sees it (masked) and its type."""
+    store = _store(request)
+
+    def load() -> tuple[dict[str, Any], dict[str, Any]]:
+        session = open_session(store, ctx, env_id)
+        env = store.get_environment(ctx, env_id)
+        service = store.get_services(ctx, env_id, "/" + service_id,
+                                     session["id"] if session else None)
+        return env, service
+    env, service = await _run(load)
+    if not isinstance(service, dict):
+        raise NotFound(f"service {service_id} not found")
+    spec = serviceform.spec_of(str(service.get("type")))
+    if spec is None:
+        raise BadRequest(f"services of type {str(service.get('type'))[:80]!r} cannot be "
+                         f"edited from the dashboard")
+    return env, service, spec
+
+
+@router.get("/environments/{env_id}/services/{service_id}/edit")
+async def edit_service(env_id: str, service_id: str, request: Request) -> Response:
+    ctx = await current_context(request)
+    env, service, spec = await _stored_service(request, ctx, env_id, service_id)
+    return _service_page(request, env, serviceform.build_form(spec, service), service_id)
+
+
+@router.post("/environments/{env_id}/services/{service_id}/edit")
+async def update_service(env_id: str, service_id: str, request: Request) -> Response:
+    ctx = await current_context(request)
+    form = await read_form(request)
+    env, stored, spec = await _stored_service(request, ctx, env_id, service_id)
+    service, errors = serviceform.read_service(spec, form, stored)
+    errors = errors or _spec_problems(spec, specs.validate_update, service)
+    store = _store(request)
+
+    def save() -> Any:
+        session_id = ensure_session(store, ctx, env_id)
+        return store.put_service(ctx, env_id, "/" + service_id, service, session_id)
+    return await _save_service(request, env, spec, service, stored, errors, save)
+
+
+@router.post("/environments/{env_id}/services/{service_id}/delete")
+async def remove_service(env_id: str, service_id: str, request: Request) -> Response:
+    ctx = await current_context(request)
+    await read_form(request)
+    store = _store(request)
+
+    def remove() -> None:
+        session_id = ensure_session(store, ctx, env_id)
+        store.delete_service(ctx, env_id, "/" + service_id, session_id)
+    return await _attempt(request, _env_path(env_id),
+                          "Service removed in the session: deploy to apply it.", remove)
+
+
+# -- actions and jobs ---------------------------------------------------------------------
+
+@router.get("/environments/{env_id}/actions")
+async def choose_action(env_id: str, request: Request) -> Response:
+    ctx = await current_context(request)
+    env = await _run(_store(request).get_environment, ctx, env_id)
+    return render(request, "choose_action.html", env=env, actions=actionform.actions())
+
+
+def _known_action(name: str) -> None:
+    if not actionform.known(name):
+        names = ", ".join(n for n, _ in actionform.actions())
+        raise NotFound(f"unknown action {name[:80]!r}: the actions are {names}")
+
+
+@router.get("/environments/{env_id}/actions/{name}")
+async def action_form(env_id: str, name: str, request: Request) -> Response:
+    ctx = await current_context(request)
+    _known_action(name)
+    env = await _run(_store(request).get_environment, ctx, env_id)
+    params = actionform.params_of(name, env, _store(request).catalog)
+    return render(request, "action_form.html", env=env, action=name, params=params,
+                  doc=actionform.DESCRIPTIONS.get(name, ""), error=None)
+
+
+@router.post("/environments/{env_id}/actions/{name}")
+async def run_action(env_id: str, name: str, request: Request) -> Response:
+    ctx = await current_context(request)
+    _known_action(name)
+    form = await read_form(request)
+    env = await _run(_store(request).get_environment, ctx, env_id)
+    values, params, errors = actionform.read_params(name, form, env, _store(request).catalog)
+    status = 400
+    if not errors:
+        try:
+            job = await _run(_jobs(request).run_action, ctx, env_id, name, values)
+        except Unauthorized:
+            raise
+        except ApiError as exc:
+            errors = {actionform.error_param(exc.message, params): exc.message}
+            status = exc.status
+        else:
+            return redirect(request, f"{_env_path(env_id)}/jobs/{job['id']}",
+                            f"Job {name} started.")
+    for param in params:
+        param.error = errors.get(param.name)
+    return render(request, "action_form.html", status=status, env=env, action=name,
+                  params=params, doc=actionform.DESCRIPTIONS.get(name, ""),
+                  error=errors.get(actionform.GENERAL))
+
+
+@router.get("/environments/{env_id}/jobs/{job_id}")
+async def job(env_id: str, job_id: str, request: Request) -> Response:
+    ctx = await current_context(request)
+    page = await _run(views.job_page, _store(request), _jobs(request), ctx, env_id, job_id)
+    return render(request, "job.html", **page)
+
+
+@router.get("/environments/{env_id}/jobs/{job_id}/live")
+async def job_live(env_id: str, job_id: str, request: Request) -> Response:
+    ctx = await current_context(request)
+    page = await _run(views.job_page, _store(request), _jobs(request), ctx, env_id, job_id)
+    return _live(request, "_job.html", page)
+
+
+@router.get("/deployments")
+async def deployments(request: Request) -> Response:
+    ctx = await current_context(request)
+    found = await _run(views.all_jobs, _store(request), _jobs(request), ctx)
+    return render(request, "deployments.html", jobs=found)
+
+
+# -- login -------------------------------------------------------------------------------------
+
+def _next(request: Request, target: str) -> str:
+    """A path of the dashboard to go to after the login (never another site)."""
+    prefix = base(request) + "/"
+    if target.startswith(prefix) and not target.startswith("//") and "\\" not in target:
+        return target[len(base(request)):]
+    return "/"
+
+
+@router.get("/login")
+async def login_page(request: Request, target: str = Query("", alias="next")) -> Response:
+    auth = request.app.state.auth
+    cookies = request.cookies
+    return render(request, "login.html", next=target, error=None,
+                  tenant=cookies.get(login.TENANT_COOKIE) or getattr(auth, "default_tenant", ""),
+                  user=cookies.get(login.USER_COOKIE) or getattr(auth, "default_user", ""))
+
+
+@router.post("/login")
+async def log_in(request: Request) -> Response:
+    form = await read_form(request)
+    auth = request.app.state.auth
+    if login.uses_tokens(auth):
+        values = {login.TOKEN_COOKIE: form.get("token").strip()}
+        headers = {"x-auth-token": values[login.TOKEN_COOKIE]}
+    else:
+        values = {login.TENANT_COOKIE: form.get("tenant").strip(),
+                  login.USER_COOKIE: form.get("user").strip()}
+        headers = {"x-tenant-id": values[login.TENANT_COOKIE],
+                   "x-user-id": values[login.USER_COOKIE]}
+    try:
+        if not all(values.values()):
+            raise login.LoginRequired("every field is required")
+        await login.authenticate(auth, headers)
+    except login.LoginRequired as exc:
+        return render(request, "login.html", status=401, next=form.get("next"),
+                      error=exc.reason or "the login was refused",
+                      tenant=form.get("tenant"), user=form.get("user"))
+    response = redirect(request, _next(request, form.get("next")))
+    login.remember(request, response, values)
+    return response
+
+
+@router.post("/logout")
+async def log_out(request: Request) -> Response:
+    await read_form(request)
+    response = redirect(request, "/login", "You are logged out.")
+    login.forget(request, response)
+    return response

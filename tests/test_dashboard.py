@@ -1,0 +1,478 @@
+"""The web dashboard over HTTP (in process, SQLite): pages, forms, actions, login.
+
+The browser test (test_dashboard_browser.py) drives a real deployment; these
+check each route's behaviour: pages render, form errors are shown at their
+field, posts redirect, the form token is required, keystone mode needs a
+login, and no password or token ever appears in a page.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api import specs
+from api.app import create_app
+from api.auth import KeystoneAuth
+from api.dashboard import graph
+from api.db.engine import make_engine, session_factory, upgrade
+from api.db.models import ConfigSession
+from api.jobstore import Jobs
+from api.store import Store
+from apikit import Published, make_api
+from conductor import contract
+
+SECRET = "P@ssw0rd-web"
+DASH = "/dashboard"
+
+
+@pytest.fixture
+def api(tmp_path):
+    return make_api(f"sqlite:///{tmp_path / 'dash.sqlite'}")
+
+
+class Browser:
+    """A TestClient that keeps cookies, sends the form token and keeps every page."""
+
+    def __init__(self, client: TestClient) -> None:
+        self.client = client
+        self.pages: list[str] = []
+
+    def get(self, path: str, status: int = 200) -> str:
+        response = self.client.get(DASH + path)
+        assert response.status_code == status, (path, response.status_code, response.text)
+        self.pages.append(response.text)
+        return response.text
+
+    def token(self) -> str:
+        if not self.client.cookies.get("fornace_csrf"):
+            self.get("/login")
+        return self.client.cookies.get("fornace_csrf")
+
+    def post(self, path: str, data: dict[str, Any] | None = None, **kwargs: Any) -> Any:
+        form = {"csrf_token": self.token(), **(data or {})}
+        response = self.client.post(DASH + path, data=form, follow_redirects=False, **kwargs)
+        self.pages.append(response.text)
+        return response
+
+    def follow(self, response: Any, status: int = 303) -> str:
+        """The page a POST redirected to."""
+        assert response.status_code == status, response.text
+        location = response.headers["location"]
+        assert location.startswith(DASH + "/")
+        return self.get(location[len(DASH):])
+
+
+@pytest.fixture
+def browser(api):
+    return Browser(api.client)
+
+
+def field_error(page: str, name: str) -> str | None:
+    """The error shown in the form field ``name`` (None: no error there)."""
+    found = re.search(rf'<div class="field has-error" id="field-{re.escape(name)}">(.*?)</div>',
+                      page, re.S)
+    if not found:
+        return None
+    message = re.search(r'<p class="error" role="alert">(.*?)</p>', found.group(1), re.S)
+    return message.group(1).strip() if message else None
+
+
+def create_env(browser: Browser, name: str = "env1") -> str:
+    response = browser.post("/environments", {"name": name})
+    assert response.status_code == 303
+    return response.headers["location"].rsplit("/", 1)[1]
+
+
+def site_form(**values: str) -> dict[str, str]:
+    return {"type": "linuxWebServer", "name": "site", "port": "8080", "units": "2",
+            "unitNamingPattern": "web#", "osImage": '{"name": "local", "type": "linux"}',
+            **values}
+
+
+def finish(api) -> None:
+    """What the conductor sends back at the end of the last job: its final model."""
+    body, message_id = api.published.tasks[-1]
+    model = {k: v for k, v in body.items() if k not in ("token", "tenant_id", "job")}
+    api.store.apply_result(contract.result_body(model), message_id)
+
+
+def deployed_env(api, browser: Browser) -> str:
+    env_id = create_env(browser)
+    assert browser.post(f"/environments/{env_id}/services/new",
+                        site_form()).status_code == 303
+    assert browser.post(f"/environments/{env_id}/deploy").status_code == 303
+    finish(api)
+    return env_id
+
+
+# -- pages ----------------------------------------------------------------------------
+
+def test_the_dashboard_is_mounted_beside_the_untouched_json_api(api, browser):
+    assert api.client.get("/dashboard", follow_redirects=False).status_code in (307, 308)
+    page = browser.get("/")
+    assert "<title>Environments · Fornace</title>" in page
+    assert "No environments yet" in page
+    assert api.client.get("/environments").json() == {"environments": []}
+    assert api.client.get("/v1/environments").json() == {"environments": []}
+    assert not any(p.startswith("/dashboard") for p in api.client.get("/openapi.json")
+                   .json()["paths"])
+    missing = api.client.get("/dashboard/nowhere")
+    assert missing.status_code == 404 and "text/html" in missing.headers["content-type"]
+    assert api.client.get("/nowhere").json()["error"]["code"] == 404
+
+
+def test_static_files_and_security_headers(api):
+    css = api.client.get("/dashboard/static/dashboard.css")
+    assert css.status_code == 200 and "text/css" in css.headers["content-type"]
+    script = api.client.get("/dashboard/static/live.js")
+    assert script.status_code == 200 and "javascript" in script.headers["content-type"]
+    assert "fetch(" in script.text
+    page = api.client.get("/dashboard/")
+    assert "default-src 'self'" in page.headers["content-security-policy"]
+    assert page.headers["cache-control"] == "no-store"
+    assert page.headers["x-frame-options"] == "DENY"
+    # nothing is loaded from another site, and no inline script
+    assert not re.search(r'(src|href)="(https?:)?//', page.text)
+    assert "<script>" not in page.text
+
+
+def test_every_page_renders(api, browser):
+    env_id = deployed_env(api, browser)
+    page = browser.get(f"/environments/{env_id}")
+    assert "linuxWebServer" in page and "site_instance_1" in page
+    assert '<svg class="topology"' in page
+    job_id = re.search(r'/jobs/([0-9a-f]+)"', page).group(1)
+    assert "deploy" in browser.get(f"/environments/{env_id}/jobs/{job_id}")
+    assert "linuxWebServer" in browser.get(f"/environments/{env_id}/services/new")
+    for name in specs.SERVICE_TYPES:
+        form = browser.get(f"/environments/{env_id}/services/new?type={name}")
+        for field in specs.SERVICE_TYPES[name].fields:
+            assert f'name="{field.name}"' in form, (name, field.name)
+        assert 'name="units"' in form
+    service_id = re.search(r'/services/([0-9a-f]+)/edit', page).group(1)
+    edit = browser.get(f"/environments/{env_id}/services/{service_id}/edit")
+    assert 'value="site"' in edit and 'value="8080"' in edit
+    assert "check" in browser.get(f"/environments/{env_id}/actions")
+    for action in ("check", "heal", "scale", "execute_operation", "install", "uninstall",
+                   "plan"):
+        assert "Run" in browser.get(f"/environments/{env_id}/actions/{action}")
+    browser.get(f"/environments/{env_id}/actions/explode", status=404)
+    assert "deploy" in browser.get("/deployments")
+    assert "Delete environment" in browser.get(f"/environments/{env_id}/delete")
+    listing = browser.get("/")
+    assert "env1" in listing and "success" in listing
+
+
+def test_creating_an_environment_posts_and_redirects_with_a_message(browser):
+    response = browser.post("/environments", {"name": "  staging  "})
+    page = browser.follow(response)
+    assert "Environment staging created." in page
+    assert "Environment staging created." not in browser.get("/")  # shown once
+    bad = browser.follow(browser.post("/environments", {"name": "   "}))
+    assert "The environment name is not valid" in bad
+
+
+def test_forms_need_the_token_of_the_dashboard(api, browser):
+    browser.token()
+    no_token = api.client.post("/dashboard/environments", data={"name": "x"},
+                               follow_redirects=False)
+    assert no_token.status_code == 403 and "did not come from this dashboard" in no_token.text
+    wrong = api.client.post("/dashboard/environments", data={"name": "x", "csrf_token": "y" * 43},
+                            follow_redirects=False)
+    assert wrong.status_code == 403
+    elsewhere = browser.post("/environments", {"name": "x"},
+                             headers={"Origin": "http://evil.example"})
+    assert elsewhere.status_code == 403 and "another site" in elsewhere.text
+    same = browser.post("/environments", {"name": "x"}, headers={"Origin": "http://testserver"})
+    assert same.status_code == 303
+    as_json = api.client.post("/dashboard/environments", json={"name": "x"})
+    assert as_json.status_code == 400
+    assert [e["name"] for e in api.client.get("/environments").json()["environments"]] == ["x"]
+
+
+# -- the service form ---------------------------------------------------------------------
+
+def test_service_form_errors_are_shown_at_their_field(browser):
+    env_id = create_env(browser)
+    path = f"/environments/{env_id}/services/new"
+    cases = [
+        ({"port": "70000"}, "port", "must be a port number between 1 and 65535"),
+        ({"port": "eighty"}, "port", "must be a whole number"),
+        ({"name": ""}, "name", "must not be empty"),
+        ({"units": "0"}, "units", "needs at least one unit"),
+        ({"osImage": '{"type": "linux"}'}, "osImage", "osImage.name: required"),
+        ({"unitNamingPattern": "web_#"}, "unitNamingPattern", "may only contain"),
+        ({"dependsOn": "[1,"}, "dependsOn", "is not valid JSON"),
+    ]
+    for change, field, message in cases:
+        response = browser.post(path, site_form(**change))
+        assert response.status_code == 400, (change, response.text)
+        assert message in (field_error(response.text, field) or ""), (change, response.text)
+    # the other values are kept
+    kept = browser.post(path, site_form(port="0"))
+    assert 'value="web#"' in kept.text and field_error(kept.text, "name") is None
+
+
+def test_unit_settings_errors_point_at_the_unit_settings(browser):
+    env_id = create_env(browser)
+    response = browser.post(f"/environments/{env_id}/services/new", {
+        "type": "activeDirectory", "name": "ad", "domain": "acme.local",
+        "adminPassword": "Adm1n-Secret", "units": "2",
+        "unit_settings": '[{"isMaster": false, "recoveryPassword": "Rec0very-Secret"}]'})
+    assert response.status_code == 400
+    assert "units[1].isMaster: required" in field_error(response.text, "unit_settings")
+    assert "Adm1n-Secret" not in response.text and "Rec0very-Secret" not in response.text
+    good = browser.post(f"/environments/{env_id}/services/new", {
+        "type": "activeDirectory", "name": "ad", "domain": "acme.local",
+        "adminPassword": "Adm1n-Secret", "units": "2",
+        "unit_settings": '[{"isMaster": true, "recoveryPassword": "Rec0very-Secret"},'
+                         ' {"isMaster": false, "recoveryPassword": "Rec0very-Secret"}]'})
+    assert good.status_code == 303, good.text
+    page = browser.follow(good)
+    assert "added: <b>ad</b>" in page
+
+
+def test_adding_and_editing_keeps_passwords_out_of_every_page(api, browser):
+    env_id = create_env(browser)
+    form = {"type": "webServer", "name": "front", "adminPassword": SECRET,
+            "domain": "acme.loc", "units": "1"}
+    # an error elsewhere: the typed password is not sent back
+    failed = browser.post(f"/environments/{env_id}/services/new", {**form, "domain": "a..b"})
+    assert failed.status_code == 400 and field_error(failed.text, "domain")
+    added = browser.post(f"/environments/{env_id}/services/new", form)
+    page = browser.follow(added)
+    assert "Service front saved in the session" in page
+    service_id = re.search(r'/services/([0-9a-f]+)/edit', page).group(1)
+    edit = browser.get(f"/environments/{env_id}/services/{service_id}/edit")
+    assert 'name="adminPassword" value="***"' in edit
+    # saved back with "***": the stored password is kept
+    renamed = browser.post(f"/environments/{env_id}/services/{service_id}/edit",
+                           {**form, "name": "front2", "adminPassword": "***"})
+    assert renamed.status_code == 303, renamed.text
+    failed_edit = browser.post(f"/environments/{env_id}/services/{service_id}/edit",
+                               {**form, "adminPassword": "N3w-Secret!", "units": "x"})
+    assert failed_edit.status_code == 400 and "N3w-Secret!" not in failed_edit.text
+    assert 'name="adminPassword" value="***"' in failed_edit.text
+    assert "Session <code>" in browser.get(f"/environments/{env_id}")
+    with api.store.sessions() as db:
+        services = db.query(ConfigSession).filter_by(
+            environment_id=env_id).one().description["services"]
+    assert services[0]["name"] == "front2" and services[0]["adminPassword"] == SECRET
+    browser.post(f"/environments/{env_id}/deploy")
+    browser.get(f"/environments/{env_id}")
+    browser.get("/")
+    browser.get("/deployments")
+    job_id = api.published.tasks[-1][1]
+    browser.get(f"/environments/{env_id}/jobs/{job_id}")
+    browser.get(f"/environments/{env_id}/live")
+    assert all(SECRET not in page for page in browser.pages)
+
+
+def test_removing_a_service_and_discarding_the_session(browser):
+    env_id = create_env(browser)
+    page = browser.follow(browser.post(f"/environments/{env_id}/services/new", site_form()))
+    service_id = re.search(r'/services/([0-9a-f]+)/edit', page).group(1)
+    removed = browser.follow(browser.post(f"/environments/{env_id}/services/{service_id}/delete"))
+    assert "Service removed in the session" in removed and "No services" in removed
+    discarded = browser.follow(browser.post(f"/environments/{env_id}/session/discard"))
+    assert "Pending changes discarded." in discarded and "No pending changes" in discarded
+    again = browser.follow(browser.post(f"/environments/{env_id}/session/discard"))
+    assert "no pending changes to discard" in again
+
+
+# -- deploying, jobs, actions -----------------------------------------------------------------
+
+def test_deploy_shows_progress_live_until_the_job_ends(api, browser):
+    env_id = create_env(browser)
+    browser.post(f"/environments/{env_id}/services/new", site_form())
+    page = browser.follow(browser.post(f"/environments/{env_id}/deploy",
+                                       {"change_detection": "always"}))
+    assert "Deployment started." in page and 'data-busy="true"' in page
+    body, job_id = api.published.tasks[-1]
+    assert body["job"]["parameters"] == {"change_detection": "always"}
+    live = api.client.get(f"/dashboard/environments/{env_id}/live").json()
+    assert live["busy"] is True and "deploying" in live["html"]
+    job_live = api.client.get(f"/dashboard/environments/{env_id}/jobs/{job_id}/live").json()
+    assert job_live["busy"] is True
+    api.jobs.apply_job_event(contract.task_event_body(
+        env_id, job_id, {"change_id": "01A", "status": "running", "target_name": "web1",
+                         "operation": "Deploy", "log": ["step one", "step two"]}), "ev-1")
+    job_live = api.client.get(f"/dashboard/environments/{env_id}/jobs/{job_id}/live").json()
+    assert "step one\nstep two" in job_live["html"]
+    assert api.client.get("/dashboard/live").json()["busy"] is True
+    finish(api)
+    live = api.client.get(f"/dashboard/environments/{env_id}/live").json()
+    assert live["busy"] is False and ">ready<" in live["html"]
+    assert api.client.get("/dashboard/live").json()["busy"] is False
+
+
+def test_a_second_deploy_while_busy_is_refused_with_a_message(api, browser):
+    env_id = create_env(browser)
+    browser.post(f"/environments/{env_id}/services/new", site_form())
+    browser.post(f"/environments/{env_id}/deploy")
+    again = browser.follow(browser.post(f"/environments/{env_id}/deploy", {"back": "list"}))
+    assert "flash-error" in again and "cannot open a session" in again
+
+
+def test_abandon_ends_the_running_job(api, browser):
+    env_id = create_env(browser)
+    browser.post(f"/environments/{env_id}/services/new", site_form())
+    browser.post(f"/environments/{env_id}/deploy")
+    page = browser.follow(browser.post(f"/environments/{env_id}/abandon"))
+    assert "The running job was abandoned." in page and 'class="badge b-abandoned"' in page
+    assert "Session <code>" in page and 'id="deploy-button"' in page  # deployable again
+    nothing = browser.follow(browser.post(f"/environments/{env_id}/abandon"))
+    assert "runs no job" in nothing
+
+
+def test_actions_run_with_their_parameters_and_errors_at_the_field(api, browser):
+    env_id = deployed_env(api, browser)
+    heal = browser.post(f"/environments/{env_id}/actions/heal", {"node_instance_id": ""})
+    assert heal.status_code == 400
+    assert "is required" in field_error(heal.text, "node_instance_id")
+    scale = browser.get(f"/environments/{env_id}/actions/scale")
+    service_id = re.search(r'<option value="([0-9a-f]+)"', scale).group(1)
+    too_far = browser.post(f"/environments/{env_id}/actions/scale",
+                           {"node_id": service_id, "delta": "-5", "scale_compute": "true"})
+    assert too_far.status_code == 400
+    assert "would leave service" in field_error(too_far.text, "delta")
+    kwargs = browser.post(f"/environments/{env_id}/actions/execute_operation",
+                          {"operation": "check", "operation_kwargs": "{nope"})
+    assert "is not valid JSON" in field_error(kwargs.text, "operation_kwargs")
+    started = browser.post(f"/environments/{env_id}/actions/scale",
+                           {"node_id": service_id, "delta": "1", "scale_compute": "true"})
+    job_page = browser.follow(started)
+    assert "Job scale started." in job_page and 'data-busy="true"' in job_page
+    body, _ = api.published.tasks[-1]
+    assert body["job"]["action"] == "scale"
+    assert body["job"]["parameters"] == {"node_id": service_id, "delta": 1,
+                                         "scale_compute": True}
+    busy = browser.post(f"/environments/{env_id}/actions/check")
+    assert busy.status_code == 409 and "is busy" in busy.text
+
+
+def test_actions_need_a_deployed_environment(browser):
+    env_id = create_env(browser)
+    refused = browser.post(f"/environments/{env_id}/actions/check")
+    assert refused.status_code == 409 and "has never been deployed" in refused.text
+
+
+def test_deleting_an_environment(api, browser):
+    fresh = create_env(browser, "fresh")
+    page = browser.follow(browser.post(f"/environments/{fresh}/delete"))
+    assert "Environment deletion started." in page
+    assert api.client.get(f"/environments/{fresh}").status_code == 404
+    deployed = deployed_env(api, browser)
+    page = browser.follow(browser.post(f"/environments/{deployed}/delete"))
+    assert "deleting" in page
+    assert api.published.tasks[-1][0]["job"]["action"] == "delete"
+    forgotten = browser.follow(browser.post(f"/environments/{deployed}/delete",
+                                            {"abandon": "true"}))
+    assert "removed without tearing it down" in forgotten
+    assert "No environments yet" in forgotten
+
+
+def test_tenants_see_only_their_environments(api, browser):
+    env_id = create_env(browser)
+    login = browser.post("/login", {"tenant": "other", "user": "bob", "next": "/dashboard/"})
+    assert login.status_code == 303 and login.headers["location"] == "/dashboard/"
+    assert "tenant <b>other</b>" in browser.get("/")
+    assert "No environments yet" in browser.get("/")
+    refused = browser.get(f"/environments/{env_id}", status=403)
+    assert "not authorized" in refused
+    gone = api.client.get(f"/dashboard/environments/{env_id}/live")
+    assert gone.status_code == 403 and gone.json()["error"]["code"] == 403
+    browser.post("/logout")
+    assert "tenant <b>t1</b>" in browser.get("/")  # back to the noauth defaults
+
+
+def test_noauth_login_refuses_unusable_identities(browser):
+    refused = browser.post("/login", {"tenant": "x" * 70, "user": "bob"})
+    assert refused.status_code == 401 and "X-Tenant-Id must be at most" in refused.text
+    empty = browser.post("/login", {"tenant": "", "user": "bob"})
+    assert empty.status_code == 401
+    elsewhere = browser.post("/login", {"tenant": "a", "user": "b",
+                                        "next": "https://evil.example/"})
+    assert elsewhere.headers["location"] == "/dashboard/"
+
+
+# -- keystone mode -----------------------------------------------------------------------------
+
+class FakeKeystoneSession:
+    """Stands in for the keystoneauth1 session of the service user."""
+
+    tokens = {"tok-alice-0123456789": ("proj-a", "alice")}
+
+    def get(self, url: str, headers: dict, authenticated: bool, raise_exc: bool) -> Any:
+        found = self.tokens.get(headers["X-Subject-Token"])
+        return _Reply(200 if found else 404, {"token": {
+            "project": {"id": found[0]}, "user": {"id": found[1]},
+            "roles": [{"name": "member"}]}} if found else {})
+
+
+class _Reply:
+    def __init__(self, status: int, body: dict) -> None:
+        self.status_code = status
+        self._body = body
+
+    def json(self) -> dict:
+        return self._body
+
+
+@pytest.fixture
+def keystone(tmp_path):
+    url = f"sqlite:///{tmp_path / 'ks.sqlite'}"
+    upgrade(url)
+    store = Store(session_factory(make_engine(url)), Published())
+    auth = KeystoneAuth(FakeKeystoneSession(), "http://keystone.invalid/v3")
+    app = create_app(store, auth, jobs=Jobs(store))
+    return Browser(TestClient(app, raise_server_exceptions=False))
+
+
+def test_keystone_mode_needs_a_login_with_a_valid_token(keystone):
+    client = keystone.client
+    first = client.get("/dashboard/environments/abc", follow_redirects=False)
+    assert first.status_code == 303
+    assert first.headers["location"] == "/dashboard/login?next=/dashboard/environments/abc"
+    assert client.get("/dashboard/live").status_code == 401
+    page = keystone.get("/login")
+    assert 'name="token"' in page and 'name="tenant"' not in page
+    bad = keystone.post("/login", {"token": "tok-nobody"})
+    assert bad.status_code == 401 and "the token is invalid or expired" in bad.text
+    good = keystone.post("/login", {"token": "tok-alice-0123456789",
+                                    "next": "/dashboard/deployments"})
+    assert good.status_code == 303 and good.headers["location"] == "/dashboard/deployments"
+    cookie = [c for c in good.headers.get_list("set-cookie") if c.startswith("fornace_token=")]
+    assert cookie and "HttpOnly" in cookie[0]
+    listing = keystone.get("/")
+    assert "project <b>proj-a</b>" in listing and "user <b>alice</b>" in listing
+    env_id = create_env(keystone, "ks-env")
+    keystone.get(f"/environments/{env_id}")
+    assert all("tok-alice-0123456789" not in page for page in keystone.pages)
+    # the JSON API still wants its header
+    assert client.get("/environments").status_code == 401
+    keystone.post("/logout")
+    assert client.get("/dashboard/", follow_redirects=False).status_code == 303
+
+
+# -- the topology graph -----------------------------------------------------------------------
+
+def test_the_topology_graph_has_levels_edges_and_units():
+    view = {"nodes": [{"id": "a", "kind": "service", "name": "dc", "type": "activeDirectory"},
+                      {"id": "u1", "kind": "unit", "name": "dc_1", "service": "a",
+                       "hostname": "dc1"},
+                      {"id": "b", "kind": "service", "name": "<web>", "type": "webServer"}],
+            "edges": [{"source": "b", "target": "a", "kind": "depends_on", "reason": "domain"},
+                      {"source": "u1", "target": "a", "kind": "contained_in",
+                       "reason": "unit"}],
+            "levels": [["a"], ["b"]], "problems": []}
+    svg = str(graph.render(view, {"a": {"local": "ok", "state": "started"}}))
+    assert svg.startswith('<svg class="topology"')
+    assert svg.count('class="edge"') == 1 and 'marker-end="url(#arrow)"' in svg
+    assert "&lt;web&gt;" in svg and "<web>" not in svg
+    assert 'class="node service st-ok"' in svg and 'class="node unit st-unknown"' in svg
+    assert "dc1" in svg
+    assert "No services" in str(graph.render({"nodes": [], "edges": [], "levels": []}, {}))
