@@ -1,9 +1,10 @@
 """A small client of the Fornace REST API (JSON over HTTP, standard library only).
 
-Used by ``fornace demo`` and the command-line tools: each call returns the
-decoded JSON body, or raises :class:`ClientError` with the API's own error
-message (``{"error": {"code", "title", "message"}}``) or the reason the
-server could not be reached.
+Used by ``fornace demo`` and the client commands (``fornace env``,
+``deploy``...): each call returns the decoded JSON body, or raises
+:class:`ClientError` with the API's own error message (``{"error": {"code",
+"title", "message"}}``) or the reason the server could not be reached.  The
+token is sent, never put in a message.
 """
 from __future__ import annotations
 
@@ -19,6 +20,11 @@ class ClientError(Exception):
     def __init__(self, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+    @property
+    def unreachable(self) -> bool:
+        """No HTTP answer at all: nothing listens there, or the network failed."""
+        return self.status is None
 
 
 class ApiClient:
@@ -58,8 +64,8 @@ class ApiClient:
         except ValueError:
             raise ClientError(f"{method} {path}: the answer is not JSON") from None
 
-    def get(self, path: str) -> Any:
-        return self.request("GET", path)
+    def get(self, path: str, session: str | None = None) -> Any:
+        return self.request("GET", path, None, _session(session))
 
     def post(self, path: str, body: Any = None, session: str | None = None) -> Any:
         return self.request("POST", path, body, _session(session))

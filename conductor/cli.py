@@ -2,46 +2,119 @@
 
 Options and config files are parsed by oslo.config; each sub-command module
 contributes its argparse parsers and a ``run(conf) -> exit code`` function.
-
-Exit codes: 0 success, 1 the job failed (problems found, deployment ended
-with an error), 2 bad usage or unreadable input.
+``fornace --help`` is written here rather than by argparse, which can only
+list the commands in one block: a newcomer first needs to see which commands
+run Fornace and which use a running one.
 """
 from __future__ import annotations
 
+import argparse
 import importlib
 import sys
 from types import ModuleType
+from typing import Any
 
 from oslo_config import cfg
 
 from . import config
 from .errors import FornaceError
 
-# sub-command -> module with add_parsers(subparsers), run(conf) and maybe register(conf)
+# sub-command -> module with add_parsers(subparsers), run(conf) and maybe register(conf);
+# a module may serve several sub-commands (its run() looks at conf.command.name)
 COMMANDS = {
-    "workflow": "conductor.workflow_cli",
-    "api": "api.cli",
-    "agent": "agent.cli",
-    "conductor": "conductor.daemon_cli",
     "up": "conductor.up_cli",
+    "api": "api.cli",
+    "conductor": "conductor.daemon_cli",
+    "agent": "agent.cli",
     "demo": "conductor.demo_cli",
+    "env": "api.cli_env",
+    "service": "api.cli_service",
+    "deploy": "api.cli_deploy",
+    "action": "api.cli_deploy",
+    "plan": "api.cli_deploy",
+    "jobs": "api.cli_jobs",
+    "logs": "api.cli_jobs",
+    "deployments": "api.cli_jobs",
+    "status": "api.cli_views",
+    "topology": "api.cli_views",
+    "workflow": "conductor.workflow_cli",
 }
+
+# how ``fornace --help`` groups them (every command in exactly one group)
+GROUPS = (
+    ("Run Fornace", ("up", "api", "conductor", "agent", "demo")),
+    ("Use a running Fornace through its REST API (--url, default $FORNACE_URL)",
+     ("env", "service", "deploy", "action", "plan", "jobs", "logs", "deployments", "status",
+      "topology")),
+    ("Workflow files", ("workflow",)),
+)
+
+DESCRIPTION = "Fornace deploys environments of services from Murano 0.2 style XML workflows."
+EPILOG = """\
+Options of every command: --config-file FILE, --config-dir DIR (oslo.config files;
+see etc/fornace.conf.sample). The client commands also take --url URL, --token
+TOKEN ($FORNACE_TOKEN), --tenant ID ($FORNACE_TENANT, noauth mode) and --json (print
+the API's data as one JSON document). Run 'fornace COMMAND --help' for the options
+and examples of each.
+
+Exit codes:
+  0    success
+  1    the deployment or job failed (or 'workflow check' found problems)
+  2    bad usage: wrong options, unreadable files, parameters or names the API
+       rejects (HTTP 400, 404)
+  3    the API is unreachable or refused the request (authentication,
+       permission, environment busy, server error)
+  130  interrupted (Ctrl-C; a followed job goes on)"""
 
 
 def _module(name: str) -> ModuleType:
     return importlib.import_module(COMMANDS[name])
 
 
-def _add_command_parsers(subparsers) -> None:
-    for name in COMMANDS:
-        _module(name).add_parsers(subparsers)
+def _modules() -> list[ModuleType]:
+    return [importlib.import_module(name) for name in dict.fromkeys(COMMANDS.values())]
+
+
+class _Summaries:
+    """Stands for argparse's sub-parsers while the commands add theirs: keeps the
+    one-line help of each for the grouped ``fornace --help``."""
+
+    def __init__(self, subparsers: argparse._SubParsersAction) -> None:
+        self._subparsers = subparsers
+        self.found: dict[str, str] = {}
+
+    def add_parser(self, name: str, **kwargs: Any) -> argparse.ArgumentParser:
+        self.found[name] = kwargs.get("help") or ""
+        return self._subparsers.add_parser(name, **kwargs)
+
+
+def _add_command_parsers(subparsers: argparse._SubParsersAction) -> _Summaries:
+    subparsers.metavar = "COMMAND"
+    summaries = _Summaries(subparsers)
+    for module in _modules():
+        module.add_parsers(summaries)
+    return summaries
+
+
+def overview() -> str:
+    """The text of ``fornace --help``."""
+    summaries = _add_command_parsers(argparse.ArgumentParser().add_subparsers()).found
+    width = max(len(name) for name in COMMANDS) + 2
+    lines = ["usage: fornace [--config-file FILE] [--config-dir DIR] COMMAND [options]", "",
+             DESCRIPTION]
+    grouped = {name for _, names in GROUPS for name in names}
+    others = tuple(name for name in COMMANDS if name not in grouped)
+    for title, names in GROUPS + ((("Other commands", others),) if others else ()):
+        lines += ["", f"{title}:"]
+        lines += [f"  {name:<{width}}{summaries.get(name, '')}" for name in names]
+    return "\n".join(lines + ["", EPILOG])
 
 
 def build_conf() -> cfg.ConfigOpts:
     conf = cfg.ConfigOpts()
     config.register(conf)
-    for name in COMMANDS:
-        register = getattr(_module(name), "register", None)
+    for module in _modules():
+        register = getattr(module, "register", None)
         if register is not None:
             register(conf)
     conf.register_cli_opt(cfg.SubCommandOpt(
@@ -57,6 +130,12 @@ def hoist_global_options(args: list[str]) -> list[str]:
     """Move ``--config-file F`` (and ``--config-dir``) given after the sub-command
     to the front, where oslo.config expects them: ``fornace api --config-file F``
     then means what its user meant."""
+    front, rest = _split_global_options(args)
+    return front + rest
+
+
+def _split_global_options(args: list[str]) -> tuple[list[str], list[str]]:
+    """(the global options with their values, the other arguments)."""
     front: list[str] = []
     rest: list[str] = []
     index = 0
@@ -72,16 +151,39 @@ def hoist_global_options(args: list[str]) -> list[str]:
         else:
             rest.append(arg)
         index += 1
-    return front + rest
+    return front, rest
+
+
+CLIENT_OPTIONS = ("--url", "--token", "--tenant")   # with a value; and the flag --json
+
+
+def sink_client_options(args: list[str]) -> list[str]:
+    """Move the client commands' options given before the command to the end, where
+    the command's own parser reads them: ``fornace --url U env list`` then works."""
+    rest = list(args)
+    moved: list[str] = []
+    while rest and rest[0].startswith("-"):
+        name = rest[0].split("=", 1)[0]
+        if name == "--json" or (name in CLIENT_OPTIONS and "=" in rest[0]):
+            moved.append(rest.pop(0))
+        elif name in CLIENT_OPTIONS:
+            moved.extend(rest[:2])
+            del rest[:2]
+        else:
+            break
+    return rest + moved
 
 
 def main(argv: list[str] | None = None) -> int:
+    front, rest = _split_global_options(sys.argv[1:] if argv is None else argv)
+    rest = sink_client_options(rest)
+    if not rest or rest[0] in ("-h", "--help"):
+        print(overview(), file=sys.stdout if rest else sys.stderr)
+        return 0 if rest else 2
     conf = build_conf()
-    args = hoist_global_options(sys.argv[1:] if argv is None else argv)
+    args = front + rest
     try:
-        conf(args, project="fornace", prog="fornace",
-             description="Fornace: deploy environments of services from Murano 0.2 "
-                         "style XML workflows.")
+        conf(args, project="fornace", prog="fornace", description=DESCRIPTION)
     except cfg.Error as exc:
         print(f"fornace: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,248 @@
+"""The client commands (``fornace env``, ``service``, ``deploy``, ``action``...)
+run as their users run them: ``python -m conductor.cli`` in a subprocess,
+talking over HTTP to a real API with its conductor and the local cloud's
+real agents (folder broker, SQLite), started once for the module.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from api.cli_deploy import with_ids
+from api.cli_service import load_services
+from apikit import free_port
+from conductor.cli import COMMANDS, GROUPS, build_conf, main
+from conductor.onebox import OneBox
+
+ROOT = Path(__file__).resolve().parent.parent
+HELLO = ROOT / "data" / "examples" / "apps" / "hello"
+
+
+@pytest.fixture(scope="module")
+def box(tmp_path_factory):
+    state = tmp_path_factory.mktemp("cli-client")
+    conf = build_conf()
+    conf(["up"], project="fornace", default_config_files=[], default_config_dirs=[])
+    conf.set_override("state_dir", str(state / "state"), group="api")
+    conf.set_override("agent_timeout", 60, group="engine")
+    onebox = OneBox(conf, host="127.0.0.1", port=0, max_environments=2)
+    onebox.start()
+    try:
+        yield onebox
+    finally:
+        onebox.stop()
+        for stack in onebox.cloud.stack_names():
+            onebox.cloud.delete(stack)
+
+
+@pytest.fixture
+def cli(box, tmp_path):
+    """Runs ``fornace ARGS`` against the box; its sessions file is the test's own."""
+    environment = {**os.environ, "HOME": str(tmp_path), "PYTHONPATH": str(ROOT),
+                   "FORNACE_URL": box.url, "FORNACE_SESSIONS": str(tmp_path / "sessions")}
+    for name in ("FORNACE_TOKEN", "FORNACE_TENANT"):
+        environment.pop(name, None)
+
+    def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "conductor.cli", *args], cwd=tmp_path,
+                              env=environment, capture_output=True, text=True,
+                              timeout=timeout)
+    return run
+
+
+def ok(done: subprocess.CompletedProcess) -> str:
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def as_json(done: subprocess.CompletedProcess) -> object:
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)
+
+
+def one_line_error(done: subprocess.CompletedProcess, code: int) -> str:
+    assert done.returncode == code, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("fornace: "), done.stderr
+    return lines[0]
+
+
+def site(name: str, port: int, units: int = 1) -> dict:
+    return {"name": name, "type": "linuxWebServer", "port": port,
+            "unitNamingPattern": f"{name}#", "osImage": {"name": "local", "type": "linux"},
+            "units": [{} for _ in range(units)]}
+
+
+# --------------------------------------------------------------------------------- help
+
+def test_help_groups_every_command_and_explains_the_exit_codes(capsys):
+    assert main(["--help"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("usage: fornace")
+    grouped = [name for _, names in GROUPS for name in names]
+    assert sorted(grouped) == sorted(COMMANDS)
+    for title, names in GROUPS:
+        assert f"\n{title}:\n" in text
+        for name in names:
+            assert re.search(rf"^  {name} +\S", text, re.M), name
+    for code in ("0", "1", "2", "3"):
+        assert re.search(rf"^  {code} +\S", text, re.M)
+    assert main([]) == 2 and "COMMAND" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("args", [
+    ["env"], ["env", "list"], ["env", "create"], ["env", "show"], ["env", "delete"],
+    ["service"], ["service", "add"], ["service", "list"], ["service", "remove"],
+    ["deploy"], ["action"], ["plan"], ["jobs"], ["logs"], ["deployments"], ["status"],
+    ["topology"]])
+def test_each_client_command_has_a_description_and_examples(capsys, args):
+    with pytest.raises(SystemExit) as done:
+        main([*args, "--help"])
+    assert done.value.code == 0
+    text = capsys.readouterr().out
+    usage, description = text.split("\n\n")[:2]
+    assert usage.startswith(f"usage: fornace {' '.join(args)}")
+    assert len(description.split()) > 8, text
+    assert f"\nexamples:\n  fornace {args[0]}" in text
+    if len(args) > 1 or args[0] not in ("env", "service"):
+        assert "--url URL" in text and "--json" in text
+
+
+# ----------------------------------------------------------------------- pure helpers
+
+def test_service_files_take_a_service_a_list_or_an_environment_model(tmp_path):
+    one = tmp_path / "one.json"
+    one.write_text(json.dumps(site("a", 1)))
+    many = tmp_path / "many.yaml"
+    many.write_text("- {name: a, type: linuxWebServer, units: [{}]}\n"
+                    "- {name: b, type: linuxWebServer, units: [{}]}\n")
+    assert [s["name"] for s in load_services(str(one))] == ["a"]
+    assert [s["name"] for s in load_services(str(many))] == ["a", "b"]
+    assert [s["name"] for s in load_services(str(ROOT / "data/examples/linux-web.json"))] \
+        == ["site"]
+
+
+def test_action_parameters_may_name_services_and_units():
+    services = [{"id": "s1", "name": "web", "units": [
+        {"id": "u1", "name": "web_instance_0", "state": {"hostname": "web1"}},
+        {"id": "u2", "name": "web_instance_1", "state": {"hostname": "web2"}}]}]
+    assert with_ids({"node_id": "web", "delta": 1}, services) == {"node_id": "s1", "delta": 1}
+    assert with_ids({"node_instance_ids": ["web2", "web_instance_0", "u9"]}, services) == {
+        "node_instance_ids": ["u2", "u1", "u9"]}    # unknown: left for the API to refuse
+
+
+# ------------------------------------------------------------------------------ errors
+
+def test_an_unreachable_api_is_one_line_and_exit_3(cli):
+    done = cli("--url", f"http://127.0.0.1:{free_port()}", "env", "list")
+    line = one_line_error(done, 3)
+    assert "cannot reach" in line and done.stdout == ""
+
+
+def test_environments_are_created_listed_shown_and_deleted(cli):
+    created = as_json(cli("env", "create", "cli-empty", "--json"))
+    assert created["name"] == "cli-empty" and created["status"] == "ready"
+    listing = ok(cli("env", "list"))
+    assert re.search(rf"^{created['id']}\s+cli-empty\s+ready\s+0", listing, re.M)
+    listed = as_json(cli("env", "list", "--json"))
+    assert created["id"] in [e["id"] for e in listed["environments"]]
+    assert "environment cli-empty" in ok(cli("env", "show", "cli-empty"))
+    assert as_json(cli("env", "show", created["id"], "--json"))["id"] == created["id"]
+
+    line = one_line_error(cli("env", "show", "no-such-env"), 2)
+    assert "'no-such-env'" in line
+
+    assert "deleted" in ok(cli("env", "delete", "cli-empty"))
+    assert created["id"] not in ok(cli("env", "list"))
+
+
+# ------------------------------------------------ a deployment, its jobs and actions
+
+def test_services_are_added_deployed_followed_and_acted_on(cli, tmp_path):
+    port = free_port()
+    ok(cli("env", "create", "cli-web"))
+    model = tmp_path / "web.json"     # an environment model, as data/examples has
+    model.write_text(json.dumps({"name": "ignored", "services": [site("web", port)]}))
+    added = ok(cli("service", "add", "cli-web", "--file", str(model)))
+    assert "added service web (linuxWebServer, 1 unit(s)" in added
+    ok(cli("service", "add", "cli-web", "--type", "linuxWebServer", "--name", "spare",
+           "--set", f"port={free_port()}", "--set", "osImage.name=local"))
+    pending = ok(cli("service", "list", "cli-web"))
+    assert "pending changes" in pending and "spare" in pending and "web_instance_0" in pending
+    ok(cli("service", "remove", "cli-web", "spare"))
+    assert [s["name"] for s in as_json(cli("service", "list", "cli-web", "--json"))] == ["web"]
+
+    deployed = cli("deploy", "cli-web")
+    out = ok(deployed)
+    assert re.search(r"^\[\d+/\d+\] web1 +Linux/DeployStaticSite +ok$", out, re.M), out
+    assert "report: Service web is ready" in out
+    assert re.search(r"^deploy succeeded: job \w+ in \d+ s, tasks: \d+ ok$", out, re.M)
+    shown = as_json(cli("env", "show", "cli-web", "--json"))
+    assert shown["status"] == "ready" and shown["version"] == 1
+    assert [u["state"]["hostname"] for u in shown["services"][0]["units"]] == ["web1"]
+
+    checked = ok(cli("action", "cli-web", "check"))
+    assert re.search(r"web1 +check \(Linux/CheckServer\) +ok", checked), checked
+    scaled = cli("action", "cli-web", "scale", "--param", "node_id=web", "--param", "delta=1",
+                 "--json")
+    outcome = as_json(scaled)
+    assert outcome["job"]["action"] == "scale" and outcome["job"]["state"] == "success"
+    assert ("web2", "ok") in [(t["target_name"], t["status"]) for t in outcome["job"]["tasks"]]
+    assert any(r["text"] == "Service web is ready" for r in outcome["reports"])
+
+    plan = ok(cli("plan", "cli-web"))
+    assert plan.splitlines()[0].split() == ["TARGET", "OPERATION", "REASON", "STATUS"]
+    assert "planned" in plan
+
+    jobs = as_json(cli("jobs", "cli-web", "--json"))["jobs"]
+    assert [j["action"] for j in jobs] == ["plan", "scale", "check", "deploy"]
+    listing = ok(cli("jobs", "cli-web"))
+    assert re.search(rf"^{jobs[3]['id']}\s+deploy\s+success\s+\d+ ok", listing, re.M)
+    tasks = ok(cli("jobs", "cli-web", jobs[3]["id"]))
+    assert re.search(r"^web1\s+Linux/DeployStaticSite\s+new\s+ok", tasks, re.M), tasks
+    logs = ok(cli("logs", "cli-web", "--job", jobs[3]["id"]))
+    assert re.search(r"^web1 Linux/DeployStaticSite \| serving http://", logs, re.M), logs
+    assert "report: Deploying the web site on web1" in logs
+    assert len(as_json(cli("deployments", "cli-web", "--json"))["deployments"]) == 4
+    assert "Service web is ready" in ok(cli("deployments", "cli-web", jobs[3]["id"]))
+    status = as_json(cli("status", "cli-web", "--json"))
+    assert [u["status"]["local"] for u in status["services"][0]["units"]] == ["ok", "ok"]
+    assert as_json(cli("topology", "cli-web", "--json"))["levels"]
+
+    # parameters the command or the API refuses: one line, exit 2
+    assert "expected KEY=VALUE" in one_line_error(
+        cli("action", "cli-web", "scale", "--param", "delta"), 2)
+    assert "must be an integer" in one_line_error(
+        cli("action", "cli-web", "scale", "--param", "node_id=web", "--param", "delta=x"), 2)
+    assert "--params" in one_line_error(cli("action", "cli-web", "scale", "--params", "[1"), 2)
+    assert cli("action", "cli-web", "reboot").returncode == 2
+
+    deleted = ok(cli("env", "delete", "cli-web"))
+    assert "environment cli-web deleted" in deleted
+    assert "cli-web" not in ok(cli("env", "list"))
+
+
+def test_a_failing_deployment_exits_1_with_the_error(cli, tmp_path):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(f"name: broken\ntype: linuxApp\nosImage: local\nsource: {HELLO}\n"
+                      f"startCommand: 'echo missing-dependency >&2; exit 7'\n"
+                      f"port: {free_port()}\nunits: [{{}}]\n")
+    ok(cli("env", "create", "cli-broken"))
+    done = cli("deploy", "cli-broken", "--service", str(broken))
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert re.search(r"Linux/DeployApp +error: .*exited with code", done.stdout), done.stdout
+    assert "error: Deployment of broken on" in done.stdout
+    assert re.search(r"^deploy FAILED \(completed_w_errors\)", done.stdout, re.M)
+
+    again = cli("deploy", "cli-broken", "--json")      # the next deployment retries it
+    assert again.returncode == 1
+    outcome = json.loads(again.stdout)
+    assert outcome["job"]["state"] == "completed_w_errors"
+    assert any(r["level"] == "error" for r in outcome["reports"])
+    assert ok(cli("env", "delete", "cli-broken"))
