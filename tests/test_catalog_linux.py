@@ -36,10 +36,10 @@ import pytest
 from api import specs
 from api.client import ApiClient
 from apikit import free_port
-from conductor.cli import build_conf, main
+from conductor.cli import main
 from conductor.demo_cli import Demo
 from conductor.onebox import OneBox
-from localkit import alive, instance_processes, processes_with
+from localkit import alive, instance_processes, processes_with, running_onebox
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "data" / "templates" / "agent" / "scripts"
@@ -62,19 +62,7 @@ def fetch(url: str, data: bytes | None = None) -> tuple[int, dict[str, str], str
 @pytest.fixture(scope="module")
 def box(tmp_path_factory):
     """One Fornace for the module's tests (each test has its own environment)."""
-    conf = build_conf()
-    conf(["up"], project="fornace", default_config_files=[], default_config_dirs=[])
-    conf.set_override("state_dir", str(tmp_path_factory.mktemp("catalog") / "state"),
-                      group="api")
-    conf.set_override("agent_timeout", 90, group="engine")
-    onebox = OneBox(conf, host="127.0.0.1", port=0, max_environments=2)
-    onebox.start()
-    try:
-        yield onebox
-    finally:
-        onebox.stop()
-        for stack in onebox.cloud.stack_names():     # stops every process of the units
-            onebox.cloud.delete(stack)
+    yield from running_onebox(tmp_path_factory.mktemp("catalog") / "state", agent_timeout=90)
 
 
 @pytest.fixture

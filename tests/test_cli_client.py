@@ -17,8 +17,8 @@ import pytest
 from api.cli_deploy import with_ids
 from api.cli_service import load_services
 from apikit import free_port
-from conductor.cli import COMMANDS, GROUPS, build_conf, main
-from conductor.onebox import OneBox
+from conductor.cli import COMMANDS, GROUPS, main
+from localkit import running_onebox
 
 ROOT = Path(__file__).resolve().parent.parent
 HELLO = ROOT / "data" / "examples" / "apps" / "hello"
@@ -26,19 +26,7 @@ HELLO = ROOT / "data" / "examples" / "apps" / "hello"
 
 @pytest.fixture(scope="module")
 def box(tmp_path_factory):
-    state = tmp_path_factory.mktemp("cli-client")
-    conf = build_conf()
-    conf(["up"], project="fornace", default_config_files=[], default_config_dirs=[])
-    conf.set_override("state_dir", str(state / "state"), group="api")
-    conf.set_override("agent_timeout", 60, group="engine")
-    onebox = OneBox(conf, host="127.0.0.1", port=0, max_environments=2)
-    onebox.start()
-    try:
-        yield onebox
-    finally:
-        onebox.stop()
-        for stack in onebox.cloud.stack_names():
-            onebox.cloud.delete(stack)
+    yield from running_onebox(tmp_path_factory.mktemp("cli-client") / "state")
 
 
 @pytest.fixture

@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 from apikit import free_port
-from conductor.cli import build_conf
 from conductor.onebox import OneBox
+from localkit import running_onebox
 from services import require
 
 CHROMIUM = os.environ.get("FORNACE_CHROMIUM", "/usr/bin/chromium")
@@ -71,18 +71,7 @@ def playwright_browser():
 
 @pytest.fixture
 def box(tmp_path):
-    conf = build_conf()
-    conf(["up"], project="fornace", default_config_files=[], default_config_dirs=[])
-    conf.set_override("state_dir", str(tmp_path / "state"), group="api")
-    conf.set_override("agent_timeout", 60, group="engine")
-    onebox = OneBox(conf, host="127.0.0.1", port=0, max_environments=1)
-    onebox.start()
-    try:
-        yield onebox
-    finally:
-        onebox.stop()
-        for stack in onebox.cloud.stack_names():
-            onebox.cloud.delete(stack)
+    yield from running_onebox(tmp_path / "state", max_environments=1)
 
 
 def test_a_user_deploys_checks_and_deletes_an_environment_in_the_browser(

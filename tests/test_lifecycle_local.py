@@ -17,9 +17,8 @@ import pytest
 
 from api.client import ApiClient, ClientError
 from apikit import free_port
-from conductor.cli import build_conf
 from conductor.onebox import OneBox
-from localkit import instance_processes
+from localkit import instance_processes, running_onebox
 
 TIMEOUT = 120.0
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,19 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(scope="module")
 def box(tmp_path_factory):
-    state = tmp_path_factory.mktemp("lifecycle")
-    conf = build_conf()
-    conf(["up"], project="fornace", default_config_files=[], default_config_dirs=[])
-    conf.set_override("state_dir", str(state / "state"), group="api")
-    conf.set_override("agent_timeout", 60, group="engine")
-    onebox = OneBox(conf, host="127.0.0.1", port=0, max_environments=2)
-    onebox.start()
-    try:
-        yield onebox
-    finally:
-        onebox.stop()
-        for stack in onebox.cloud.stack_names():
-            onebox.cloud.delete(stack)
+    yield from running_onebox(tmp_path_factory.mktemp("lifecycle") / "state")
 
 
 class Env:

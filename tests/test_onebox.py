@@ -23,8 +23,7 @@ from api.client import ApiClient, ClientError
 from apikit import free_port, reset_postgres
 from conductor.cli import build_conf
 from conductor.demo_cli import Demo
-from conductor.onebox import OneBox
-from localkit import instance_processes
+from localkit import instance_processes, running_onebox
 from services import amqp_url, postgres_url
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -91,8 +90,6 @@ def test_fornace_up_serves_the_api_until_interrupted(tmp_path):
 def box(request, tmp_path):
     conf = build_conf()
     conf(["up"], project="fornace", default_config_files=[], default_config_dirs=[])
-    conf.set_override("state_dir", str(tmp_path / "state"), group="api")
-    conf.set_override("agent_timeout", 60, group="engine")
     db = None
     if request.param.startswith("rabbitmq"):
         url = amqp_url()
@@ -105,14 +102,7 @@ def box(request, tmp_path):
             conf.set_override(key, value, group="rabbitmq")
         db = postgres_url()
         reset_postgres(db)
-    onebox = OneBox(conf, host="127.0.0.1", port=0, db=db, max_environments=1)
-    onebox.start()
-    try:
-        yield onebox
-    finally:
-        onebox.stop()
-        for stack in onebox.cloud.stack_names():
-            onebox.cloud.delete(stack)
+    yield from running_onebox(tmp_path / "state", max_environments=1, db=db, conf=conf)
 
 
 def test_a_linux_service_deployed_through_the_api_runs_and_is_removed(box):
