@@ -472,9 +472,7 @@ def _poll(pid: int) -> int | None:
 def _exit_code(pid: Any) -> int | None:
     if not pid:
         return None
-    with _children_lock:
-        process = _children.get(int(pid))
-    return None if process is None else process.returncode
+    return _poll(int(pid))   # it may have ended without being reaped yet
 
 
 def _running(info: dict[str, Any]) -> bool:
