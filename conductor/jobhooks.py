@@ -84,6 +84,8 @@ class JobHooks(NullHooks):
         self.failed_units: set[str] = set()
         self.blocked_units: set[str] = set()
         self._capture: list[str] | None = None
+        self._pending_record: tuple | None = None   # a finished command, recorded after
+                                                    # its <success>/<failure> block ran
         self._plans: dict[str, TaskRecord] = {}
         self._heat_rounds = 0
 
@@ -199,8 +201,7 @@ class JobHooks(NullHooks):
             yield
         finally:
             paths, self._capture = self._capture, None
-            pending = getattr(self, "_pending_record", None)
-            self._pending_record = None
+            pending, self._pending_record = self._pending_record, None
             if pending is not None:
                 task, owner, key, ok, value = pending
                 service = self._service(str(action.service))

@@ -295,7 +295,7 @@ def _check(job: Job) -> Outcome:
 
 def _check_verdict(ok: bool, value: Any) -> tuple[str, str]:
     """``ok``/``degraded``/``error`` and a detail from a check script's JSON line."""
-    for entry in value or [] if ok else []:
+    for entry in (value or []) if ok else []:
         lines = entry.get("Result") if isinstance(entry, dict) else None
         for line in reversed(lines if isinstance(lines, list) else [lines]):
             try:
