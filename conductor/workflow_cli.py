@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     checker.add_argument("--data", metavar="DIR",
                          help="catalog folder with templates/ (default: the folder above "
                               "each file's workflows/ folder)")
+    checker.add_argument("--json", action="store_true",
+                         help='print one JSON document: {"problems": [{"file", "line", '
+                              '"message"}]}')
 
     sim = actions.add_parser(
         "simulate", help="run workflows on a simulated cloud and print a trace",
@@ -67,12 +71,25 @@ def run(conf: cfg.ConfigOpts) -> int:
     command = conf.command
     if command.action == "check":
         problems = check(command.paths, command.data)
-        for problem in problems:
-            print(problem)
+        if command.json:
+            json.dump({"problems": [_located(p) for p in problems]}, sys.stdout, indent=2)
+            print()
+        else:
+            for problem in problems:
+                print(problem)
         if not problems:
             print("no problems found", file=sys.stderr)
         return 1 if problems else 0
     return simulate(conf)
+
+
+def _located(problem: str) -> dict[str, Any]:
+    """``file:line: message`` (as the checker words them) as an object."""
+    match = re.match(r"^(.*?):(\d+): (.*)$", problem, re.S)
+    if match is None:
+        file, _, message = problem.partition(": ")
+        return {"file": file or None, "line": None, "message": message or problem}
+    return {"file": match.group(1), "line": int(match.group(2)), "message": match.group(3)}
 
 
 def _json_arg(text: str, what: str) -> Any:

@@ -67,6 +67,17 @@ def test_check_reports_every_problem_with_file_and_line(tmp_path, capsys):
     assert any(line.startswith(f"{b}:") and "XML syntax error" in line for line in lines)
 
 
+def test_check_json_lists_problems_as_objects(tmp_path, capsys):
+    write_catalog(tmp_path, {"a.xml": "<workflow>\n  <frobnicate/>\n</workflow>\n"})
+    code, out, _ = run_cli(capsys, "workflow", "check", "--json", str(tmp_path / "workflows"))
+    assert code == 1
+    assert json.loads(out) == {"problems": [{
+        "file": str(tmp_path / "workflows" / "a.xml"), "line": 2,
+        "message": "unknown function <frobnicate>"}]}
+    code, out, _ = run_cli(capsys, "workflow", "check", "--json", str(ROOT / "data" / "workflows"))
+    assert (code, json.loads(out)) == (0, {"problems": []})
+
+
 def test_check_missing_path_is_a_problem(tmp_path, capsys):
     code, out, _ = run_cli(capsys, "workflow", "check", str(tmp_path / "nope"))
     assert code == 1 and "no such file or folder" in out
