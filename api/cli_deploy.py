@@ -80,8 +80,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     plan = add_command(
         subparsers, "plan", "show what the next deployment would do",
         "Run the next deployment on the simulator and list its tasks (target unit, "
-        "operation, reason: new, reconfigure, unchanged...). Nothing runs on the units "
-        "and the environment does not change.",
+        "operation, reason: new, reconfigure, unchanged...), with the changes waiting "
+        "in this client's configuration session if there are any. Nothing runs on the "
+        "units and the environment does not change.",
         ["fornace plan demo", "fornace plan demo --change-detection always --json"])
     plan.add_argument("environment", metavar="ENV", help="environment id or name")
     plan.add_argument("--change-detection", choices=CHANGE_DETECTION,
@@ -188,7 +189,9 @@ def plan(command: Any, client: ApiClient) -> int:
     env = find_environment(client, command.environment)
     parameters = {"change_detection": command.change_detection} \
         if command.change_detection else {}
-    job = client.post(f"/environments/{env['id']}/actions/plan", parameters)
+    # pending changes (``service add``/``remove`` not deployed yet) are planned too
+    session = Sessions(client).current(env["id"])
+    job = client.post(f"/environments/{env['id']}/actions/plan", parameters, session=session)
     outcome = Follower(client, env["id"], job["id"], live=None).follow()
     if command.json:
         print_json(outcome.document())

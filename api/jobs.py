@@ -43,9 +43,10 @@ async def _parameters(request: Request) -> dict[str, Any]:
 
 @router.post("/environments/{env_id}/actions/{name}", status_code=202)
 async def run_action(env_id: str, name: str, request: Request,
+                     session_id: Optional[str] = SESSION_HEADER,
                      ctx: Context = Depends(_context), jobs: Jobs = Depends(_jobs)) -> dict:
     parameters = await _parameters(request)
-    return await _run(jobs.run_action, ctx, env_id, name, parameters)
+    return await _run(jobs.run_action, ctx, env_id, name, parameters, session_id)
 
 
 @router.get("/environments/{env_id}/jobs")

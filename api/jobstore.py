@@ -169,14 +169,25 @@ class Jobs:
 
     # -- starting a job --------------------------------------------------------
     def run_action(self, ctx: Context, env_id: str, action: str,
-                   parameters: Any) -> dict[str, Any]:
-        """Start a job of ``action`` on an environment; its view (the task is queued)."""
+                   parameters: Any, session_id: str | None = None) -> dict[str, Any]:
+        """Start a job of ``action`` on an environment; its view (the task is queued).
+
+        A ``plan`` with a configuration session plans the session's description:
+        what deploying that session would run.
+        """
         if action not in USER_ACTIONS:
             raise NotFound(f"unknown action {action[:80]!r}: the actions are "
                            f"{', '.join(USER_ACTIONS)}")
+        if session_id and action != "plan":
+            raise BadRequest(f"only plan takes a configuration session; {action} runs on "
+                             f"the deployed environment")
         with self._sessions.begin() as db:
             env = self.store.environment(db, ctx, env_id)
-            parameters = self._checked(action, parameters, env.description)
+            description = env.description
+            if session_id:
+                description = self.store.config_session(db, ctx, env, session_id,
+                                                        editable=False).description
+            parameters = self._checked(action, parameters, description)
             if env.version == 0 and action not in UNDEPLOYED_ACTIONS:
                 raise Conflict(f"environment {env_id} has never been deployed: deploy it "
                                f"before running {action}")
@@ -184,9 +195,9 @@ class Jobs:
             self._claim(db, env)
             job = Deployment(id=new_id(), environment_id=env.id, tenant_id=env.tenant_id,
                              kind=action, parameters=masked(parameters),
-                             description=masked(env.description))
+                             description=masked(description))
             db.add(job)
-            body = contract.task_body(env.description, ctx.token, env.tenant_id,
+            body = contract.task_body(description, ctx.token, env.tenant_id,
                                       job=contract.job_section(job.id, action, parameters))
             db.flush()
             view = job_view(job)

@@ -211,6 +211,14 @@ def test_services_are_added_deployed_followed_and_acted_on(cli, tmp_path):
     assert "--params" in one_line_error(cli("action", "cli-web", "scale", "--params", "[1"), 2)
     assert cli("action", "cli-web", "reboot").returncode == 2
 
+    # plan takes the changes waiting in the client's session into account
+    ok(cli("service", "add", "cli-web", "--type", "linuxWebServer", "--name", "blog",
+           "--set", f"port={free_port()}", "--set", "osImage.name=local",
+           "--set", "unitNamingPattern=blog#"))
+    planned = ok(cli("plan", "cli-web"))
+    assert re.search(r"^blog1\s+Linux/DeployStaticSite\s+new\s+planned", planned, re.M), planned
+    assert not re.search(r"^web\d\s+Linux/DeployStaticSite", planned, re.M), planned
+
     deleted = ok(cli("env", "delete", "cli-web"))
     assert "environment cli-web deleted" in deleted
     assert "cli-web" not in ok(cli("env", "list"))

@@ -281,20 +281,36 @@ def test_change_detection_and_plan(box):
 
 def test_plan_lists_the_next_deployment_without_running_it(box):
     env = Env(box, "plan")
-    env.deploy(site("web", free_port()))
+    env.deploy(site("web", free_port(), units=2), site("other", free_port()))
     web = service_id(env, "web")
     tokens = env.tokens()
-    session = env.client.post(f"/environments/{env.id}/configure")["id"]
-    env.client.request("PUT", f"/environments/{env.id}/services/{web}/port", free_port(),
-                       {"X-Configuration-Session": session})
-    env.client.post(f"/environments/{env.id}/sessions/{session}/deploy")
-    env.wait(env.jobs()[0]["id"])
     version = env.client.get(f"/environments/{env.id}")["version"]
-    job = env.action("plan")
+    session = env.client.post(f"/environments/{env.id}/configure")["id"]
+    new_port = free_port()
+    env.client.request("PUT", f"/environments/{env.id}/services/{web}/port", new_port,
+                       {"X-Configuration-Session": session})
+
+    # planned on the session: what deploying it would run, nothing run
+    job = env.client.post(f"/environments/{env.id}/actions/plan", {}, session=session)
+    job = env.wait(job["id"])
     assert job["state"] == "success"
     assert all(t["status"] == "planned" for t in job["tasks"])
+    planned = sorted((t["target_name"], t["operation"], t["reason"]) for t in commands(job))
+    assert planned == [("web1", "Linux/DeployStaticSite", "reconfigure"),
+                       ("web2", "Linux/DeployStaticSite", "reconfigure")]
     assert env.client.get(f"/environments/{env.id}")["version"] == version
     assert env.tokens() == tokens
+    assert all(answers(address_of(u), new_port) is None for u in env.units("web"))
+    with pytest.raises(ClientError) as refused:   # other actions run on what is deployed
+        env.client.post(f"/environments/{env.id}/actions/check", {}, session=session)
+    assert refused.value.status == 400 and "only plan" in str(refused.value)
+
+    # the deployment then does what the plan said
+    env.client.post(f"/environments/{env.id}/sessions/{session}/deploy")
+    job = env.wait(env.jobs()[0]["id"])
+    ran = sorted((t["target_name"], t["operation"], t["reason"]) for t in commands(job))
+    assert ran == planned
+    assert all(answers(address_of(u), new_port) for u in env.units("web"))
 
 
 # ------------------------------------------------------------------ heal, scale
