@@ -75,6 +75,11 @@ class ApiService:
         self._thread: threading.Thread | None = None
 
     def _on_result(self, body: Any, delivery: Delivery) -> None:
+        # job events share the results queue: a job's last task events are then
+        # stored before its result ends it (one queue keeps their order)
+        if contract.is_job_event(body):
+            self.jobs.apply_job_event(body, delivery.message_id)
+            return
         self.store.apply_result(body, delivery.message_id)
 
     def _on_report(self, body: Any, delivery: Delivery) -> None:

@@ -17,9 +17,11 @@ Queues (all durable, JSON bodies):
   (``{IsException, Result}``), message id = the id of the plan answered;
   while a plan runs, its log lines come on the same queue as
   ``{PlanId, Log: [lines]}`` (a Fornace extension; 0.2 agents never send it).
-* ``job-events``: what a job does, task by task (``{environment_id, job_id,
+* job events: what a job does, task by task (``{environment_id, job_id,
   kind: "task"|"job", ...}``, see :func:`task_event_body`); the API keeps
-  them as the job's tasks.
+  them as the job's tasks.  They travel on ``task-results`` (told apart by
+  :func:`is_job_event`), so a job's last events are stored before its result
+  ends it; the API also reads the ``job-events`` queue.
 
 A task may carry ``job: {id, action, parameters}`` (a Fornace extension):
 the job it belongs to and the lifecycle action to run (``deploy`` when
@@ -164,6 +166,12 @@ def job_event_body(environment_id: str, job_id: str, state: str,
             "state": state, "summary": summary}
     _check_event(body)
     return body
+
+
+def is_job_event(body: Any) -> bool:
+    """Whether a ``task-results`` body is a job event (a final model has an ``id``)."""
+    return (isinstance(body, dict) and "job_id" in body and "id" not in body
+            and body.get("kind") in ("task", "job"))
 
 
 def plan_log_body(plan_id: str, lines: list[str]) -> dict[str, Any]:

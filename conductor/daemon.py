@@ -125,7 +125,8 @@ class Conductor:
                 secrets.add(task.token)
             recorder = JobRecorder(
                 task.environment_id, job_id,
-                lambda body, message_id: broker.publish(contract.JOB_EVENTS, body, message_id),
+                # on the results queue: the API stores them before the result (one order)
+                lambda body, message_id: broker.publish(contract.RESULTS, body, message_id),
                 mask=lambda text: mask_text(text, secrets) if secrets else text)
             if not self._lock(task, job_id, recorder):
                 return

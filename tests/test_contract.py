@@ -237,3 +237,12 @@ def test_contract_does_not_import_kombu():
     imported |= {node.module.split(".")[0] for node in ast.walk(tree)
                  if isinstance(node, ast.ImportFrom) and node.module}
     assert "kombu" not in imported
+
+
+def test_job_events_are_told_apart_from_results_on_one_queue():
+    event = contract.task_event_body("env1", "job1", {"change_id": "A", "status": "ok"})
+    assert contract.is_job_event(event)
+    assert contract.is_job_event(contract.job_event_body("env1", "job1", "refused", "why"))
+    assert not contract.is_job_event(contract.result_body({"id": "env1", "services": []}))
+    assert not contract.is_job_event({"id": "env1", "job_id": "x", "kind": "task"})
+    assert not contract.is_job_event(["not", "an", "object"])

@@ -568,6 +568,20 @@ def test_the_api_service_consumes_job_events(tmp_path):
                 break
             time.sleep(0.05)
         assert tasks and tasks[0]["log"] == ["a", "b"] and tasks[0]["status"] == "running"
+
+        # as the conductor sends them: on the results queue, the last event before
+        # the result -- the job ends with its task already finished
+        broker.publish(contract.RESULTS, contract.task_event_body(
+            env_id, job_id, {"change_id": "D001", "status": "ok", "log": ["c"]}), "ev-3")
+        broker.publish(contract.RESULTS, {"id": env_id, "name": "e", "services": []}, job_id)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            job = client.get(f"/environments/{env_id}/jobs/{job_id}").json()
+            if job["state"] != "running":
+                break
+            time.sleep(0.05)
+        assert job["state"] == "success"
+        assert (job["tasks"][0]["status"], job["tasks"][0]["log"]) == ("ok", ["a", "b", "c"])
     finally:
         service.stop()
         broker.close()
