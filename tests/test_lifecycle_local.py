@@ -64,11 +64,9 @@ class Env:
         while True:
             job = self.client.get(f"/environments/{self.id}/jobs/{job_id}")
             env = self.client.get(f"/environments/{self.id}")
-            # task events and the result come on different queues: the last
-            # events of a job may be stored just after its end
-            settled = all(t["status"] not in ("pending", "running") for t in job["tasks"])
-            if job["state"] != "running" and env["status"] not in ("deploying", "deleting") \
-                    and settled:
+            if job["state"] != "running" and env["status"] not in ("deploying", "deleting"):
+                # a job's task events come before its result (one queue): all settled
+                assert all(t["status"] not in ("pending", "running") for t in job["tasks"]), job
                 return job
             assert time.monotonic() < deadline, f"job {job_id} still running: {job}"
             time.sleep(0.2)
