@@ -1,7 +1,10 @@
 """Database engine set-up and schema upgrades (Alembic, run in code)."""
 from __future__ import annotations
 
+import sqlite3
+import time
 from pathlib import Path
+from typing import Any
 
 from alembic import command
 from alembic.config import Config
@@ -20,11 +23,7 @@ def make_engine(url: str) -> Engine:
         def _sqlite_pragmas(connection, _record) -> None:  # pragma: no cover - trivial
             cursor = connection.cursor()
             cursor.execute("PRAGMA foreign_keys=ON")
-            # WAL is kept in the file: set it once.  Setting it again on every
-            # connection needs a lock the busy timeout does not wait for, so
-            # connections opened at the same moment failed ("database is locked").
-            if cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
-                cursor.execute("PRAGMA journal_mode=WAL")
+            _wal(cursor)
             cursor.close()
         return engine
     # At most 30 connections, as before (10 + 20 overflow), but all of them kept
@@ -34,6 +33,24 @@ def make_engine(url: str) -> Engine:
     # churned exactly when the server was busiest.  Connections are still
     # opened only when needed.
     return create_engine(url, pool_size=30, max_overflow=0, pool_pre_ping=True)
+
+
+def _wal(cursor: Any, attempts: int = 100) -> None:
+    """Put the file in WAL mode (kept in the file: done once).
+
+    Changing the journal mode needs a lock that SQLite's busy timeout does not
+    wait for: connections opened at the same moment on a new file got
+    "database is locked".  Such a failure is retried here for up to ~5 s.
+    """
+    for attempt in range(attempts):
+        try:
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() != "wal":
+                cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == attempts - 1:
+                raise
+            time.sleep(0.05)
 
 
 def alembic_config(url: str) -> Config:
