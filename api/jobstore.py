@@ -22,7 +22,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session as DbSession
 
 from conductor import contract, topology
-from conductor.actionparams import ActionError, check_parameters, select_units, service_type
+from conductor.actionparams import ActionError, check_parameters, select_units
+from conductor.modelview import service_type
 from conductor.secrets import mask_text, masked
 
 from .db.models import (ConfigSession, Deployment, Environment, JobLock, JobTask, Status,

@@ -17,6 +17,7 @@ from typing import Any, Callable
 from . import contract
 from .catalog import Catalog, Operation, render, unit_cursor
 from .errors import FornaceError
+from .modelview import find_service, service_type, services_of, units_of
 
 Units = list[tuple[dict[str, Any], dict[str, Any]]]
 
@@ -27,33 +28,8 @@ class ActionError(FornaceError):
 
 # -- the model ----------------------------------------------------------------------
 
-def service_type(service: dict[str, Any]) -> str:
-    """A service's type: ``type``, or Murano's ``?: {type}``."""
-    value = service.get("type")
-    if isinstance(value, str):
-        return value
-    murano = service.get("?")
-    return str(murano.get("type")) if isinstance(murano, dict) else ""
-
-
-def _services(model: dict[str, Any]) -> list[dict[str, Any]]:
-    services = model.get("services")
-    return [s for s in services if isinstance(s, dict) and s.get("id") is not None] \
-        if isinstance(services, list) else []
-
-
-def _units(service: dict[str, Any]) -> list[dict[str, Any]]:
-    units = service.get("units")
-    return [u for u in units if isinstance(u, dict) and u.get("id") is not None] \
-        if isinstance(units, list) else []
-
-
-def _service(model: dict[str, Any], service_id: str) -> dict[str, Any] | None:
-    return next((s for s in _services(model) if s["id"] == service_id), None)
-
-
 def _unit_ids(model: dict[str, Any]) -> set[str]:
-    return {u["id"] for s in _services(model) for u in _units(s)}
+    return {u["id"] for s in services_of(model) for u in units_of(s)}
 
 
 def _label(service: dict[str, Any]) -> str:
@@ -141,7 +117,7 @@ def _unit_id(param: _Param, value: Any, ctx: Scope) -> str:
 
 
 def _service_id(param: _Param, value: Any, ctx: Scope) -> str:
-    ids = {s["id"] for s in _services(ctx[0])}
+    ids = {s["id"] for s in services_of(ctx[0])}
     return _member(param, _text(param, value), ids, "service of the environment")
 
 
@@ -239,9 +215,9 @@ def check_parameters(action: str, parameters: Any, model: dict[str, Any],
 
 def _check_scale(parameters: dict[str, Any], model: dict[str, Any]) -> None:
     """A scale in must leave the service at least one unit."""
-    service = _service(model, parameters["node_id"])
+    service = find_service(model, parameters["node_id"])
     assert service is not None  # checked by _service_id
-    count = len(_units(service))
+    count = len(units_of(service))
     if count + parameters["delta"] < 1:
         raise _Param("scale", "delta").error(
             f"would leave service {_label(service)} with {count + parameters['delta']} "
@@ -264,13 +240,13 @@ def select_units(parameters: dict[str, Any], model: dict[str, Any],
     type_names = list(parameters.get("type_names") or ())
     operation = parameters.get("operation")
     selected: Units = []
-    for service in _services(model):
+    for service in services_of(model):
         type_name = service_type(service)
         if node_ids and service["id"] not in node_ids:
             continue
         if type_names and not any(catalog.is_a(type_name, base) for base in type_names):
             continue
-        for unit in _units(service):
+        for unit in units_of(service):
             if unit_ids and unit["id"] not in unit_ids:
                 continue
             if operation is not None:

@@ -25,7 +25,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from .cursor import Cursor, get_path, start_cursor
 from .errors import FornaceError
@@ -242,13 +242,3 @@ def _default(text: str | None) -> Any:
 
 def truthy(cursor: Cursor, path: str | None) -> bool:
     return path is None or bool(read(cursor, path))
-
-
-def iter_units(model: dict[str, Any]) -> Iterator[tuple[dict, dict]]:
-    """(service, unit) for every unit of the model."""
-    services = model.get("services")
-    for service in services if isinstance(services, list) else []:
-        if isinstance(service, dict):
-            for unit in service.get("units") or []:
-                if isinstance(unit, dict) and unit.get("id") is not None:
-                    yield service, unit

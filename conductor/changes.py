@@ -25,7 +25,7 @@ import hashlib
 import json
 from typing import Any
 
-from .catalog import iter_units
+from .modelview import find_object, iter_units, services_of
 from .nodestatus import flag, status_of
 from .secrets import masked
 
@@ -66,7 +66,7 @@ def prepare(model: dict[str, Any], mode: str = "evaluate") -> dict[str, str]:
     reasons: dict[str, str] = {}
     if mode == "skip":
         return reasons
-    owners = [(service, None, service) for service in _services(model)]
+    owners = [(service, None, service) for service in services_of(model)]
     owners += [(service, unit, unit) for service, unit in iter_units(model)]
     for service, unit, owner in owners:
         if mode == "evaluate" and flag(owner, "customized"):
@@ -83,12 +83,6 @@ def prepare(model: dict[str, Any], mode: str = "evaluate") -> dict[str, str]:
                 config["stale"] = True
                 reasons[str(owner["id"])] = "reconfigure"
     return reasons
-
-
-def _services(model: dict[str, Any]) -> list[dict[str, Any]]:
-    services = model.get("services")
-    return [s for s in services if isinstance(s, dict) and s.get("id") is not None] \
-        if isinstance(services, list) else []
 
 
 def config_key(template: str, target_unit: str) -> str:
@@ -159,17 +153,3 @@ def _unset(model: dict[str, Any], mark: Any) -> None:
         target = target.get(key) if isinstance(target, dict) else None
     if isinstance(target, dict):
         target.pop(path[-1], None)
-
-
-def find_object(model: dict[str, Any], object_id: Any) -> dict[str, Any] | None:
-    """The service or unit with this id."""
-    services = model.get("services")
-    for service in services if isinstance(services, list) else []:
-        if not isinstance(service, dict):
-            continue
-        if service.get("id") == object_id:
-            return service
-        for unit in service.get("units") or []:
-            if isinstance(unit, dict) and unit.get("id") == object_id:
-                return unit
-    return None

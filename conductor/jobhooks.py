@@ -26,8 +26,8 @@ from typing import Any, Callable, Iterator
 from . import changes
 from .actions import Action
 from .catalog import Catalog
-from .cursor import get_path
-from .jobs import JobRecorder, TaskRecord
+from .jobs import JobRecorder, TaskRecord, result_summary
+from .modelview import find_service, find_unit, hostname_of, iter_units, services_of
 from .nodestatus import local, set_node, status_of
 from .topology import TopologyError, build
 
@@ -145,7 +145,7 @@ class JobHooks(NullHooks):
         owner = self._owner(action)
         unit = self._unit(action.unit)
         # a unit's own agent, or another one working for it (a farm's load balancer)
-        target_name = _hostname(unit) or _hostname(owner) or action.unit
+        target_name = hostname_of(unit) or hostname_of(owner) or action.unit
         key = changes.config_key(str(action.template), str(action.unit))
         digest = changes.command_digest(str(action.template), mappings)
         reason = self._reason(owner, key, unit)
@@ -190,7 +190,7 @@ class JobHooks(NullHooks):
                 set_node(unit, "error", local="error", change_id=task.change_id)
         elif unit is not None:
             set_node(unit, "configured", change_id=task.change_id)
-        task.finish("ok" if ok else "error", _summary(ok, value))
+        task.finish("ok" if ok else "error", result_summary(ok, value))
         self._pending_record = (task, owner, key, ok, value)
 
     @contextlib.contextmanager
@@ -253,36 +253,17 @@ class JobHooks(NullHooks):
         return any(obj is unit for unit in self._units())
 
     def _units(self) -> list[dict[str, Any]]:
-        return [u for s in self._services() for u in s.get("units") or [] if isinstance(u, dict)]
+        return [unit for _, unit in iter_units(self.model())]
 
     def _services(self) -> list[dict[str, Any]]:
-        services = self.model().get("services")
-        return [s for s in services if isinstance(s, dict)] if isinstance(services, list) else []
+        return services_of(self.model())
 
     def _service(self, service_id: str) -> dict[str, Any] | None:
-        return next((s for s in self._services() if str(s.get("id")) == service_id), None)
+        return find_service(self.model(), service_id)
 
     def _unit(self, unit_id: Any) -> dict[str, Any] | None:
-        return next((u for u in self._units() if str(u.get("id")) == str(unit_id)), None)
+        return find_unit(self.model(), unit_id)
 
     @staticmethod
     def _fragment(action: Action) -> str:
         return ", ".join(getattr(action, "resource_names", [])) or str(action.template)
-
-
-def _hostname(unit: dict[str, Any] | None) -> str | None:
-    if unit is None:
-        return None
-    value = get_path(unit, "state.hostname") or unit.get("name")
-    return str(value) if value is not None else None
-
-
-def _summary(ok: bool, value: Any) -> str:
-    if ok:
-        results = [entry.get("Result") for entry in value or [] if isinstance(entry, dict)]
-        return "ok" + (f": {results[0]}" if results and results[0] not in (None, "", []) else "")
-    messages = []
-    for error in value or []:
-        if isinstance(error, dict):
-            messages.extend(str(m) for m in error.get("messages") or [])
-    return "; ".join(messages) or "failed"

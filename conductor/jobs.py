@@ -156,3 +156,15 @@ class JobRecorder:
         for record in self.tasks:
             counts[record.status] = counts.get(record.status, 0) + 1
         return counts
+
+
+def result_summary(ok: bool, value: Any) -> str:
+    """A task's one-line summary of a plan's result (0.2 shape) or error list."""
+    if ok:
+        results = [entry.get("Result") for entry in value or [] if isinstance(entry, dict)]
+        return "ok" + (f": {results[0]}" if results and results[0] not in (None, "", []) else "")
+    messages = []
+    for error in value or []:
+        if isinstance(error, dict):
+            messages.extend(str(m) for m in error.get("messages") or [])
+    return "; ".join(messages) or "failed"

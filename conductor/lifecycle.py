@@ -22,12 +22,13 @@ from typing import Any, Callable
 
 from . import changes
 from .actionparams import check_parameters, operation_mappings, select_units
-from .catalog import Catalog, Operation, iter_units, render, truthy, unit_cursor
+from .catalog import Catalog, Operation, render, truthy, unit_cursor
 from .contract import Task, clean_model
 from .errors import FornaceError
 from .executors import AgentExecutor, PlanRequest, StackExecutor, StackFailure
-from .jobhooks import JobHooks, _hostname, _summary
-from .jobs import JobRecorder
+from .jobhooks import JobHooks
+from .jobs import JobRecorder, result_summary
+from .modelview import hostname_of, iter_units, service_type, services_of
 from .nodestatus import flag, set_node, status_of, summarize
 from .plans import PlanIds, build_plan, read_reply
 from .session import Outcome, Session, Settings
@@ -157,10 +158,8 @@ def finish_statuses(model: dict[str, Any], failed: set[str],
             status["local"], status["state"] = "ok", "started"
         elif state is None:
             status["local"], status["state"] = "pending", "initial"
-    services = model.get("services")
-    for service in services if isinstance(services, list) else []:
-        if isinstance(service, dict):
-            summarize(service)
+    for service in services_of(model):
+        summarize(service)
 
 
 # -- running catalog operations --------------------------------------------------------
@@ -191,7 +190,7 @@ def run_commands(job: Job, commands: list[Command], ids: PlanIds) -> list[tuple[
         plan = build_plan(job.store, str(command.operation.template), command.mappings)
         ids.assign(f"{command.service['id']}/{command.agent_unit}/{command.operation.name}",
                    plan)
-        task = job.recorder.task(command.agent_unit, _hostname(command.unit),
+        task = job.recorder.task(command.agent_unit, hostname_of(command.unit),
                                  f"{command.operation.name} ({command.operation.template})",
                                  command.reason,
                                  digest=changes.command_digest(str(command.operation.template),
@@ -214,7 +213,7 @@ def run_commands(job: Job, commands: list[Command], ids: PlanIds) -> list[tuple[
     else:
         results = [read_reply(reply, job.engine.agent_timeout) for reply in replies]
     for task, (ok, value) in zip(tasks, results):
-        task.finish("ok" if ok else "error", _summary(ok, value))
+        task.finish("ok" if ok else "error", result_summary(ok, value))
     return results
 
 
@@ -238,7 +237,7 @@ def _execute_operation(job: Job) -> Outcome:
     name = params["operation"]
     commands, skipped = [], []
     for service, unit in select_units(params, job.model, job.catalog):
-        operation = job.catalog.operation(_type(service), name)
+        operation = job.catalog.operation(service_type(service), name)
         if operation is None:
             skipped.append((service, unit))
             continue
@@ -246,9 +245,9 @@ def _execute_operation(job: Job) -> Outcome:
                                           params.get("operation_kwargs"),
                                           params.get("allow_kwargs_override")))
     for service, unit in skipped:
-        job.recorder.task(str(unit["id"]), _hostname(unit), name, "operation",
+        job.recorder.task(str(unit["id"]), hostname_of(unit), name, "operation",
                           status="skipped").finish(
-            "skipped", f"{_type(service)} declares {name!r} without an implementation: "
+            "skipped", f"{service_type(service)} declares {name!r} without an implementation: "
                        f"nothing to do")
     if not commands and not skipped:
         job.report(f"execute_operation {name}: no unit matches the filters", "warning")
@@ -256,13 +255,13 @@ def _execute_operation(job: Job) -> Outcome:
     failures = 0
     for group in _by_levels(job, commands, bool(params.get("run_by_dependency_order"))):
         for command, (ok, value) in zip(group, run_commands(job, group, ids)):
-            where = _hostname(command.unit) or command.unit["id"]
+            where = hostname_of(command.unit) or command.unit["id"]
             if ok:
-                job.report(f"Operation {name} on {where}: {_summary(ok, value)}", "info",
+                job.report(f"Operation {name} on {where}: {result_summary(ok, value)}", "info",
                            "unit", str(command.unit["id"]))
             else:
                 failures += 1
-                job.report(f"Operation {name} on {where} failed: {_summary(ok, value)}",
+                job.report(f"Operation {name} on {where} failed: {result_summary(ok, value)}",
                            "error", "unit", str(command.unit["id"]))
     return Outcome(clean_model(job.model), "error" if failures else "success", 1, [])
 
@@ -271,7 +270,7 @@ def _check(job: Job) -> Outcome:
     """Each unit's ``check`` operation (types without one are left as they are)."""
     commands = []
     for service, unit in iter_units(job.model):
-        type_name = _type(service)
+        type_name = service_type(service)
         if job.catalog is None or not job.catalog.has_operation(type_name, "check"):
             continue
         operation = job.catalog.operation(type_name, "check")
@@ -283,11 +282,11 @@ def _check(job: Job) -> Outcome:
         status = status_of(command.unit)
         status["local"] = verdict
         status["check"] = detail
-        where = _hostname(command.unit) or command.unit["id"]
+        where = hostname_of(command.unit) or command.unit["id"]
         job.report(f"Check of {where}: {verdict}" + (f" ({detail})" if detail else ""),
                    "info" if verdict == "ok" else "warning" if verdict == "degraded" else "error",
                    "unit", str(command.unit["id"]))
-    for service in _services(job.model):
+    for service in services_of(job.model):
         summarize(service)
     job.report(f"Checked {len(commands)} unit(s)")
     return Outcome(clean_model(job.model), "success", 1, [])
@@ -304,7 +303,7 @@ def _check_verdict(ok: bool, value: Any) -> tuple[str, str]:
                 continue
             if isinstance(found, dict) and found.get("status") in ("ok", "degraded", "error"):
                 return found["status"], str(found.get("detail") or "")
-    return ("ok", "") if ok else ("error", _summary(ok, value))
+    return ("ok", "") if ok else ("error", result_summary(ok, value))
 
 
 # -- taking units away: uninstall, scale in, heal ----------------------------------------
@@ -315,7 +314,7 @@ def _leave(job: Job, pairs: list[tuple[dict, dict]], ids: PlanIds, reason: str,
     stack resources; their state is cleared."""
     commands = []
     for service, unit in pairs:
-        type_name = _type(service)
+        type_name = service_type(service)
         if job.catalog is None or not job.catalog.known(type_name):
             continue
         cursor = unit_cursor(job.model, str(service["id"]), str(unit["id"]))
@@ -330,8 +329,8 @@ def _leave(job: Job, pairs: list[tuple[dict, dict]], ids: PlanIds, reason: str,
         set_node(unit, "stopping")
     for command, (ok, value) in zip(commands, run_commands(job, commands, ids)):
         if not ok:
-            job.report(f"{command.operation.name} on {_hostname(command.unit)} failed "
-                       f"({_summary(ok, value)}); removing it anyway", "warning", "unit",
+            job.report(f"{command.operation.name} on {hostname_of(command.unit)} failed "
+                       f"({result_summary(ok, value)}); removing it anyway", "warning", "unit",
                        str(command.unit["id"]))
     resources = [r for _, unit in pairs for r in status_of(unit).get("resources") or []]
     _remove_resources(job, resources, [u for _, u in pairs], reason)
@@ -372,22 +371,22 @@ def _uninstall(job: Job) -> Outcome:
     kept = []
     for level in reversed(build(job.model, job.catalog).levels()):
         pairs = []
-        for service in _services(job.model):
+        for service in services_of(job.model):
             if str(service["id"]) not in level:
                 continue
             for unit in service.get("units") or []:
                 if flag(unit, "protected"):
-                    kept.append(_hostname(unit) or unit.get("id"))
+                    kept.append(hostname_of(unit) or unit.get("id"))
                 else:
                     pairs.append((service, unit))
         if pairs:
             _leave(job, pairs, ids, "uninstall", stop=True)
-        for service in _services(job.model):
+        for service in services_of(job.model):
             if str(service["id"]) in level and not any(
                     flag(u, "protected") for u in service.get("units") or []):
                 _remove_resources(job, list(status_of(service).get("resources") or []),
                                   [service], "uninstall")
-    for service in _services(job.model):
+    for service in services_of(job.model):
         summarize(service)
     if kept:
         job.report(f"Kept protected unit(s): {', '.join(map(str, kept))}", "warning")
@@ -398,7 +397,7 @@ def _uninstall(job: Job) -> Outcome:
 def _heal(job: Job) -> Outcome:
     unit_id = job.task.parameters["node_instance_id"]
     service, unit = next((s, u) for s, u in iter_units(job.model) if str(u["id"]) == unit_id)
-    where = _hostname(unit) or unit_id
+    where = hostname_of(unit) or unit_id
     job.report(f"Healing {where}: reinstalling its instance and what is configured on it",
                "info", "unit", unit_id)
     _leave(job, [(service, unit)], PlanIds(job.plan_seed), "repair", stop=False)
@@ -408,7 +407,7 @@ def _heal(job: Job) -> Outcome:
 
 def _scale(job: Job) -> Outcome:
     params = job.task.parameters or {}
-    service = next(s for s in _services(job.model) if str(s["id"]) == params["node_id"])
+    service = next(s for s in services_of(job.model) if str(s["id"]) == params["node_id"])
     units = service.setdefault("units", [])
     delta = int(params.get("delta", 1))
     if delta > 0:
@@ -423,7 +422,7 @@ def _scale(job: Job) -> Outcome:
             raise FornaceError(f"cannot remove {-delta} unit(s) from {service.get('name')}: "
                                f"only {len(leaving)} are not protected")
         job.report(f"Scaling {service.get('name')} in by {-delta} unit(s): "
-                   f"{', '.join(str(_hostname(u) or u['id']) for u in leaving)}", "info",
+                   f"{', '.join(str(hostname_of(u) or u['id']) for u in leaving)}", "info",
                    "service", str(service["id"]))
         _leave(job, [(service, u) for u in leaving], PlanIds(job.plan_seed), "scale in",
                stop=True)
@@ -440,17 +439,6 @@ def _new_unit(service: dict[str, Any]) -> dict[str, Any]:
     while f"{base}{number}" in names:
         number += 1
     return {"id": uuid.uuid4().hex, "name": f"{base}{number}"}
-
-
-def _services(model: dict[str, Any]) -> list[dict[str, Any]]:
-    services = model.get("services")
-    return [s for s in services if isinstance(s, dict) and s.get("id") is not None] \
-        if isinstance(services, list) else []
-
-
-def _type(service: dict[str, Any]) -> str:
-    value = service.get("type")
-    return value if isinstance(value, str) else str((service.get("?") or {}).get("type"))
 
 
 _HANDLERS: dict[str, Callable[[Job], Outcome]] = {

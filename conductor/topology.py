@@ -14,6 +14,7 @@ from typing import Any
 
 from .catalog import Catalog
 from .errors import FornaceError
+from .modelview import service_type, services_of
 
 
 class TopologyError(FornaceError):
@@ -72,7 +73,7 @@ class Topology:
         nodes = []
         for sid, service in self.services.items():
             nodes.append({"id": sid, "kind": "service", "name": service.get("name"),
-                          "type": _type(service)})
+                          "type": service_type(service)})
             for unit in service.get("units") or []:
                 if isinstance(unit, dict) and unit.get("id") is not None:
                     state = unit.get("state") if isinstance(unit.get("state"), dict) else {}
@@ -93,7 +94,7 @@ class Topology:
 
 def build(model: dict[str, Any], catalog: Catalog | None = None) -> Topology:
     """The topology of an object model; unknown targets become ``problems``."""
-    services = {str(s["id"]): s for s in _services(model)}
+    services = {str(s["id"]): s for s in services_of(model)}
     topology = Topology(services=services, units={})
     for sid, service in services.items():
         for unit in service.get("units") or []:
@@ -121,7 +122,7 @@ def _dependencies(service: dict, services: dict[str, dict], catalog: Catalog | N
         else:
             problems.append(f"service {name}: dependsOn names no service of the "
                             f"environment: {target!r}")
-    type_name = _type(service)
+    type_name = service_type(service)
     if catalog is None or not catalog.known(type_name):
         return found
     for field_name, ref in catalog.references(type_name).items():
@@ -129,7 +130,7 @@ def _dependencies(service: dict, services: dict[str, dict], catalog: Catalog | N
         if value in (None, ""):
             continue
         targets = [sid for sid, other in services.items()
-                   if catalog.is_a(_type(other), ref["type"]) and _same(other.get(ref["key"]), value)]
+                   if catalog.is_a(service_type(other), ref["type"]) and _same(other.get(ref["key"]), value)]
         if targets:
             found.extend((sid, field_name) for sid in targets)
         else:
@@ -142,21 +143,6 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, str) and isinstance(b, str):
         return a.lower() == b.lower()   # domain names
     return a == b
-
-
-def _type(service: dict) -> str:
-    value = service.get("type")
-    if isinstance(value, str):
-        return value
-    murano = service.get("?")
-    return str(murano.get("type")) if isinstance(murano, dict) else ""
-
-
-def _services(model: dict[str, Any]) -> list[dict]:
-    services = model.get("services")
-    if isinstance(services, dict):   # a deletion task
-        services = list(services.values())
-    return [s for s in services or [] if isinstance(s, dict) and s.get("id") is not None]
 
 
 def _closure(start: str, step) -> set[str]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conductor import contract
-from conductor.actionparams import service_type
+from conductor.modelview import service_type
 from conductor.catalog import Catalog
 
 from ..jobstore import USER_ACTIONS
