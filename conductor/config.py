@@ -10,7 +10,7 @@ from .session import Settings
 from .templates import BUILTIN_DATA
 
 engine_opts = [
-    cfg.IntOpt("max_rounds", default=500, min=1,
+    cfg.IntOpt("max_rounds", default=100, min=1,
                help="Rounds (fixpoint + actions) after which a deployment that still "
                     "queues actions is stopped as non-converging."),
     cfg.IntOpt("max_passes", default=100000, min=1,

@@ -9,8 +9,12 @@ Murano 0.2 semantics kept here:
 
 * a leading ``/`` queries from the model root, each leading ``:`` from one
   level above the cursor;
-* ``$`` stands for a one-element list holding the cursor object, so
-  ``$[?(expr)]`` tests the object itself and ``$.a`` is its field ``a``;
+* in a rule's ``match``, ``$`` stands for a one-element list holding the
+  cursor object, so ``$[?(expr)]`` tests the object itself and ``$.a`` is
+  its field ``a``;
+* ``select-all``/``select-single`` run their JSONPath on the object found,
+  unwrapped: from a unit, ``:$[*].state.hostname`` moves up to the units
+  list and gives every unit's hostname (``compile_query(text, wrap=False)``);
 * a filter on a list tests its items, on a dict its values.
 """
 from __future__ import annotations
@@ -63,8 +67,12 @@ class Query:
 
 
 @functools.lru_cache(maxsize=4096)
-def compile_query(text: str) -> Query:
-    """Compile a match/select-all expression; errors name the expression."""
+def compile_query(text: str, wrap: bool = True) -> Query:
+    """Compile a rule match (``wrap``) or a select-all path; errors name the expression.
+
+    ``wrap``: the first ``[...]`` after ``$`` applies to ``[cursor object]``
+    (rules, Murano 0.2); without it, to the object itself (selects).
+    """
     body = text.strip()
     prefix_len = 1 if body.startswith("/") else len(body) - len(body.lstrip(":"))
     prefix, body = body[:prefix_len], body[prefix_len:].strip()
@@ -74,7 +82,7 @@ def compile_query(text: str) -> Query:
         body = "$." + body if not body.startswith("[") else "$" + body
     segments = _segments(body[1:], text)
     first_on_self = None
-    if segments and segments[0].startswith("["):
+    if wrap and segments and segments[0].startswith("["):
         first_on_self = _self_step(segments.pop(0), text)
     return Query(text, prefix, first_on_self, _steps(segments, text))
 

@@ -5,8 +5,10 @@ A variable lookup falls back to the parents; a key may start with ``:``
 (one level up per colon) or ``/`` (the outermost frame), which is how
 ``<set path="#x">`` publishes ``x`` to the *caller* (key ``:x``).
 
-A frame also carries the model cursor and the id chain of the enclosing rule,
-copied from the parent at creation so reading them costs nothing.
+A frame also carries the model cursor, the id chain of the enclosing rule
+and the mute key of the object the enclosing rule matched (None outside any
+match, :data:`UNMUTABLE` for an object that cannot be muted), copied from the
+parent at creation so reading them costs nothing.
 """
 from __future__ import annotations
 
@@ -14,9 +16,13 @@ from typing import Any
 
 from .cursor import Cursor
 
+#: The mute key of objects that are never muted (no ``id``, or found under
+#: such an object): ``#``, as Murano 0.2 wrote it.
+UNMUTABLE = "#"
+
 
 class Frame:
-    __slots__ = ("parent", "vars", "cursor", "rule_id")
+    __slots__ = ("parent", "vars", "cursor", "rule_id", "object_key")
 
     def __init__(self, parent: "Frame | None" = None,
                  cursor: Cursor | None = None) -> None:
@@ -25,9 +31,11 @@ class Frame:
         if parent is not None:
             self.cursor = cursor or parent.cursor
             self.rule_id = parent.rule_id
+            self.object_key = parent.object_key
         else:
             self.cursor = cursor
             self.rule_id = ""
+            self.object_key = None
 
     def _resolve(self, key: str) -> tuple["Frame", str]:
         frame = self

@@ -45,7 +45,7 @@ DEFAULT_BROKER = {"host": "127.0.0.1", "port": 5672, "login": "guest", "password
 
 @dataclass
 class Settings:
-    max_rounds: int = 500
+    max_rounds: int = 100
     max_passes: int = 100_000
     agent_timeout: float | None = None  # seconds; None waits without limit (0.2)
     config: Mapping[str, Any] = field(default_factory=dict)  # what ##name reads

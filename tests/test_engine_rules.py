@@ -1,6 +1,9 @@
 """Rules, muting, nesting and the re-run of workflows after side effects."""
 from __future__ import annotations
 
+import pytest
+
+from conductor.errors import WorkflowError
 from conductor.workflows import load_workflows
 from conftest import UNITS, sample_model, send_command
 
@@ -90,15 +93,18 @@ def test_nested_rules_relative_to_parent_cursor(catalog):
 def test_nested_rule_with_root_and_parent_match(catalog):
     catalog.rules(f'<rule id="u" match="{UNITS}">'
                   "<rule id=\"db\" match=\"/$.services[?(@.type == 'msSqlServer')]\">"
-                  '<set path="state.dbFor"><select path="::name"/></set></rule>'
+                  '<report><parameter name="text"><select path="::name"/></parameter></report>'
+                  '</rule>'
                   '<rule id=\"mates\" match="::$.units[?(@.isMaster)]">'
                   '<set path="state.masterOf"><select path="::name"/></set></rule>'
                   '</rule>')
     run = catalog.run()
     assert run.status == "success", run.reports
-    # the db service is matched once per unit... and muted by (rule, id) in a round
-    assert run.hits("u.db", round=1) == ["SvcB"]
-    assert run.model["services"][1]["state"]["dbFor"] == "MyDataCenter"
+    # the db service is found once per unit: muted under "<unit>/SvcB"
+    assert run.hits("u.db", round=1) == ["SvcB"] * 3
+    assert run.texts() == ["MyDataCenter"] * 3
+    # uA1's mates rule set masterOf: from then on the workflow has side
+    # effects, so the bodies of uA2 and uB1 stop after their db rule (0.2)
     assert run.hits("u.mates") == ["uA1"]
     assert run.unit("uA1")["state"]["masterOf"] == "web"
 
@@ -138,8 +144,9 @@ def test_empty_runs_when_nothing_matched(catalog):
                   + SETTLE)
     run = catalog.run(flag_model())
     assert run.model["none"] is True
-    assert run.texts() == ["empty"]  # once, although the round took several passes
-    assert run.hits("r#empty") == ["ENV1"]
+    # 0.2 never mutes <empty>: it runs in each of the round's three passes
+    assert run.texts() == ["empty"] * 3
+    assert run.hits("r#empty") == ["ENV1"] * 3
 
 
 def test_empty_not_run_when_something_matched(catalog):
@@ -233,11 +240,25 @@ def test_mute_with_id_from_parameter(catalog):
 
 
 def test_nested_rule_ids_joined_by_dot(catalog):
-    catalog.rules('<rule id="muter" match="$"><mute rule="outer.inner" id="uB1"/></rule>\n'
+    # the object key of a nested match is "<parent key>/<id>"
+    catalog.rules('<rule id="muter" match="$"><mute rule="outer.inner" id="SvcB/uB1"/></rule>\n'
                   '<rule id="outer" match="$.services[*]">'
                   '<rule id="inner" match="$.units[*]"><report text="x"/></rule></rule>')
     run = catalog.run()
     assert run.hits("outer.inner") == ["uA1", "uA2"]
+
+
+def test_nested_rule_ids_joined_by_slash_as_0_2_did(catalog):
+    catalog.rules('<rule id="muter" match="$"><mute rule="outer/inner" id="SvcA/uA2"/></rule>\n'
+                  '<rule id="outer" match="$.services[*]">'
+                  '<rule id="inner" match="$.units[*]"><report text="x"/></rule></rule>')
+    assert catalog.run().hits("outer.inner") == ["uA1", "uB1"]
+
+
+def test_rule_id_with_a_separator_is_refused(catalog):
+    path = catalog.rules('<rule id="a/b" match="$"><report text="x"/></rule>')
+    with pytest.raises(WorkflowError, match=r"main.xml:2: <rule> id 'a/b' must not contain"):
+        load_workflows(path.parent)
 
 
 def test_mute_inside_nested_rule_defaults_to_full_id(catalog):
@@ -260,18 +281,20 @@ def test_unmute_lets_the_rule_match_again(catalog):
     assert run.hits("a") == ["uA1", "uA2", "uB1", "uA1"]
 
 
-def test_unmute_needs_explicit_rule_and_id(catalog):
-    path = catalog.rules('<rule id="a" match="$">\n<unmute/></rule>')
-    run = catalog.run()
-    assert run.status == "error"
-    assert f"{path}:3" in run.errors[0] and "explicit rule and id" in run.errors[0]
+def test_unmute_without_arguments_unmutes_the_current_object(catalog):
+    # 0.2 takes the current rule and object, as <mute/> does: the automatic
+    # mute of this match is lifted, so the object matches again next pass
+    catalog.rules(f'<rule id="a" match="{UNITS}"><unmute/><report text="a"/></rule>\n' + SETTLE)
+    run = catalog.run(flag_model())
+    assert run.status == "success", run.reports
+    assert run.hits("a") == ["uA1", "uA2", "uB1"] * 2  # both passes of the round
 
 
-def test_mute_of_object_without_id_is_an_error(catalog):
-    catalog.rules('<rule id="a" match="$.things[*]"><mute/></rule>')
-    run = catalog.run({"id": "E", "things": [{"x": 1}]})
-    assert run.status == "error"
-    assert "no rule or object id" in run.errors[0]
+def test_mute_of_object_without_id_does_nothing(catalog):
+    catalog.rules('<rule id="a" match="$.things[*]"><mute/><report text="t"/></rule>\n' + SETTLE)
+    run = catalog.run(flag_model(things=[{"x": 1}]))
+    assert run.status == "success", run.reports
+    assert run.texts() == ["t", "t"]  # never muted: matched in both passes
 
 
 # ------------------------------------------------------------ workflow re-runs
@@ -295,7 +318,29 @@ def test_side_effect_in_nested_rule_finishes_the_top_level_rule(catalog):
     run = catalog.run()
     order = [hit["rule"] for hit in run.trace.rounds[0]["rules"]]
     assert order == ["top", "top.in", "top.in", "top", "top.in", "next"]
-    assert run.texts() == ["after inner", "after inner", "next"]
+    # 0.2: after a nested rule with side effects the rest of the body is
+    # skipped for that match; the services stay muted for the round
+    assert run.texts() == ["next"]
+
+
+def test_body_after_nested_rule_runs_while_the_workflow_has_no_side_effects(catalog):
+    catalog.rules('<rule id="top" match="$.services[*]">'
+                  '<rule id="in" match="$.units[*]"><report text="in"/></rule>'
+                  '<report text="after"/></rule>')
+    assert catalog.run().texts() == ["in", "in", "after", "in", "after"]
+
+
+def test_side_effect_of_an_earlier_match_cuts_later_bodies_too(catalog):
+    # the flag is the workflow's: once SvcA's body changed the model, SvcB's
+    # body stops after its nested rule although that rule changed nothing
+    catalog.rules('<rule id="top" match="$.services[*]">'
+                  '<set path="state.seen"><true/></set>'
+                  '<rule id="in" match="$.units[?(@.never)]"><report text="in"/></rule>'
+                  '<report><parameter name="text"><select path="id"/></parameter></report>'
+                  '</rule>')
+    run = catalog.run()
+    assert run.texts() == []
+    assert all(s["state"]["seen"] for s in run.model["services"])
 
 
 def test_side_effects_outside_rules_do_not_end_the_workflow_early(catalog):

@@ -190,16 +190,18 @@ def test_select_all_root_and_parent_prefixes(catalog):
                        '</set>'
                        '<set path="state.mates"><select-all path="::$.units[*].id"/></set>'
                        '<set path="state.svc"><select-all path="::::$.services[*].id"/></set>'
-                       # '$' is [the cursor]: '$[*]' is the services list itself
-                       '<set path="state.none"><select-all path=":::$[*].id"/></set>'
-                       '<set path="state.both"><select-all path=":::$[*][*].id"/></set>')
+                       # unlike a rule's match, '$' is the object found, not [it]:
+                       # ':::' from a unit is the services list, '$[*]' its items
+                       '<set path="state.services"><select-all path=":::$[*].id"/></set>'
+                       '<set path="state.units"><select-all path=":$[*].id"/></set>')
     a1 = run.unit("uA1")["state"]
     assert a1["all"] == ["uB1"]
     assert a1["mates"] == ["uA1", "uA2"]
     assert a1["svc"] == ["SvcA", "SvcB"]
-    assert a1["none"] == []
-    assert a1["both"] == ["SvcA", "SvcB"]
+    assert a1["services"] == ["SvcA", "SvcB"]
+    assert a1["units"] == ["uA1", "uA2"]
     assert run.unit("uB1")["state"]["mates"] == ["uB1"]
+    assert run.unit("uB1")["state"]["units"] == ["uB1"]
 
 
 def test_select_all_from_source(catalog):

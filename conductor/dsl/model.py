@@ -58,14 +58,14 @@ def _query(ev: Evaluator, node: Node, frame: Frame) -> list[Cursor]:
         return []
     source = ev.arg(node, frame, "source")
     start = Cursor(frame.get(source)) if source is not None else frame.cursor
-    return ev.session.find(compile_query(path), start)
+    return ev.session.find(compile_query(path, wrap=False), start)
 
 
 def _prepare_query(node: Node) -> None:
     """Compile a constant path at load time, so bad syntax shows up early."""
     path = node.attrs.get("path")
     if path and "path" not in node.params:
-        compile_query(path)
+        compile_query(path, wrap=False)
 
 
 @function("select-all", params=("path", "source", "limit"), prepare=_prepare_query)

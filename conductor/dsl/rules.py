@@ -1,12 +1,21 @@
 """Control flow: ``workflow``, ``rule`` (with ``<empty>``), ``mute``,
 ``unmute`` and ``stop``.
 
-Muting (Murano 0.2): each object a rule matches is muted for that rule until
-the pending actions run, so a pass never handles the same object twice; an
-object without an ``id`` cannot be muted and matches on every pass.
-``<mute/>`` places a mute that lasts for the whole deployment.  Mutes are
-keyed by (workflow file, rule id, object id); nested rule ids are joined by
-dots (``outer.inner``).
+Muting, as Murano 0.2 did it: each object a rule matches is muted for that
+rule until the pending actions run, so a pass never handles the same object
+twice.  The key of a matched object is its ``id`` for a rule that is not
+inside another rule's match, and ``<parent match's key>/<id>`` inside one:
+a nested rule that finds the same object (a domain controller) for every
+unit mutes it once per unit, and every unit is handled in the same round.
+An object without an ``id``, or found under a parent whose key is ``#``
+(no id), has the key ``#`` and is never muted.  ``<mute/>`` places a mute
+that lasts for the whole deployment.  Mutes are kept per workflow file and
+full rule id; nested rule ids are joined by dots (``outer.inner``, the
+seed's notation; 0.2's own ``outer/inner`` is accepted in ``rule=``).
+
+After a nested ``<rule>``, when the workflow has had side effects, the rest
+of the enclosing rule's body is skipped for that match (0.2): the next
+match goes on, and the workflow runs again from the top.
 """
 from __future__ import annotations
 
@@ -15,7 +24,7 @@ from dataclasses import dataclass
 from ..engine import Evaluator, function
 from ..errors import WorkflowError
 from ..query import Query, compile_query
-from ..scope import Frame
+from ..scope import UNMUTABLE, Frame
 from ..xmlload import Node
 
 
@@ -48,8 +57,9 @@ def _prepare_rule(node: Node) -> None:
     else:
         raise WorkflowError("<rule> needs a match (attribute or <parameter>)")
     rule_id = node.attrs.get("id") or f"line{node.line}"
-    if "." in rule_id:
-        raise WorkflowError(f"<rule> id {rule_id!r} must not contain '.'")
+    if "." in rule_id or "/" in rule_id:
+        raise WorkflowError(f"<rule> id {rule_id!r} must not contain '.' or '/' "
+                            "(they join the ids of nested rules)")
     node.extra = RuleInfo(rule_id, query)
 
 
@@ -69,38 +79,46 @@ def rule(ev: Evaluator, node: Node, frame: Frame) -> None:
     limit = int(ev.arg(node, frame, "limit") or 0)
     matches = session.find(query, frame.cursor)
     if not matches:
-        _run_empty(ev, node, frame, full_id)
+        _run_empty(ev, node, frame)
         return
     file = node.file
+    parent_key = frame.object_key
+    body = [child for child in node.children if child.tag != "empty"]
     for index, cursor in enumerate(matches):
-        if 0 < limit <= index:
+        if 0 < limit <= index:  # muted matches take their place too (0.2)
             break
-        object_id = cursor.object_id
-        if object_id is not None:
-            key = (file, full_id, _hashable(object_id))
-            if session.is_muted(key):
+        key = object_key(cursor.value, parent_key)
+        if key is not UNMUTABLE:
+            mute = (file, full_id, key)
+            if session.is_muted(mute):
                 continue
-            session.auto_mutes.add(key)
+            session.auto_mutes.add(mute)
         session.trace.rule_matched(node, full_id, cursor)
         match_frame = Frame(frame, cursor)
-        for child in node.children:
-            if child.tag != "empty":
-                ev.call(child, match_frame)
+        match_frame.object_key = key
+        for child in body:
+            ev.call(child, match_frame)
+            if child.tag == "rule" and session.side_effects:
+                break  # the rest of this body waits for the next pass (0.2)
         if session.stop_requested:
             break
 
 
-def _run_empty(ev: Evaluator, node: Node, frame: Frame, full_id: str) -> None:
+def object_key(value: object, parent_key: object) -> object:
+    """The mute key of a matched object under its parent match's key (0.2)."""
+    if parent_key is UNMUTABLE or not isinstance(value, dict) or "id" not in value:
+        return UNMUTABLE
+    if parent_key is None:
+        return _hashable(value["id"])
+    return f"{parent_key}/{value['id']}"
+
+
+def _run_empty(ev: Evaluator, node: Node, frame: Frame) -> None:
+    """``<empty>`` runs whenever nothing matched (0.2 never mutes it)."""
     empty = node.child("empty")
     if empty is None:
         return
-    object_id = frame.cursor.object_id
-    if object_id is not None:
-        key = (node.file, full_id + "#empty", _hashable(object_id))
-        if ev.session.is_muted(key):
-            return
-        ev.session.auto_mutes.add(key)
-    ev.session.trace.rule_matched(node, full_id + "#empty", frame.cursor)
+    ev.session.trace.rule_matched(node, frame.rule_id + "#empty", frame.cursor)
     ev.content(empty, Frame(frame))
 
 
@@ -108,30 +126,35 @@ def _hashable(value: object) -> object:
     return value if isinstance(value, (str, int, float, bool)) else repr(value)
 
 
-def _mute_key(ev: Evaluator, node: Node, frame: Frame, explicit: bool) -> tuple:
+def _mute_key(ev: Evaluator, node: Node, frame: Frame) -> tuple | None:
+    """(file, rule, object key) from the arguments or the current rule and object.
+
+    None when there is nothing to name (no rule, or an object without a key):
+    0.2 then leaves the mutes alone.
+    """
     rule_id = ev.arg(node, frame, "rule")
-    object_id = ev.arg(node, frame, "id")
-    if explicit and (rule_id is None or object_id is None):
-        raise WorkflowError(f"<{node.tag}> needs explicit rule and id arguments")
-    if rule_id is None:
-        rule_id = frame.rule_id
-    if object_id is None:
-        object_id = frame.cursor.object_id
-    if not rule_id or object_id is None:
-        raise WorkflowError(f"<{node.tag}>: no rule or object id to {node.tag}")
-    return (node.file, str(rule_id), _hashable(object_id))
+    key = ev.arg(node, frame, "id")
+    rule_id = frame.rule_id if rule_id is None else str(rule_id).replace("/", ".")
+    if key is None:
+        key = frame.object_key
+    if not rule_id or key is None or key is UNMUTABLE:
+        return None
+    return (node.file, rule_id, _hashable(key))
 
 
 @function("mute", params=("rule", "id"))
 def mute(ev: Evaluator, node: Node, frame: Frame) -> None:
-    ev.session.permanent_mutes.add(_mute_key(ev, node, frame, explicit=False))
+    key = _mute_key(ev, node, frame)
+    if key is not None:
+        ev.session.permanent_mutes.add(key)
 
 
 @function("unmute", params=("rule", "id"))
 def unmute(ev: Evaluator, node: Node, frame: Frame) -> None:
-    key = _mute_key(ev, node, frame, explicit=True)
-    ev.session.permanent_mutes.discard(key)
-    ev.session.auto_mutes.discard(key)
+    key = _mute_key(ev, node, frame)
+    if key is not None:
+        ev.session.permanent_mutes.discard(key)
+        ev.session.auto_mutes.discard(key)
 
 
 @function("stop")
