@@ -5,7 +5,7 @@ from typing import Any
 
 from oslo_config import cfg
 
-from .folderbroker import is_folder_url
+from .brokerurl import is_folder_url
 from .session import Settings
 from .templates import BUILTIN_DATA
 

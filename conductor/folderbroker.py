@@ -35,12 +35,10 @@ from kombu.exceptions import ChannelError
 from kombu.transport import filesystem, virtual
 from kombu.utils.json import dumps, loads
 
-SCHEME = "filesystem"
+from .brokerurl import FOLDER_SCHEME, is_folder_url  # noqa: F401  (is_folder_url: public here too)
+
+SCHEME = FOLDER_SCHEME
 POLLING_INTERVAL = 0.05     # seconds between two looks at the folder
-
-
-def is_folder_url(url: str) -> bool:
-    return url.split(":", 1)[0] == SCHEME
 
 
 def folder_of(url: str) -> Path:

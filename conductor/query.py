@@ -1,7 +1,9 @@
 """The JSONPath dialect of rule ``match`` and ``select-all``.
 
-Navigation (``$``, ``.a``, ``[*]``, ``[n]``, ``..``) is done by jsonpath-ng;
-filters ``[?(…)]`` by our own safe compiler (:mod:`conductor.filters`).  A
+Navigation (``$``, ``.a``, ``[*]``, ``[n]``, ``..``) is parsed by jsonpath-ng
+and walked by :mod:`conductor.navigation` (jsonpath-ng walks what that does
+not know); filters ``[?(…)]`` by our own safe compiler
+(:mod:`conductor.filters`).  A
 query is split once into steps and cached, so the thousands of evaluations a
 deployment makes never parse again.
 
@@ -30,6 +32,7 @@ from jsonpath_ng.jsonpath import Fields, Index
 from .cursor import Cursor, start_cursor
 from .errors import ExpressionError
 from .filters import compile_filter
+from .navigation import compile_segment
 
 Step = Callable[[list[Cursor]], list[Cursor]]
 
@@ -167,14 +170,33 @@ def _steps(segments: list[str], text: str) -> list[Step]:
     for segment in segments:
         if segment.startswith("[?") or segment.startswith("[("):
             if navigation:
-                steps.append(_navigation_step("".join(navigation), text))
+                steps.append(_navigation_step(navigation, text))
                 navigation = []
             steps.append(_filter_step(_filter_predicate(segment, text)))
         else:
             navigation.append(segment)
     if navigation:
-        steps.append(_navigation_step("".join(navigation), text))
+        steps.append(_navigation_step(navigation, text))
     return steps
+
+
+def _navigation_step(segments: list[str], text: str) -> Step:
+    """Plain segments are walked by :mod:`conductor.navigation`, others by jsonpath-ng."""
+    expression = _parse("".join(segments), text)  # checks the syntax either way
+    finders = [compile_segment(segment) for segment in segments]
+    if any(find is None for find in finders):
+        return _jsonpath_step(expression)
+
+    def step(cursors: list[Cursor]) -> list[Cursor]:
+        for find in finders:
+            found: list[Cursor] = []
+            for cursor in cursors:
+                found.extend(find(cursor))
+            cursors = found
+            if not cursors:
+                break
+        return cursors
+    return step
 
 
 def _filter_step(predicate: Callable[[Any], Any]) -> Step:
@@ -195,12 +217,14 @@ def _filter_step(predicate: Callable[[Any], Any]) -> Step:
     return step
 
 
-def _navigation_step(segments: str, text: str) -> Step:
+def _parse(segments: str, text: str) -> Any:
     try:
-        expression = jsonpath_parse("$" + segments)
+        return jsonpath_parse("$" + segments)
     except (JsonPathLexerError, JsonPathParserError, Exception) as exc:
         raise ExpressionError(f"bad JSONPath {segments!r}: {exc}", text) from None
 
+
+def _jsonpath_step(expression: Any) -> Step:
     def step(cursors: list[Cursor]) -> list[Cursor]:
         found = []
         for cursor in cursors:

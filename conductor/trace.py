@@ -3,11 +3,13 @@
 ``NullTrace`` costs nothing and is what daemons use; ``RecordingTrace``
 keeps every rule match, model change, action and report per round for
 ``fornace workflow simulate`` and the tests.  Secrets are masked as they are
-recorded.
+recorded.  Given ``on_round``, it hands each round over as soon as the round
+is over (its actions ran and their callbacks too) and forgets it, so a
+trace of thousands of units is printed as it goes instead of held whole.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from .actions import Action
 from .cursor import Cursor
@@ -24,8 +26,13 @@ class NullTrace:
     def reported(self, report: dict[str, Any]) -> None: ...
 
 
+RoundSink = Callable[[dict[str, Any], list[tuple[str, dict[str, Any]]]], None]
+
+
 class RecordingTrace(NullTrace):
-    def __init__(self) -> None:
+    def __init__(self, on_round: RoundSink | None = None) -> None:
+        """``on_round(round, events)``: called with each finished round (see flush)."""
+        self.on_round = on_round
         self.rounds: list[dict[str, Any]] = []
         self.events: list[tuple[str, dict[str, Any]]] = []  # chronological
         self.secrets: set[str] = set()
@@ -40,7 +47,20 @@ class RecordingTrace(NullTrace):
             self.round_started(1)
         return self.rounds[-1]
 
+    def flush(self) -> None:
+        """Hand the round recorded so far to ``on_round`` and forget it.
+
+        Called when the next round starts, and by the owner once the run is
+        over; without ``on_round`` everything is kept.
+        """
+        if self.on_round is None or not self.rounds:
+            return
+        entry, events = self.rounds.pop(), self.events
+        self.rounds, self.events, self._actions = [], [], {}
+        self.on_round(entry, events)
+
     def round_started(self, number: int) -> None:
+        self.flush()
         entry = {"round": number, "rules": [], "changes": [], "actions": [], "reports": []}
         self.rounds.append(entry)
         self.events.append(("round", entry))
@@ -104,6 +124,11 @@ def _line(kind: str, entry: dict[str, Any]) -> str:
             f"{entry['id'] or ''}: {entry['text']}")
 
 
+def format_events(events: list[tuple[str, dict[str, Any]]]) -> str:
+    """Readable, chronological lines for operators."""
+    return "\n".join(_line(kind, entry) for kind, entry in events)
+
+
 def format_text(trace: RecordingTrace) -> str:
-    """A readable, chronological trace for operators."""
-    return "\n".join(_line(kind, entry) for kind, entry in trace.events)
+    """The whole trace kept by a RecordingTrace, as readable lines."""
+    return format_events(trace.events)

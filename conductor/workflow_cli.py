@@ -17,7 +17,7 @@ from .secrets import find_secrets, masked
 from .session import Session
 from .simulator import Fault, SimulatedCloud
 from .templates import TemplateStore
-from .trace import RecordingTrace, format_text
+from .trace import RecordingTrace, format_events
 from .workflows import load_workflows
 
 
@@ -140,16 +140,29 @@ def simulate(conf: cfg.ConfigOpts) -> int:
     model = read_model(command.model)
     secrets = find_secrets(model)
     stacks, agents = _cloud(command).executors()
-    trace = RecordingTrace()
+    out = sys.stdout
+    if command.json:
+        # one JSON document, written as the deployment goes: a round per line
+        # (C encoder, nothing held), then the reports, the status, the model
+        opened = []
+
+        def write_round(entry: dict[str, Any], events: list) -> None:
+            out.write(",\n" if opened else '{"rounds": [\n')
+            opened.append(True)
+            out.write(json.dumps(entry))
+        trace = RecordingTrace(write_round)
+    else:
+        trace = RecordingTrace(lambda entry, events: print(format_events(events), file=out))
     outcome = Session(model, workflows, TemplateStore(data), stacks, agents,
                       engine_settings(conf), trace=trace).run()
+    trace.flush()
     final = outcome.model if command.show_secrets else masked(outcome.model, secrets)
     if command.json:
-        json.dump({"status": outcome.status, "rounds": trace.rounds,
-                   "reports": outcome.reports, "model": final}, sys.stdout, indent=2)
-        print()
+        out.write("\n],\n" if opened else '{"rounds": [],\n')
+        out.write(f'"status": {json.dumps(outcome.status)},\n')
+        out.write(f'"reports": {json.dumps(outcome.reports)},\n')
+        out.write(f'"model": {json.dumps(final)}}}\n')
     else:
-        print(format_text(trace))
         print(f"== deployment {outcome.status} after {outcome.rounds} round(s)")
         print(json.dumps(final, indent=2))
     return 0 if outcome.status == "success" else 1
