@@ -71,8 +71,10 @@ def _module(name: str) -> ModuleType:
     return importlib.import_module(COMMANDS[name])
 
 
-def _modules() -> list[ModuleType]:
-    return [importlib.import_module(name) for name in dict.fromkeys(COMMANDS.values())]
+def _modules(command: str | None = None) -> list[ModuleType]:
+    """The modules of every command, or only of ``command`` (a known one)."""
+    names = [COMMANDS[command]] if command in COMMANDS else COMMANDS.values()
+    return [importlib.import_module(name) for name in dict.fromkeys(names)]
 
 
 class _Summaries:
@@ -88,10 +90,11 @@ class _Summaries:
         return self._subparsers.add_parser(name, **kwargs)
 
 
-def _add_command_parsers(subparsers: argparse._SubParsersAction) -> _Summaries:
+def _add_command_parsers(subparsers: argparse._SubParsersAction,
+                         command: str | None = None) -> _Summaries:
     subparsers.metavar = "COMMAND"
     summaries = _Summaries(subparsers)
-    for module in _modules():
+    for module in _modules(command):
         module.add_parsers(summaries)
     return summaries
 
@@ -110,15 +113,21 @@ def overview() -> str:
     return "\n".join(lines + ["", EPILOG])
 
 
-def build_conf() -> cfg.ConfigOpts:
+def build_conf(command: str | None = None) -> cfg.ConfigOpts:
+    """The options of every command, or only those ``command`` needs.
+
+    Naming the command keeps start-up small: ``fornace workflow simulate``
+    does not import the API, the broker or the local cloud.
+    """
     conf = cfg.ConfigOpts()
     config.register(conf)
-    for module in _modules():
+    for module in _modules(command):
         register = getattr(module, "register", None)
         if register is not None:
             register(conf)
     conf.register_cli_opt(cfg.SubCommandOpt(
-        "command", title="commands", handler=_add_command_parsers,
+        "command", title="commands",
+        handler=lambda subparsers: _add_command_parsers(subparsers, command),
         help="run 'fornace COMMAND --help' for the options of each"))
     return conf
 
@@ -180,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     if not rest or rest[0] in ("-h", "--help"):
         print(overview(), file=sys.stdout if rest else sys.stderr)
         return 0 if rest else 2
-    conf = build_conf()
+    conf = build_conf(rest[0])
     args = front + rest
     try:
         conf(args, project="fornace", prog="fornace", description=DESCRIPTION)

@@ -181,11 +181,14 @@ def _steps(segments: list[str], text: str) -> list[Step]:
 
 
 def _navigation_step(segments: list[str], text: str) -> Step:
-    """Plain segments are walked by :mod:`conductor.navigation`, others by jsonpath-ng."""
-    expression = _parse("".join(segments), text)  # checks the syntax either way
+    """Plain segments are walked by :mod:`conductor.navigation`, others by jsonpath-ng.
+
+    A plain segment is checked where it is recognised (a name, ``*``, an
+    integer index); jsonpath-ng parses (and checks) the rest.
+    """
     finders = [compile_segment(segment) for segment in segments]
     if any(find is None for find in finders):
-        return _jsonpath_step(expression)
+        return _jsonpath_step(_parse("".join(segments), text))
 
     def step(cursors: list[Cursor]) -> list[Cursor]:
         for find in finders:
