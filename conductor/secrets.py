@@ -7,12 +7,15 @@ composed from a selected password.
 """
 from __future__ import annotations
 
+import functools
+import re
 from typing import Any, Iterable
 
 MASK = "***"
 _MIN_LENGTH = 4  # shorter values would mask ordinary words
 
 
+@functools.lru_cache(maxsize=4096)  # the same few field names, over and over
 def is_secret_key(key: Any) -> bool:
     if not isinstance(key, str):
         return False
@@ -35,22 +38,31 @@ def find_secrets(value: Any, found: set[str] | None = None) -> set[str]:
     return found
 
 
+@functools.lru_cache(maxsize=64)
+def _pattern(secrets: frozenset[str]) -> re.Pattern[str] | None:
+    """One pattern for all secrets, longest first: where two start at the same
+    place the longer is masked, so none leaks in part."""
+    ordered = sorted((s for s in secrets if s), key=len, reverse=True)
+    return re.compile("|".join(map(re.escape, ordered))) if ordered else None
+
+
 def mask_text(text: str, secrets: Iterable[str]) -> str:
-    """Mask every secret inside ``text`` (longest first, so none leaks in part)."""
-    for secret in sorted(secrets, key=len, reverse=True):
-        if secret in text:
-            text = text.replace(secret, MASK)
-    return text
+    """Mask every secret inside ``text``."""
+    pattern = _pattern(frozenset(secrets))
+    return text if pattern is None else pattern.sub(MASK, text)
 
 
 def masked(value: Any, secrets: Iterable[str] = ()) -> Any:
     """A copy of ``value`` with secret fields and secret substrings masked."""
-    secrets = tuple(secrets)
+    return _masked(value, _pattern(frozenset(secrets)))
+
+
+def _masked(value: Any, pattern: re.Pattern[str] | None) -> Any:
     if isinstance(value, dict):
-        return {k: (MASK if is_secret_key(k) and v is not None else masked(v, secrets))
+        return {k: (MASK if v is not None and is_secret_key(k) else _masked(v, pattern))
                 for k, v in value.items()}
     if isinstance(value, list):
-        return [masked(v, secrets) for v in value]
-    if isinstance(value, str) and secrets:
-        return mask_text(value, secrets)
+        return [_masked(v, pattern) for v in value]
+    if isinstance(value, str) and pattern is not None:
+        return pattern.sub(MASK, value)
     return value

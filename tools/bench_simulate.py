@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Benchmark of the whole ``fornace workflow simulate --json`` process (not a test).
+
+What an operator runs, start-up and output included: for each size it
+writes an environment of that many units (one Active Directory service with
+two units, web server services of ten units that join its domain, as
+``tools/bench_engine.py`` builds them), runs ``fornace workflow simulate
+--json`` on it as a subprocess with its output going to a file, checks the
+JSON document (status success, every unit deployed and joined, the domain
+join in one round) and prints wall seconds and peak memory.
+
+    python tools/bench_simulate.py                       # 202, 1002, 5002 units
+    python tools/bench_simulate.py --sizes 1002 --repeat 3
+    python tools/bench_simulate.py --data /path/to/murano-0.2/data
+        # another catalog laid out like data/ (a Murano 0.2 data folder)
+
+With ``--data`` the checks are those that hold for any catalog of that
+shape: status success and every unit in the domain.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_engine import CATALOG, DNS_IP, DOMAIN, build_model  # noqa: E402
+
+DEFAULT_SIZES = (202, 1002, 5002)
+
+
+def fornace() -> list[str]:
+    script = Path(sys.executable).with_name("fornace")
+    if script.exists():
+        return [str(script)]
+    return [sys.executable, "-c", "import sys; from conductor.cli import main; sys.exit(main())"]
+
+
+def run(size: int, data: Path, folder: Path) -> tuple[float, int, dict]:
+    model, _ = build_model(size, 10, seed=size)
+    model_path = folder / f"model{size}.json"
+    model_path.write_text(json.dumps(model))
+    out_path = folder / f"out{size}.json"
+    command = fornace() + ["workflow", "simulate", "--data", str(data), "--model",
+                           str(model_path), "--result", f"AskDnsIp={json.dumps(DNS_IP)}",
+                           "--json"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    started = time.perf_counter()
+    with out_path.open("w") as out:
+        code = subprocess.run(command, stdout=out, cwd=ROOT, check=False).returncode
+    seconds = time.perf_counter() - started
+    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    document = json.loads(out_path.read_text())
+    assert code == 0 and document["status"] == "success", \
+        f"{size} units: exit {code}, status {document['status']}"
+    units = [u for s in document["model"]["services"] for u in s["units"]]
+    assert len(units) == size, f"{len(units)} units in the final model"
+    assert all(u.get("state", {}).get("domain") == DOMAIN for u in units
+               if not u.get("isMaster")), "a unit did not join the domain"
+    return seconds, max(peak, before), document
+
+
+def join_rounds(document: dict) -> int:
+    return sum(1 for entry in document["rounds"]
+               if any(a["template"] == "JoinDomain" for a in entry["actions"]))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)),
+                        help="total units per run, comma separated (default %(default)s)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="runs per size; the best time is kept (default 1)")
+    parser.add_argument("--data", type=Path, default=CATALOG,
+                        help="catalog folder (default: tools/bench_catalog)")
+    args = parser.parse_args(argv)
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    if any(s < 3 for s in sizes) or args.repeat < 1:
+        parser.error("sizes must be at least 3 units and --repeat at least 1")
+    print(f"fornace workflow simulate --json, whole process; catalog {args.data}; "
+          f"best of {args.repeat}")
+    print(f"{'units':>6} {'rounds':>6} {'join rounds':>11} {'seconds':>8} {'peak MB':>8} "
+          f"{'output MB':>9}")
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        for size in sizes:
+            runs = [run(size, args.data, folder) for _ in range(args.repeat)]
+            seconds = min(r[0] for r in runs)
+            peak, document = runs[-1][1], runs[-1][2]
+            output = os.path.getsize(folder / f"out{size}.json") / 1e6
+            print(f"{size:>6} {len(document['rounds']):>6} {join_rounds(document):>11} "
+                  f"{seconds:>8.2f} {peak / 1024:>8.0f} {output:>9.1f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
