@@ -188,3 +188,28 @@ def test_console_script_runs():
     proc = subprocess.run([sys.executable, "-m", "conductor.cli", "workflow", "check",
                            str(ROOT / "data" / "workflows")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
+
+
+def test_simulate_loads_neither_broker_nor_api(tmp_path):
+    # start-up stays small: a workflow command imports only its own module
+    script = ("import sys, io, contextlib\n"
+              "from conductor.cli import main\n"
+              "with contextlib.redirect_stdout(io.StringIO()):\n"
+              f"    code = main(['workflow', 'simulate', '--model', {str(EXAMPLE)!r}, '--json'])\n"
+              "print(code, sorted(m for m in ('kombu', 'api.app', 'conductor.localcloud', "
+              "'conductor.broker') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         cwd=ROOT, check=True).stdout
+    assert out.split("\n")[-2] == "0 []"
+
+
+def test_simulate_json_rounds_arrive_in_order_with_their_outcomes(capsys):
+    code, out, _ = run_cli(capsys, "workflow", "simulate", "--model", str(EXAMPLE), "--json")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0] == '{"rounds": ['
+    document = json.loads(out)
+    assert [r["round"] for r in document["rounds"]] == list(range(1, len(document["rounds"]) + 1))
+    # each round was written after its actions ran: no action is left pending
+    assert all(a["outcome"] == "success" for r in document["rounds"] for a in r["actions"])
+    assert document["status"] == "success"
