@@ -16,6 +16,9 @@ from typing import Any
 
 from oslo_config import cfg
 
+from agent import config as agent_config
+from api import config as api_config
+
 from . import config
 from .errors import FornaceError
 
@@ -120,7 +123,10 @@ def build_conf(command: str | None = None) -> cfg.ConfigOpts:
     does not import the API, the broker or the local cloud.
     """
     conf = cfg.ConfigOpts()
-    config.register(conf)
+    # every option group, from the light config modules: a command reads
+    # groups other modules declare (the conductor reads [database])
+    for register in (config.register, api_config.register, agent_config.register):
+        register(conf)
     for module in _modules(command):
         register = getattr(module, "register", None)
         if register is not None:

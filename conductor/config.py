@@ -82,8 +82,26 @@ common_opts = [
 ]
 
 
+conductor_opts = [
+    cfg.IntOpt("max_environments", default=4, min=1,
+               help="Deployments run at the same time (one consumer thread each)."),
+    cfg.StrOpt("stacks", default="simulator", choices=["simulator", "heat", "local"],
+               help="Where stacks are made: simulator (every stack action succeeds, "
+                    "for trying workflows), heat (python-heatclient, see [heat]) or local "
+                    "(the local cloud: instances are sandboxes running a real agent, see "
+                    "cloud_dir; needs a broker shared by processes: filesystem:///folder "
+                    "or amqp://...)."),
+    cfg.StrOpt("cloud_dir", default="",
+               help="State folder of the local cloud (stacks = local); default "
+                    "<[api] state_dir>/cloud."),
+]
+
+
 def register(conf: cfg.ConfigOpts) -> None:
+    """Every option of the conductor side ([conductor] included: the CLI registers
+    them all without importing the daemon)."""
     conf.register_opts(common_opts)
+    conf.register_opts(conductor_opts, group="conductor")
     conf.register_opts(engine_opts, group="engine")
     conf.register_opts(rabbit_opts, group="rabbitmq")
     conf.register_opts(broker_opts, group="broker")

@@ -10,28 +10,9 @@ from pathlib import Path
 from oslo_config import cfg
 
 from .broker import warn_if_in_memory
-from .config import engine_settings
+from .config import conductor_opts, engine_settings
 from .daemon import Conductor, ConductorSettings
 from .simulator import SimulatedCloud
-
-conductor_opts = [
-    cfg.IntOpt("max_environments", default=4, min=1,
-               help="Deployments run at the same time (one consumer thread each)."),
-    cfg.StrOpt("stacks", default="simulator", choices=["simulator", "heat", "local"],
-               help="Where stacks are made: simulator (every stack action succeeds, "
-                    "for trying workflows), heat (python-heatclient, see [heat]) or local "
-                    "(the local cloud: instances are sandboxes running a real agent, see "
-                    "cloud_dir; needs a broker shared by processes: filesystem:///folder "
-                    "or amqp://...)."),
-    cfg.StrOpt("cloud_dir", default="",
-               help="State folder of the local cloud (stacks = local); default "
-                    "<[api] state_dir>/cloud."),
-]
-
-
-def register(conf: cfg.ConfigOpts) -> None:
-    conf.register_opts(conductor_opts, group="conductor")
-
 
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
     return [("conductor", conductor_opts)]

@@ -1,7 +1,6 @@
 """Execution plans sent to agents and the reading of their results (0.2)."""
 from __future__ import annotations
 
-import base64
 import collections
 import hashlib
 import json
@@ -25,7 +24,7 @@ def build_plan(store: TemplateStore, template: str, mappings: dict[str, Any]) ->
     if not isinstance(plan.get("Commands", []), list):
         raise TemplateError(f"agent template {template!r}: Commands must be a list")
     plan["ScriptNames"] = list(scripts)  # the 2.0 format runs scripts by name; 0.2 ignores it
-    plan["Scripts"] = [base64.b64encode(store.script(name)).decode("ascii") for name in scripts]
+    plan["Scripts"] = [store.script_base64(name) for name in scripts]
     plan.setdefault("Commands", [])
     plan.setdefault("RebootOnCompletion", 0)
     plan.pop("ID", None)          # given by PlanIds.assign

@@ -14,6 +14,7 @@ names and ``..`` are refused.
 """
 from __future__ import annotations
 
+import base64
 import copy
 import json
 from dataclasses import dataclass
@@ -46,6 +47,7 @@ class TemplateStore:
         self._parsed: dict[tuple[str, str], Any] = {}
         self._text: dict[Path, str] = {}
         self._bytes: dict[str, bytes] = {}
+        self._base64: dict[str, str] = {}
         self._support: dict[tuple[str, str], str] = {}
 
     @property
@@ -85,6 +87,13 @@ class TemplateStore:
             except OSError as exc:
                 raise TemplateError(f"script {name!r}: {exc.strerror}", str(path)) from None
         return data
+
+    def script_base64(self, name: str) -> str:
+        """A script as plans carry it (base64), encoded once per catalog."""
+        encoded = self._base64.get(name)
+        if encoded is None:
+            encoded = self._base64[name] = base64.b64encode(self.script(name)).decode("ascii")
+        return encoded
 
     def agent_config(self, name: str) -> str:
         return self._support_file(Path("templates", "agent-config"), name + ".template",

@@ -213,3 +213,15 @@ def test_simulate_json_rounds_arrive_in_order_with_their_outcomes(capsys):
     # each round was written after its actions ran: no action is left pending
     assert all(a["outcome"] == "success" for r in document["rounds"] for a in r["actions"])
     assert document["status"] == "success"
+
+
+@pytest.mark.parametrize("command", ["conductor", "api", "agent", "up", "demo", "env",
+                                     "workflow"])
+def test_each_command_sees_every_option_group(command):
+    # a command's module is the only one imported, but the options other
+    # modules declare are all there (the conductor reads [database])
+    from conductor.cli import build_conf
+    conf = build_conf(command)
+    for group, option in (("database", "connection"), ("conductor", "stacks"),
+                          ("api", "state_dir"), ("agent", "work_dir"), ("engine", "max_rounds")):
+        conf[group][option]  # raises NoSuchOptError when the group was not registered

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import re
 from typing import Any, Mapping
 from urllib.parse import quote
 
@@ -71,7 +72,13 @@ def agent_broker_url(broker: Mapping[str, Any]) -> str:
         broker["host"], broker["port"], quote(vhost, safe="") if vhost != "/" else "/")
 
 
+_PLACEHOLDER = re.compile(r"%([A-Z0-9_]+)%")
+
+
 def _fill(text: str, values: dict[str, object]) -> str:
-    for key, value in values.items():
-        text = text.replace(f"%{key}%", _text(value))
-    return text
+    """Replace the known ``%NAME%`` placeholders in one pass (a value that
+    itself looks like a placeholder, a password say, is not replaced again)."""
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1)
+        return _text(values[name]) if name in values else match.group(0)
+    return _PLACEHOLDER.sub(value, text)
