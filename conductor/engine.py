@@ -57,7 +57,14 @@ class Evaluator:
         self.session = session
 
     def call(self, node: Node, caller: Frame) -> Any:
-        """Call the function of ``node`` in a new frame below ``caller``."""
+        """Call the function of ``node`` in a new frame below ``caller``.
+
+        A node with a ``fast`` reader (a plain ``<select>``, compiled at load
+        time) is read directly: it would only read through that frame.
+        """
+        fast = node.fast
+        if fast is not None:
+            return fast(caller)
         try:
             return node.func(self, node, Frame(caller))
         except LocatedError as exc:

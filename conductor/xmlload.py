@@ -43,6 +43,7 @@ class Node:
     blank: bool = True  # text and every tail are whitespace only
     func: object = None  # resolved by the engine at load time
     extra: object = None  # per-function precompiled data (e.g. a query)
+    fast: object = None  # frame -> value, for calls that need no frame of their own
 
     @property
     def where(self) -> str:

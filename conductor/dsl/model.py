@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..cursor import Cursor, get_path, set_path, start_cursor
+from ..cursor import Cursor, get_path, set_path, split_prefix, start_cursor
 from ..engine import Evaluator, function
 from ..errors import WorkflowError
 from ..query import compile_query
@@ -21,7 +21,7 @@ from .values import resolve
 _SPECIAL = frozenset(":/#")
 
 
-def _variable(frame: Frame, key: str) -> tuple[str, str]:
+def _variable(frame: Frame | None, key: str) -> tuple[str, str]:
     """Split ``'::unit.name'`` into the variable key and the path inside it."""
     name, _, rest = key.partition(".")
     return name, rest
@@ -41,7 +41,45 @@ def read(ev: Evaluator, frame: Frame, path: str, source: str | None) -> Any:
     return get_path(cursor.value, rest)
 
 
-@function("select", params=("path", "source", "default"))
+def _prepare_select(node: Node) -> None:
+    """A ``<select>`` with constant attributes only reads: compile that read."""
+    attrs = node.attrs
+    if node.params or node.children or set(attrs) - {"path", "source", "default"}:
+        return
+    path, source, default = attrs.get("path") or "", attrs.get("source"), attrs.get("default")
+    if source is not None:
+        def find(frame: Frame) -> Any:
+            return get_path(frame.get(source), path)
+    elif path.startswith("##"):
+        return  # configuration: read through the session
+    elif path.startswith("#"):
+        name, rest = _variable(frame=None, key=path[1:])
+
+        def find(frame: Frame) -> Any:
+            return get_path(frame.get(name), rest)
+    else:
+        kind, levels, rest = split_prefix(path)
+
+        if kind == "root":
+            def find(frame: Frame) -> Any:
+                return get_path(frame.cursor.root().value, rest)
+        elif levels:
+            def find(frame: Frame) -> Any:
+                return get_path(frame.cursor.up(levels).value, rest)
+        else:
+            def find(frame: Frame) -> Any:
+                return get_path(frame.cursor.value, rest)
+
+    if default is None:
+        node.fast = find
+    else:
+        def find_or_default(frame: Frame) -> Any:
+            value = find(frame)
+            return value if value else default
+        node.fast = find_or_default
+
+
+@function("select", params=("path", "source", "default"), prepare=_prepare_select)
 def select(ev: Evaluator, node: Node, frame: Frame) -> Any:
     value = read(ev, frame, ev.arg(node, frame, "path") or "",
                  ev.arg(node, frame, "source"))
