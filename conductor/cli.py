@@ -9,6 +9,7 @@ run Fornace and which use a running one.
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import sys
 from types import ModuleType
@@ -214,5 +215,17 @@ def main(argv: list[str] | None = None) -> int:
         return 0
 
 
+def console() -> None:
+    """The ``fornace`` program: :func:`main`, then the process ends.
+
+    Its objects are left to the operating system: frozen, they are not walked
+    by the interpreter's last garbage collection (0.2 s of a 1000-unit
+    ``workflow simulate``).  In-process callers use :func:`main`.
+    """
+    code = main()
+    gc.freeze()
+    sys.exit(code)
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    console()

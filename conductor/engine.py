@@ -77,6 +77,9 @@ class Evaluator:
 
     def content(self, node: Node, frame: Frame) -> Any:
         """Evaluate the body of ``node`` (text and child calls) in ``frame``."""
+        fast = node.fast_content
+        if fast is not None:
+            return fast(frame)
         children = node.children
         if not children:
             return node.text
@@ -132,6 +135,7 @@ def bind(node: Node, errors: list[LocatedError] | None = None) -> None:
             bind_content(child, errors)
         else:
             bind(child, errors)
+    _compile_content(node)
 
 
 def bind_content(node: Node, errors: list[LocatedError] | None = None) -> None:
@@ -140,6 +144,22 @@ def bind_content(node: Node, errors: list[LocatedError] | None = None) -> None:
         bind_content(param, errors)
     for child in node.children:
         bind(child, errors)
+    _compile_content(node)
+
+
+def _compile_content(node: Node) -> None:
+    """An element whose content is one fast call (``<set><select/></set>``)
+    gets that call as its content, without the general content loop."""
+    if node.blank and len(node.children) == 1 and node.children[0].fast is not None:
+        node.fast_content = _stripped(node.children[0].fast)
+
+
+def _stripped(read: Callable[[Frame], Any]) -> Callable[[Frame], Any]:
+    """The content of an element holding one fast call: its value (strings stripped)."""
+    def content(frame: Frame) -> Any:
+        value = read(frame)
+        return value.strip() if isinstance(value, str) else value
+    return content
 
 
 def _fail(error: LocatedError, errors: list[LocatedError] | None) -> None:

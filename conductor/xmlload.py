@@ -44,6 +44,7 @@ class Node:
     func: object = None  # resolved by the engine at load time
     extra: object = None  # per-function precompiled data (e.g. a query)
     fast: object = None  # frame -> value, for calls that need no frame of their own
+    fast_content: object = None  # frame -> content, when it is one such call
 
     @property
     def where(self) -> str:
