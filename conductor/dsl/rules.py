@@ -88,7 +88,7 @@ def rule(ev: Evaluator, node: Node, frame: Frame) -> None:
         if 0 < limit <= index:  # muted matches take their place too (0.2)
             break
         key = object_key(cursor.value, parent_key)
-        if key is not UNMUTABLE:
+        if key != UNMUTABLE:
             mute = (file, full_id, key)
             if session.is_muted(mute):
                 continue
@@ -106,7 +106,7 @@ def rule(ev: Evaluator, node: Node, frame: Frame) -> None:
 
 def object_key(value: object, parent_key: object) -> object:
     """The mute key of a matched object under its parent match's key (0.2)."""
-    if parent_key is UNMUTABLE or not isinstance(value, dict) or "id" not in value:
+    if parent_key == UNMUTABLE or not isinstance(value, dict) or "id" not in value:
         return UNMUTABLE
     if parent_key is None:
         return _hashable(value["id"])
@@ -137,7 +137,7 @@ def _mute_key(ev: Evaluator, node: Node, frame: Frame) -> tuple | None:
     rule_id = frame.rule_id if rule_id is None else str(rule_id).replace("/", ".")
     if key is None:
         key = frame.object_key
-    if not rule_id or key is None or key is UNMUTABLE:
+    if not rule_id or key is None or key == UNMUTABLE:
         return None
     return (node.file, rule_id, _hashable(key))
 
