@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import importlib.metadata
 import sys
 from types import ModuleType
 from typing import Any
@@ -20,7 +21,7 @@ from oslo_config import cfg
 from agent import config as agent_config
 from api import config as api_config
 
-from . import config
+from . import completion, config
 from .errors import FornaceError
 
 # sub-command -> module with add_parsers(subparsers), run(conf) and maybe register(conf);
@@ -107,7 +108,8 @@ def overview() -> str:
     """The text of ``fornace --help``."""
     summaries = _add_command_parsers(argparse.ArgumentParser().add_subparsers()).found
     width = max(len(name) for name in COMMANDS) + 2
-    lines = ["usage: fornace [--config-file FILE] [--config-dir DIR] COMMAND [options]", "",
+    lines = ["usage: fornace [--config-file FILE] [--config-dir DIR] COMMAND [options]",
+             "       fornace --version | --shell_completion bash|zsh", "",
              DESCRIPTION]
     grouped = {name for _, names in GROUPS for name in names}
     others = tuple(name for name in COMMANDS if name not in grouped)
@@ -190,12 +192,30 @@ def sink_client_options(args: list[str]) -> list[str]:
     return rest + moved
 
 
+def _version() -> str:
+    try:
+        return importlib.metadata.version("fornace")
+    except importlib.metadata.PackageNotFoundError:  # run from a checkout, not installed
+        return "(not installed)"
+
+
 def main(argv: list[str] | None = None) -> int:
     front, rest = _split_global_options(sys.argv[1:] if argv is None else argv)
     rest = sink_client_options(rest)
     if not rest or rest[0] in ("-h", "--help"):
         print(overview(), file=sys.stdout if rest else sys.stderr)
         return 0 if rest else 2
+    if rest[0] == "--version":
+        print(f"fornace {_version()}")
+        return 0
+    if rest[0] == "--shell_completion":  # oslo.config's own lacks its templates
+        shell = rest[1] if len(rest) > 1 else ""
+        if shell not in completion.SHELLS:
+            print(f"fornace: --shell_completion takes {' or '.join(completion.SHELLS)}",
+                  file=sys.stderr)
+            return 2
+        print(completion.script(shell, _add_command_parsers), end="")
+        return 0
     conf = build_conf(rest[0])
     args = front + rest
     try:
