@@ -27,10 +27,6 @@ from . import config
 from .service import Agent
 
 
-def register(conf: cfg.ConfigOpts) -> None:
-    config.register(conf)
-
-
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "agent", help="run the unit agent (execution plans from the broker)",

@@ -11,12 +11,7 @@ from oslo_config import cfg
 
 from conductor.broker import is_in_memory, warn_if_in_memory
 
-from . import config
 from .config import database_url
-
-
-def register(conf: cfg.ConfigOpts) -> None:
-    config.register(conf)
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:

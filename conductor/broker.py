@@ -33,6 +33,7 @@ import kombu
 from kombu import compression
 
 from . import contract, folderbroker
+from .brokerurl import is_folder_url
 from .contract import ContractError
 from .secrets import find_secrets, mask_text
 
@@ -135,7 +136,7 @@ class Broker:
 
     @property
     def in_folder(self) -> bool:
-        return folderbroker.is_folder_url(self.url)
+        return is_folder_url(self.url)
 
     @property
     def local(self) -> bool:

@@ -24,7 +24,7 @@ from api import config as api_config
 from . import completion, config
 from .errors import FornaceError
 
-# sub-command -> module with add_parsers(subparsers), run(conf) and maybe register(conf);
+# sub-command -> module with add_parsers(subparsers) and run(conf);
 # a module may serve several sub-commands (its run() looks at conf.command.name)
 COMMANDS = {
     "up": "conductor.up_cli",
@@ -120,20 +120,16 @@ def overview() -> str:
 
 
 def build_conf(command: str | None = None) -> cfg.ConfigOpts:
-    """The options of every command, or only those ``command`` needs.
+    """Every option group, and the parsers of every command or only of ``command``.
 
-    Naming the command keeps start-up small: ``fornace workflow simulate``
-    does not import the API, the broker or the local cloud.
+    The option groups come from the light config modules (a command reads
+    groups others declare: the conductor reads [database]); naming the
+    command keeps start-up small: ``fornace workflow simulate`` does not
+    import the API, the broker or the local cloud.
     """
     conf = cfg.ConfigOpts()
-    # every option group, from the light config modules: a command reads
-    # groups other modules declare (the conductor reads [database])
     for register in (config.register, api_config.register, agent_config.register):
         register(conf)
-    for module in _modules(command):
-        register = getattr(module, "register", None)
-        if register is not None:
-            register(conf)
     conf.register_cli_opt(cfg.SubCommandOpt(
         "command", title="commands",
         handler=lambda subparsers: _add_command_parsers(subparsers, command),

@@ -35,9 +35,8 @@ from kombu.exceptions import ChannelError
 from kombu.transport import filesystem, virtual
 from kombu.utils.json import dumps, loads
 
-from .brokerurl import FOLDER_SCHEME, is_folder_url  # noqa: F401  (is_folder_url: public here too)
+from .brokerurl import FOLDER_SCHEME
 
-SCHEME = FOLDER_SCHEME
 POLLING_INTERVAL = 0.05     # seconds between two looks at the folder
 
 
@@ -45,7 +44,7 @@ def folder_of(url: str) -> Path:
     """The folder of ``filesystem:///abs/path`` (``ValueError`` when there is none)."""
     parts = urlsplit(url)
     path = unquote(parts.path)
-    if parts.scheme != SCHEME or parts.netloc or not path.startswith("/") or path == "/":
+    if parts.scheme != FOLDER_SCHEME or parts.netloc or not path.startswith("/") or path == "/":
         raise ValueError(f"broker URL {url!r}: a folder broker URL names its folder, "
                          "e.g. filesystem:///var/lib/fornace/broker")
     return Path(os.path.expanduser(path))
@@ -105,7 +104,7 @@ class Transport(filesystem.Transport):
     """
 
     Channel = Channel
-    driver_type = SCHEME
+    driver_type = FOLDER_SCHEME
     driver_name = "fornace-folder"
     _states: dict[str, virtual.BrokerState] = {}
     _states_lock = threading.Lock()

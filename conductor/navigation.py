@@ -6,8 +6,8 @@ without building jsonpath-ng's datum chains: a 1000-unit deployment spent
 most of its query time creating and converting those.  The result is the
 one jsonpath-ng gives, in the same order (``..`` is a pre-order walk that
 tests a node before its children, children in document order); anything
-else (quoted names, unions, slices, reserved words) is left to jsonpath-ng
-by :mod:`conductor.query`, which also parses every query once to check it.
+else (quoted names, unions, slices, reserved words) is parsed and walked by
+jsonpath-ng (:mod:`conductor.query` decides).
 """
 from __future__ import annotations
 

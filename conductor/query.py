@@ -1,7 +1,7 @@
 """The JSONPath dialect of rule ``match`` and ``select-all``.
 
-Navigation (``$``, ``.a``, ``[*]``, ``[n]``, ``..``) is parsed by jsonpath-ng
-and walked by :mod:`conductor.navigation` (jsonpath-ng walks what that does
+Navigation (``$``, ``.a``, ``[*]``, ``[n]``, ``..``) is walked by
+:mod:`conductor.navigation` (jsonpath-ng parses and walks what that does
 not know); filters ``[?(…)]`` by our own safe compiler
 (:mod:`conductor.filters`).  A
 query is split once into steps and cached, so the thousands of evaluations a

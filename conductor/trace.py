@@ -127,8 +127,3 @@ def _line(kind: str, entry: dict[str, Any]) -> str:
 def format_events(events: list[tuple[str, dict[str, Any]]]) -> str:
     """Readable, chronological lines for operators."""
     return "\n".join(_line(kind, entry) for kind, entry in events)
-
-
-def format_text(trace: RecordingTrace) -> str:
-    """The whole trace kept by a RecordingTrace, as readable lines."""
-    return format_events(trace.events)

@@ -133,20 +133,20 @@ def _cloud(command: Any) -> SimulatedCloud:
 
 
 def simulate(conf: cfg.ConfigOpts) -> int:
-    command = conf.command
     # millions of small objects and few cycles: collect them rarely (about 8%
     # of a 1000-unit run otherwise); the caller's settings come back after
     thresholds = gc.get_threshold()
     gc.freeze()
     gc.set_threshold(50_000, 20, 100)
     try:
-        return _simulate(conf, command)
+        return _simulate(conf)
     finally:
         gc.set_threshold(*thresholds)
         gc.unfreeze()
 
 
-def _simulate(conf: cfg.ConfigOpts, command: Any) -> int:
+def _simulate(conf: cfg.ConfigOpts) -> int:
+    command = conf.command
     data = Path(command.data or conf.data_dir)
     workflows = load_workflows(command.workflows or data / "workflows")
     if not workflows:
@@ -157,22 +157,25 @@ def _simulate(conf: cfg.ConfigOpts, command: Any) -> int:
     out = sys.stdout
     if command.json:
         # one JSON document, written as the deployment goes: a round per line
-        # (C encoder, nothing held), then the reports, the status, the model
-        opened = []
+        # (C encoder, nothing held), then the status, the reports, the model
+        separator = "\n"
 
         def write_round(entry: dict[str, Any], events: list) -> None:
-            out.write(",\n" if opened else '{"rounds": [\n')
-            opened.append(True)
-            out.write(json.dumps(entry))
+            nonlocal separator
+            out.write(separator + json.dumps(entry))
+            separator = ",\n"
         trace = RecordingTrace(write_round)
     else:
         trace = RecordingTrace(lambda entry, events: print(format_events(events), file=out))
-    outcome = Session(model, workflows, TemplateStore(data), stacks, agents,
-                      engine_settings(conf), trace=trace).run()
+    session = Session(model, workflows, TemplateStore(data), stacks, agents,
+                      engine_settings(conf), trace=trace)
+    if command.json:
+        out.write('{"rounds": [')
+    outcome = session.run()
     trace.flush()
     final = outcome.model if command.show_secrets else masked(outcome.model, secrets)
     if command.json:
-        out.write("\n],\n" if opened else '{"rounds": [],\n')
+        out.write("\n],\n")
         out.write(f'"status": {json.dumps(outcome.status)},\n')
         out.write(f'"reports": {json.dumps(outcome.reports)},\n')
         out.write(f'"model": {json.dumps(final)}}}\n')

@@ -7,7 +7,8 @@ and write inside a context variable instead of the model.
 """
 from __future__ import annotations
 
-from typing import Any
+import functools
+from typing import Any, Callable
 
 from ..cursor import Cursor, get_path, set_path, split_prefix, start_cursor
 from ..engine import Evaluator, function
@@ -18,65 +19,57 @@ from ..xmlload import Node
 from .values import resolve
 
 
-_SPECIAL = frozenset(":/#")
+Reader = Callable[[Frame], Any]
 
 
-def _variable(frame: Frame | None, key: str) -> tuple[str, str]:
+def _variable(key: str) -> tuple[str, str]:
     """Split ``'::unit.name'`` into the variable key and the path inside it."""
     name, _, rest = key.partition(".")
     return name, rest
 
 
-def read(ev: Evaluator, frame: Frame, path: str, source: str | None) -> Any:
-    if source is None and (not path or path[0] not in _SPECIAL):  # the common case
-        return get_path(frame.cursor.value, path)
+@functools.lru_cache(maxsize=4096)
+def reader(path: str, source: str | None) -> Reader | None:
+    """How ``select`` reads ``path`` (inside context variable ``source``) in a frame.
+
+    None for ``##name``: configuration, which the session answers.
+    """
     if path.startswith("##"):
-        return ev.session.config_value(path[2:])
+        return None
     if path.startswith("#"):
-        name, rest = _variable(frame, path[1:])
-        return get_path(frame.get(name), rest)
+        name, rest = _variable(path[1:])
+        return lambda frame: get_path(frame.get(name), rest)
     if source is not None:
-        return get_path(frame.get(source), path)
-    cursor, rest = start_cursor(frame.cursor, path)
-    return get_path(cursor.value, rest)
+        return lambda frame: get_path(frame.get(source), path)
+    kind, levels, rest = split_prefix(path)
+    if kind == "root":
+        return lambda frame: get_path(frame.cursor.root().value, rest)
+    if levels:
+        return lambda frame: get_path(frame.cursor.up(levels).value, rest)
+    return lambda frame: get_path(frame.cursor.value, rest)
+
+
+def read(ev: Evaluator, frame: Frame, path: str, source: str | None) -> Any:
+    read_in = reader(path, source)
+    return ev.session.config_value(path[2:]) if read_in is None else read_in(frame)
 
 
 def _prepare_select(node: Node) -> None:
-    """A ``<select>`` with constant attributes only reads: compile that read."""
+    """A ``<select>`` with constant attributes only reads: that read is its call."""
     attrs = node.attrs
     if node.params or node.children or set(attrs) - {"path", "source", "default"}:
         return
-    path, source, default = attrs.get("path") or "", attrs.get("source"), attrs.get("default")
-    if source is not None:
-        def find(frame: Frame) -> Any:
-            return get_path(frame.get(source), path)
-    elif path.startswith("##"):
-        return  # configuration: read through the session
-    elif path.startswith("#"):
-        name, rest = _variable(frame=None, key=path[1:])
-
-        def find(frame: Frame) -> Any:
-            return get_path(frame.get(name), rest)
-    else:
-        kind, levels, rest = split_prefix(path)
-
-        if kind == "root":
-            def find(frame: Frame) -> Any:
-                return get_path(frame.cursor.root().value, rest)
-        elif levels:
-            def find(frame: Frame) -> Any:
-                return get_path(frame.cursor.up(levels).value, rest)
-        else:
-            def find(frame: Frame) -> Any:
-                return get_path(frame.cursor.value, rest)
-
+    read_in = reader(attrs.get("path") or "", attrs.get("source"))
+    default = attrs.get("default")
+    if read_in is None:
+        return
     if default is None:
-        node.fast = find
-    else:
-        def find_or_default(frame: Frame) -> Any:
-            value = find(frame)
-            return value if value else default
-        node.fast = find_or_default
+        node.fast = read_in
+        return
+
+    def read_or_default(frame: Frame) -> Any:
+        return read_in(frame) or default
+    node.fast = read_or_default
 
 
 @function("select", params=("path", "source", "default"), prepare=_prepare_select)
@@ -129,7 +122,7 @@ def set_(ev: Evaluator, node: Node, frame: Frame) -> None:
     if path.startswith("##"):
         raise WorkflowError(f"<set>: configuration {path!r} is read-only")
     if path.startswith("#"):
-        name, rest = _variable(frame, path[1:])
+        name, rest = _variable(path[1:])
         if not rest:
             frame.set(":" + name, value)
             return
