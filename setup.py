@@ -1,4 +1,7 @@
-"""Setuptools shim: all metadata lives in setup.cfg."""
-from setuptools import setup
+"""Setuptools shim: metadata lives in setup.cfg; the package list is here
+because one package, conductor.data, is the data/ folder of the checkout
+(setup.cfg's package_dir), which no package finder can see."""
+from setuptools import find_packages, setup
 
-setup()
+setup(packages=find_packages(include=["api", "api.*", "conductor", "conductor.*",
+                                      "agent", "agent.*"]) + ["conductor.data"])

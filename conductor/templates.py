@@ -24,7 +24,10 @@ from typing import Any, Callable, Iterable
 from .errors import TemplateError
 from .executors import StackFailure
 
-BUILTIN_DATA = Path(__file__).resolve().parent.parent / "data"
+# the catalog shipped with Fornace: inside the package once installed from a
+# wheel, data/ at the root of the checkout otherwise (editable installs)
+_HERE = Path(__file__).resolve().parent
+BUILTIN_DATA = _HERE / "data" if (_HERE / "data").is_dir() else _HERE.parent / "data"
 
 
 def safe_join(base: Path, name: str, suffix: str = "") -> Path:
