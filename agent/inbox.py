@@ -16,8 +16,8 @@ from typing import Any
 
 import kombu
 
-from conductor.broker import Broker, decode_message, kombu_queue
-from conductor.contract import ContractError
+from fornace.common.broker import Broker, decode_message, kombu_queue
+from fornace.common.contract import ContractError
 
 
 @dataclass

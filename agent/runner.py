@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .config import AgentSettings
-from .plan import V2, Command, Plan
+from fornace.agent.config import AgentSettings
+from fornace.agent.plan import V2, Command, Plan
 
 LOG = logging.getLogger(__name__)
 

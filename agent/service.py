@@ -3,7 +3,7 @@
 :meth:`Agent.execute` handles one plan body (:meth:`Agent.process` returns
 just its answer; the tests drive both directly), :meth:`Agent.rerun` runs an
 incomplete plan again, and :meth:`Agent.serve` runs the state machine of
-:mod:`agent.states` around them.  Plans are handled one at a time, in queue
+:mod:`fornace.agent.states` around them.  Plans are handled one at a time, in queue
 order (prefetch 1), and a plan message is acked only once its answer is
 journaled and published (for a RebootOnCompletion plan: journaled, the answer
 goes out after the restart; for an incomplete plan: journaled for the
@@ -21,16 +21,16 @@ from dataclasses import dataclass
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
-from conductor import contract
-from conductor.broker import Broker
-from conductor.secrets import mask_text
+from fornace.common import contract
+from fornace.common.broker import Broker
+from fornace.common.secrets import mask_text
 
-from .config import AgentSettings
-from .journal import Entry, Journal
-from .logstream import LogSender, LogStream
-from .plan import Plan, PlanError, decode_body, parse_plan, plan_id
-from .runner import PlanRun, Runner
-from .states import EXIT_POWEROFF, EXIT_REBOOT, EXIT_STOPPED, Machine
+from fornace.agent.config import AgentSettings
+from fornace.agent.journal import Entry, Journal
+from fornace.agent.logstream import LogSender, LogStream
+from fornace.agent.plan import Plan, PlanError, decode_body, parse_plan, plan_id
+from fornace.agent.runner import PlanRun, Runner
+from fornace.agent.states import EXIT_POWEROFF, EXIT_REBOOT, EXIT_STOPPED, Machine
 
 LOG = logging.getLogger(__name__)
 

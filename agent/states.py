@@ -13,7 +13,7 @@ console log of a unit tells what its agent did and why.
   ``INIT``.
 * ``RUN_TASK`` -- run the plan (the connection is kept alive meanwhile), ack
   it.  Then, by what its scripts' exit codes asked (see
-  :data:`agent.runner.EXIT_SIGNALS`): ``REBOOT`` (64, 192, RebootOnCompletion,
+  :data:`fornace.agent.runner.EXIT_SIGNALS`): ``REBOOT`` (64, 192, RebootOnCompletion,
   and 128, which only restarts the agent), ``POWEROFF`` (32, 160), ``EXIT``
   (16), else ``WAIT_FOR_RUNNABLE``.  An error handling the plan or a broker
   error: ``INIT`` (an unacked plan comes again and is answered from the
@@ -32,11 +32,11 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from .inbox import PlanInbox, PlanMessage
+from fornace.agent.inbox import PlanInbox, PlanMessage
 
 if TYPE_CHECKING:
-    from .journal import Entry
-    from .service import Agent, Outcome
+    from fornace.agent.journal import Entry
+    from fornace.agent.service import Agent, Outcome
 
 LOG = logging.getLogger(__name__)
 

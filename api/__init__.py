@@ -1,1 +1,1 @@
-"""Fornace api package (grows in later issues)."""
+"""Fornace API: the REST API (Murano 0.2 and its extensions), its store and the web dashboard."""

@@ -1,9 +1,9 @@
 """The HTTP side of the API: routes (at ``/`` and ``/v1``), errors, limits.
 
-Routes only translate HTTP to :class:`~api.store.Store` calls; the wire
+Routes only translate HTTP to :class:`~fornace.api.store.Store` calls; the wire
 shapes follow python-muranoclient 2.8 (``{"environments": […]}``, a bare
 list for services, JSON error dicts).  The job routes (a Fornace extension)
-are in :mod:`api.jobs`.
+are in :mod:`fornace.api.jobroutes`.
 """
 from __future__ import annotations
 
@@ -21,12 +21,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from .auth import NoAuth
-from .errors import ApiError, BadRequest, Forbidden, error_body
-from .store import Context, Store
+from fornace.api.auth import NoAuth
+from fornace.api.errors import ApiError, BadRequest, Forbidden, error_body
+from fornace.api.store import Context, Store
 
 if TYPE_CHECKING:
-    from .jobstore import Jobs
+    from fornace.api.jobstore import Jobs
 
 LOG = logging.getLogger(__name__)
 SESSION_HEADER = Header(None, alias="X-Configuration-Session",
@@ -340,12 +340,12 @@ def _describe_validation(exc: RequestValidationError) -> str:
 
 def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
                jobs: Optional["Jobs"] = None) -> FastAPI:
-    """The web app on ``store``; ``jobs`` (an :class:`api.jobstore.Jobs`) defaults
+    """The web app on ``store``; ``jobs`` (an :class:`fornace.api.jobstore.Jobs`) defaults
     to one on the same store."""
-    # imported here: api.jobs and the dashboard build on this module's helpers
-    from .dashboard import create_dashboard
-    from .jobs import router as jobs_router
-    from .jobstore import Jobs
+    # imported here: fornace.api.jobroutes and the dashboard build on this module's helpers
+    from fornace.api.dashboard import create_dashboard
+    from fornace.api.jobroutes import router as jobs_router
+    from fornace.api.jobstore import Jobs
 
     app = FastAPI(title="Fornace API",
                   description="Environments, configuration sessions, services and "

@@ -9,8 +9,8 @@ import threading
 import time
 from typing import Any, Mapping
 
-from .errors import Unauthorized
-from .store import ID_LENGTH, Context
+from fornace.api.errors import Unauthorized
+from fornace.api.store import ID_LENGTH, Context
 
 
 class NoAuth:

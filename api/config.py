@@ -6,7 +6,7 @@ from pathlib import Path
 
 from oslo_config import cfg
 
-from conductor.templates import BUILTIN_DATA
+from fornace.common.resources import BUILTIN_DATA
 
 DEFAULT_STATE_DIR = os.path.join(os.path.expanduser("~"), ".fornace")
 

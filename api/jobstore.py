@@ -1,8 +1,8 @@
 """Jobs: lifecycle actions on environments, their tasks, topology and status.
 
 A job is a row of ``deployments`` (its ``kind`` is the action).  Besides the
-0.2 session deploy and environment delete (in :mod:`api.store`), users run
-the other actions of :data:`conductor.contract.ACTIONS` on a deployed
+0.2 session deploy and environment delete (in :mod:`fornace.api.store`), users run
+the other actions of :data:`fornace.common.contract.ACTIONS` on a deployed
 environment; the conductor sends what each job does, task by task, on the
 ``job-events`` queue and this module keeps those tasks.
 
@@ -21,15 +21,15 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session as DbSession
 
-from conductor import contract, topology
-from conductor.actionparams import ActionError, check_parameters, select_units
-from conductor.modelview import service_type
-from conductor.secrets import mask_text, masked
+from fornace.common import contract, topology
+from fornace.common.actionparams import ActionError, check_parameters, select_units
+from fornace.common.modelview import service_type
+from fornace.common.secrets import mask_text, masked
 
-from .db.models import (ConfigSession, Deployment, Environment, JobLock, JobTask, Status,
+from fornace.common.db.models import (ConfigSession, Deployment, Environment, JobLock, JobTask, Status,
                         new_id, utcnow)
-from .errors import BadRequest, Conflict, NotFound
-from .store import (BUSY, Context, Store, could_be_id, iso, job_secrets, lookup_id,
+from fornace.api.errors import BadRequest, Conflict, NotFound
+from fornace.api.store import (BUSY, Context, Store, could_be_id, iso, job_secrets, lookup_id,
                     running_job, settled_state)
 
 LOG = logging.getLogger(__name__)

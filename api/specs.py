@@ -33,8 +33,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
-from conductor.errors import FornaceError
-from conductor.secrets import MASK, is_secret_key, masked
+from fornace.common.errors import FornaceError
+from fornace.common.secrets import MASK, is_secret_key, masked
 
 __all__ = [
     "SpecError", "FieldSpec", "TypeSpec", "SERVICE_TYPES", "register_type",

@@ -6,7 +6,7 @@ tenant is never read or changed (403), a missing one is 404.  Changes that
 must not be half-stored happen in one transaction; deploying is claimed
 with conditional UPDATEs so two concurrent deploys cannot both win.
 
-A deployment is a *job* (see :mod:`api.jobstore` for the other lifecycle
+A deployment is a *job* (see :mod:`fornace.api.jobstore` for the other lifecycle
 actions): the session deploy is a job of action ``deploy``, an environment
 delete one of action ``delete``; every task carries its job section.
 """
@@ -22,16 +22,16 @@ from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session as DbSession, sessionmaker
 
-from conductor import contract
-from conductor.actionparams import ActionError, check_parameters
-from conductor.catalog import Catalog, load_catalog
-from conductor.secrets import find_secrets, mask_text, masked
-from conductor.templates import BUILTIN_DATA
+from fornace.common import contract
+from fornace.common.actionparams import ActionError, check_parameters
+from fornace.common.catalog import Catalog, load_catalog
+from fornace.common.secrets import find_secrets, mask_text, masked
+from fornace.common.resources import BUILTIN_DATA
 
-from . import specs, tree
-from .db.models import (ConfigSession, Deployment, Environment, JobLock, Status, new_id,
+from fornace.api import specs, tree
+from fornace.common.db.models import (ConfigSession, Deployment, Environment, JobLock, Status, new_id,
                         utcnow)
-from .errors import BadRequest, Forbidden, NotFound, Unavailable
+from fornace.api.errors import BadRequest, Forbidden, NotFound, Unavailable
 
 LOG = logging.getLogger(__name__)
 

@@ -2,14 +2,14 @@
 
 A segment selects a dict key, or in a list the item whose ``id`` equals the
 segment, or else the item at that index.  Every function works on the value
-it is given and raises :class:`~api.errors.NotFound` naming the segment that
+it is given and raises :class:`~fornace.api.errors.NotFound` naming the segment that
 does not exist.
 """
 from __future__ import annotations
 
 from typing import Any
 
-from .errors import BadRequest, NotFound
+from fornace.api.errors import BadRequest, NotFound
 
 
 MAX_DEPTH = 64

@@ -1,13 +1,15 @@
 """Configuration options (oslo.config) shared by the CLI and the daemons."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oslo_config import cfg
 
-from .brokerurl import is_folder_url
-from .session import Settings
-from .templates import BUILTIN_DATA
+from fornace.common.brokerurl import is_folder_url
+from fornace.common.resources import BUILTIN_DATA
+
+if TYPE_CHECKING:  # every command registers these options; only the engine's load the engine
+    from fornace.conductor.session import Settings
 
 engine_opts = [
     cfg.IntOpt("max_rounds", default=100, min=1,
@@ -121,6 +123,8 @@ def config_mapping(conf: cfg.ConfigOpts) -> dict[str, Any]:
 
 
 def engine_settings(conf: cfg.ConfigOpts) -> Settings:
+    from fornace.conductor.session import Settings
+
     rabbit = conf.rabbitmq
     timeout = conf.engine.agent_timeout
     return Settings(

@@ -16,18 +16,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from . import contract
-from .agents import AmqpAgents
-from .broker import Broker, Consumer, Delivery
-from .catalog import Catalog, load_catalog
-from .templates import BUILTIN_DATA, TemplateStore
-from .executors import StackExecutor
-from .jobs import JobRecorder
-from .lifecycle import Job, run_job
-from .secrets import find_secrets, mask_text
-from .session import Settings
+from fornace.common import contract
+from fornace.conductor.executors.agents import AmqpAgents
+from fornace.common.broker import Broker, Consumer, Delivery
+from fornace.common.catalog import Catalog, load_catalog
+from fornace.common.resources import BUILTIN_DATA
+from fornace.conductor.templates import TemplateStore
+from fornace.conductor.executors.base import StackExecutor
+from fornace.conductor.jobs.records import JobRecorder
+from fornace.conductor.jobs.lifecycle import Job, run_job
+from fornace.common.secrets import find_secrets, mask_text
+from fornace.conductor.session import Settings
 
-from .workflows import load_workflows
+from fornace.conductor.dsl.workflows import load_workflows
 
 LOG = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ class Conductor:
         self.holder = f"{socket.gethostname()}:{os.getpid()}"
         self.locks = None
         if settings.database_url:
-            from .joblock import JobLock
+            from fornace.conductor.jobs.lock import JobLock
 
             self.locks = JobLock(settings.database_url)
         self.stop = threading.Event()

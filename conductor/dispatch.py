@@ -10,14 +10,14 @@ from __future__ import annotations
 import datetime
 from typing import Any, Callable
 
-from .actions import DELETE_STACK, SEND_COMMAND, UPDATE_STACK, Action
-from .dsl.values import detached
-from .errors import LocatedError, WorkflowError
-from .executors import (AgentExecutor, PlanReply, PlanRequest, StackExecutor,
+from fornace.conductor.dsl.pending import DELETE_STACK, SEND_COMMAND, UPDATE_STACK, Action
+from fornace.conductor.dsl.functions.values import detached
+from fornace.common.errors import LocatedError, WorkflowError
+from fornace.conductor.executors.base import (AgentExecutor, PlanReply, PlanRequest, StackExecutor,
                         StackFailure, StackRequest, StackSource)
-from .jobhooks import NullHooks
-from .plans import PlanIds, build_plan, read_reply
-from .templates import TemplateStore, merge
+from fornace.conductor.jobs.hooks import NullHooks
+from fornace.conductor.plans import PlanIds, build_plan, read_reply
+from fornace.conductor.templates import TemplateStore, merge
 
 
 def heat_error(message: str, reason: str) -> dict[str, Any]:

@@ -7,9 +7,9 @@ import json
 import uuid
 from typing import Any
 
-from .errors import TemplateError
-from .executors import PlanReply
-from .templates import TemplateStore
+from fornace.common.errors import TemplateError
+from fornace.conductor.executors.base import PlanReply
+from fornace.conductor.templates import TemplateStore
 
 
 def build_plan(store: TemplateStore, template: str, mappings: dict[str, Any]) -> dict[str, Any]:

@@ -18,22 +18,22 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from .actions import Action
-from .contract import clean_model
-from .cursor import Cursor, get_path
-from .dispatch import ActionRunner
-from .engine import Evaluator
-from .errors import FornaceError
-from .executors import AgentExecutor, StackExecutor
-from .query import Query
-from .hostnames import HostnameGenerator, model_hostnames
-from .jobhooks import NullHooks
-from .scope import Frame
-from .secrets import find_secrets, mask_text, masked
-from .templates import TemplateStore
-from .trace import NullTrace
-from .workflows import Workflow
-from .xmlload import Node
+from fornace.conductor.dsl.pending import Action
+from fornace.common.contract import clean_model
+from fornace.common.cursor import Cursor, get_path
+from fornace.conductor.dispatch import ActionRunner
+from fornace.conductor.dsl.engine import Evaluator
+from fornace.common.errors import FornaceError
+from fornace.conductor.executors.base import AgentExecutor, StackExecutor
+from fornace.conductor.dsl.query import Query
+from fornace.conductor.dsl.hostnames import HostnameGenerator, model_hostnames
+from fornace.conductor.jobs.hooks import NullHooks
+from fornace.conductor.dsl.scope import Frame
+from fornace.common.secrets import find_secrets, mask_text, masked
+from fornace.conductor.templates import TemplateStore
+from fornace.conductor.dsl.trace import NullTrace
+from fornace.conductor.dsl.workflows import Workflow
+from fornace.conductor.dsl.xmlload import Node
 
 LOG = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ class Session:
                  settings: Settings | None = None, reporter: Reporter | None = None,
                  trace: Any = None, plan_seed: str | None = None,
                  hooks: Any = None) -> None:
-        """``plan_seed``: see :class:`conductor.plans.PlanIds` (the task id)."""
+        """``plan_seed``: see :class:`fornace.conductor.plans.PlanIds` (the task id)."""
         if not isinstance(model, dict):
             raise FornaceError("the object model must be a JSON object")
         self.model = model

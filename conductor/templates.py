@@ -21,13 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Iterable
 
-from .errors import TemplateError
-from .executors import StackFailure
-
-# the catalog shipped with Fornace: inside the package once installed from a
-# wheel, data/ at the root of the checkout otherwise (editable installs)
-_HERE = Path(__file__).resolve().parent
-BUILTIN_DATA = _HERE / "data" if (_HERE / "data").is_dir() else _HERE.parent / "data"
+from fornace.common.errors import TemplateError
+from fornace.common.resources import BUILTIN_DATA
+from fornace.conductor.executors.base import StackFailure
 
 
 def safe_join(base: Path, name: str, suffix: str = "") -> Path:

@@ -8,12 +8,12 @@ from typing import Any
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
-from api.app import create_app
-from api.auth import NoAuth
-from api.db.engine import make_engine, session_factory, upgrade
-from api.jobstore import Jobs
-from api.store import Store
-from conductor.catalog import Catalog
+from fornace.api.app import create_app
+from fornace.api.auth import NoAuth
+from fornace.common.db.engine import make_engine, session_factory, upgrade
+from fornace.api.jobstore import Jobs
+from fornace.api.store import Store
+from fornace.common.catalog import Catalog
 
 
 @dataclass

@@ -35,12 +35,12 @@ def instance_processes(token: str) -> list[int]:
 
 def running_onebox(state_dir: Path, max_environments: int = 2, agent_timeout: float = 60,
                    db: str | None = None, conf=None):
-    """A started :class:`conductor.onebox.OneBox` on ``state_dir`` (folder broker and
+    """A started :class:`fornace.cli.onebox.OneBox` on ``state_dir`` (folder broker and
     SQLite unless ``conf``/``db`` say otherwise), for ``yield from`` in a fixture:
     stopped at the end, and every local-cloud stack deleted (which stops every
     process of the units) even when the test failed."""
-    from conductor.cli import build_conf
-    from conductor.onebox import OneBox
+    from fornace.cli.main import build_conf
+    from fornace.cli.onebox import OneBox
 
     if conf is None:
         conf = build_conf()

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from conductor import contract
-from conductor.actionparams import ActionError, check_parameters, select_units
-from conductor.catalog import load_catalog
+from fornace.common import contract
+from fornace.common.actionparams import ActionError, check_parameters, select_units
+from fornace.common.catalog import load_catalog
 
 TYPES = {
     "service": {"abstract": True, "operations": {"restart": None}},

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import AgentSettings
-from agent.service import EXIT_REBOOT, Agent
-from conductor import contract
-from conductor.broker import Broker
-from conductor.cli import build_conf
+from fornace.agent.config import AgentSettings
+from fornace.agent.service import EXIT_REBOOT, Agent
+from fornace.common import contract
+from fornace.common.broker import Broker
+from fornace.cli.main import build_conf
 from services import amqp_url  # tests/ is on sys.path (rootdir conftest, no package)
 
 
@@ -72,8 +72,9 @@ def test_the_example_linux_plan_runs_as_built_by_the_conductor(make_agent, tmp_p
     import urllib.request
 
     from apikit import free_port
-    from conductor.plans import build_plan
-    from conductor.templates import BUILTIN_DATA, TemplateStore
+    from fornace.conductor.plans import build_plan
+    from fornace.common.resources import BUILTIN_DATA
+    from fornace.conductor.templates import TemplateStore
 
     monkeypatch.setenv("FORNACE_INSTANCE_ADDRESS", "127.0.0.1")
     port = free_port()
@@ -148,8 +149,8 @@ def test_a_failing_command_stops_the_plan(make_agent, tmp_path):
     assert "exit" in message and "7" in message and "broken" in message
     assert not marker.exists()
     # what the conductor makes of it: an 'inner' error
-    from conductor.executors import PlanReply
-    from conductor.plans import read_reply
+    from fornace.conductor.executors.base import PlanReply
+    from fornace.conductor.plans import read_reply
     ok, errors = read_reply(PlanReply(result), None)
     assert not ok and errors[0]["type"] == "inner" and errors[0]["messages"][0] == kind
 
@@ -294,7 +295,7 @@ def test_the_config_file_written_by_init_sh_is_read(tmp_path):
 
 
 def test_the_cli_refuses_a_config_without_queues(tmp_path, capsys):
-    from conductor.cli import main
+    from fornace.cli.main import main
     path = tmp_path / "agent.conf"
     path.write_text(f"[agent]\nwork_dir = {tmp_path / 'w'}\n")
     assert main(["--config-file", str(path), "agent"]) == 2

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from agent.config import AgentSettings
-from agent.service import EXIT_POWEROFF, EXIT_REBOOT, EXIT_STOPPED, Agent
-from agent.states import Machine
-from conductor import contract
-from conductor.agents import AmqpAgents
-from conductor.broker import Broker
-from conductor.executors import PlanRequest, StackRequest
-from conductor.localcloud import LocalStacks
+from fornace.agent.config import AgentSettings
+from fornace.agent.service import EXIT_POWEROFF, EXIT_REBOOT, EXIT_STOPPED, Agent
+from fornace.agent.states import Machine
+from fornace.common import contract
+from fornace.conductor.executors.agents import AmqpAgents
+from fornace.common.broker import Broker
+from fornace.conductor.executors.base import PlanRequest, StackRequest
+from fornace.conductor.executors.localcloud import LocalStacks
 from localkit import alive, instance_processes
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -102,7 +102,7 @@ def answers(broker: Broker, queue: str, count: int, timeout: float = 30.0) -> li
 
 
 def test_state_transitions_are_logged_in_order(settings, caplog):
-    caplog.set_level(logging.INFO, logger="agent")
+    caplog.set_level(logging.INFO, logger="fornace.agent")
     plans = [v2_plan({"a.sh": "echo a"}, [cmd("a.sh")], "plan-a"),
              v2_plan({"b.sh": "echo b; exit 64"}, [cmd("b.sh")], "plan-b")]
     with Broker(settings.broker_url) as broker:
@@ -134,7 +134,7 @@ def test_state_transitions_are_logged_in_order(settings, caplog):
 
 
 def test_an_init_error_is_retried_until_the_stop_signal(settings, caplog):
-    caplog.set_level(logging.INFO, logger="agent")
+    caplog.set_level(logging.INFO, logger="fornace.agent")
     settings.broker_url = "filesystem://not-a-folder-url"    # every INIT fails
     stop = threading.Event()
     machine = Machine(Agent(settings), stop, retry_delay=0.05)
@@ -152,8 +152,8 @@ def test_an_init_error_is_retried_until_the_stop_signal(settings, caplog):
 
 
 def test_broker_and_handling_errors_go_back_to_init(settings, caplog, monkeypatch):
-    from agent.inbox import PlanInbox
-    caplog.set_level(logging.INFO, logger="agent")
+    from fornace.agent.inbox import PlanInbox
+    caplog.set_level(logging.INFO, logger="fornace.agent")
     failures = {"get": 1, "execute": 1}
     real_get, real_execute = PlanInbox.get, Agent.execute
 
@@ -362,7 +362,7 @@ class Unit:
                 argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if b"conductor.cli" in argv and b"agent" in argv:
+            if b"fornace.cli" in argv and b"agent" in argv:
                 pids.append(pid)
         return pids
 

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from apikit import make_api, web_server
-from conductor import contract
+from fornace.common import contract
 
 
 @pytest.fixture

@@ -7,11 +7,11 @@ import uuid
 import pytest
 from fastapi.testclient import TestClient
 
-from api.service import ApiService
+from fornace.api.server import ApiService
 from apikit import web_server
-from conductor import contract
-from conductor.broker import Broker
-from conductor.cli import build_conf
+from fornace.common import contract
+from fornace.common.broker import Broker
+from fornace.cli.main import build_conf
 from services import amqp_url
 
 

@@ -6,7 +6,7 @@ import threading
 import pytest
 from sqlalchemy import inspect
 
-from api.db.engine import make_engine, upgrade
+from fornace.common.db.engine import make_engine, upgrade
 from apikit import make_api, reset_postgres, web_server
 from services import postgres_url
 

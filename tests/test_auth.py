@@ -11,10 +11,10 @@ from fastapi.testclient import TestClient
 from keystoneauth1 import session as ks_session
 from keystoneauth1.identity import v3
 
-from api.app import create_app
-from api.auth import KeystoneAuth, NoAuth
-from api.db.engine import make_engine, session_factory, upgrade
-from api.store import Store
+from fornace.api.app import create_app
+from fornace.api.auth import KeystoneAuth, NoAuth
+from fornace.common.db.engine import make_engine, session_factory, upgrade
+from fornace.api.store import Store
 from apikit import Published
 
 SERVICE_TOKEN = "service-token"

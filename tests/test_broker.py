@@ -1,4 +1,4 @@
-"""Tests of conductor.broker: in memory, and against the RabbitMQ of this machine.
+"""Tests of fornace.common.broker: in memory, and against the RabbitMQ of this machine.
 
 The RabbitMQ tests use ``services.amqp_url()`` (skip, or fail under
 ``FORNACE_REQUIRE_SERVICES=1``, when RabbitMQ is absent), unique queue names
@@ -18,9 +18,9 @@ from urllib.parse import urlsplit, urlunsplit
 import kombu
 import pytest
 
-from conductor import broker as broker_module
-from conductor.broker import Broker, Consumer, Delivery, kombu_queue
-from conductor.contract import TASKS, ContractError, parse_report, report_body
+from fornace.common import broker as broker_module
+from fornace.common.broker import Broker, Consumer, Delivery, kombu_queue
+from fornace.common.contract import TASKS, ContractError, parse_report, report_body
 from services import amqp_url  # tests/ is on sys.path (rootdir conftest, no package)
 
 WAIT = 10.0  # upper bound for anything that should happen "soon"
@@ -152,7 +152,7 @@ def test_contract_error_drops_the_message(url, queue, consumers, caplog):
             raise ContractError("report message: field 'level' must be a string")
 
     running = consumers(Broker(url), [name], handler)
-    with caplog.at_level(logging.ERROR, logger="conductor.broker"), Broker(url) as broker:
+    with caplog.at_level(logging.ERROR, logger="fornace.common.broker"), Broker(url) as broker:
         broker.publish(name, {"bad": True, "token": "tok-secret-123"}, message_id="poison")
         broker.publish(name, {"good": True}, message_id="fine")
         calls = running.wait_calls(2)
@@ -175,7 +175,7 @@ def test_a_body_that_is_not_json_is_dropped_without_calling_the_handler(
         kombu.Producer(conn).publish("{not json", exchange="", routing_key=name,
                                      serializer=None, content_type="text/plain",
                                      content_encoding="utf-8", message_id="garbage")
-    with caplog.at_level(logging.ERROR, logger="conductor.broker"):
+    with caplog.at_level(logging.ERROR, logger="fornace.common.broker"):
         with Broker(url) as broker:
             broker.publish(name, {"ok": 2}, message_id="after")
         running = consumers(Broker(url), [name])
@@ -195,7 +195,7 @@ def test_other_errors_requeue_and_redeliver_with_the_same_id(url, queue, consume
             raise RuntimeError(f"database down, token was {body['token']}")
 
     running = consumers(Broker(url), [name], handler)
-    with caplog.at_level(logging.ERROR, logger="conductor.broker"), Broker(url) as broker:
+    with caplog.at_level(logging.ERROR, logger="fornace.common.broker"), Broker(url) as broker:
         broker.publish(name, {"token": "tok-secret-456"}, message_id="retry-me")
         calls = running.wait_calls(3)
     assert [d.message_id for _, d in calls] == ["retry-me"] * 3

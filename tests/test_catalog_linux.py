@@ -33,12 +33,12 @@ from typing import Any
 
 import pytest
 
-from api import specs
-from api.client import ApiClient
+from fornace.api import specs
+from fornace.cli.client.http import ApiClient
 from apikit import free_port
-from conductor.cli import main
-from conductor.demo_cli import Demo
-from conductor.onebox import OneBox
+from fornace.cli.main import main
+from fornace.cli.demo import Demo
+from fornace.cli.onebox import OneBox
 from localkit import alive, instance_processes, processes_with, running_onebox
 
 ROOT = Path(__file__).resolve().parent.parent

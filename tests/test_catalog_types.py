@@ -23,12 +23,12 @@ from typing import Any, Iterator
 
 import pytest
 
-from agent.plan import parse_plan
-from api.specs import SERVICE_TYPES
-from conductor.catalog import Operation, load_catalog, render, truthy, unit_cursor
-from conductor.cli import main
-from conductor.plans import build_plan
-from conductor.templates import TemplateStore
+from fornace.agent.plan import parse_plan
+from fornace.api.specs import SERVICE_TYPES
+from fornace.common.catalog import Operation, load_catalog, render, truthy, unit_cursor
+from fornace.cli.main import main
+from fornace.conductor.plans import build_plan
+from fornace.conductor.templates import TemplateStore
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data"

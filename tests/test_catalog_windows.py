@@ -22,13 +22,13 @@ from typing import Any
 import pytest
 
 import pscheck
-from api.specs import validate_create
-from conductor.checker import check
-from conductor.session import Outcome, Session, Settings
-from conductor.simulator import Fault, SimulatedCloud
-from conductor.templates import TemplateStore
-from conductor.trace import RecordingTrace
-from conductor.workflows import load_workflows
+from fornace.api.specs import validate_create
+from fornace.conductor.dsl.checker import check
+from fornace.conductor.session import Outcome, Session, Settings
+from fornace.conductor.executors.simulator import Fault, SimulatedCloud
+from fornace.conductor.templates import TemplateStore
+from fornace.conductor.dsl.trace import RecordingTrace
+from fornace.conductor.dsl.workflows import load_workflows
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data"

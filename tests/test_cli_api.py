@@ -8,14 +8,14 @@ import time
 import urllib.request
 
 from apikit import free_port
-from conductor.cli import main
+from fornace.cli.main import main
 
 
 
 def test_api_command_serves_and_keeps_data(tmp_path):
     port = free_port()
     db = f"sqlite:///{tmp_path / 'cli.sqlite'}"
-    process = subprocess.Popen([sys.executable, "-m", "conductor.cli", "api", "--port",
+    process = subprocess.Popen([sys.executable, "-m", "fornace.cli", "api", "--port",
                                 str(port), "--db", db], stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT)
     try:
@@ -56,7 +56,7 @@ def test_help_of_every_command(capsys):
 
 
 def test_config_file_may_follow_the_subcommand(tmp_path, capsys):
-    from conductor.cli import hoist_global_options
+    from fornace.cli.main import hoist_global_options
 
     assert hoist_global_options(["api", "--config-file", "f.conf", "--port", "1"]) == \
         ["--config-file", "f.conf", "api", "--port", "1"]

@@ -1,5 +1,5 @@
 """The client commands (``fornace env``, ``service``, ``deploy``, ``action``...)
-run as their users run them: ``python -m conductor.cli`` in a subprocess,
+run as their users run them: ``python -m fornace.cli`` in a subprocess,
 talking over HTTP to a real API with its conductor and the local cloud's
 real agents (folder broker, SQLite), started once for the module.
 """
@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from api.cli_deploy import with_ids
-from api.cli_service import load_services
+from fornace.cli.client.deploy import with_ids
+from fornace.cli.client.service import load_services
 from apikit import free_port
-from conductor.cli import COMMANDS, GROUPS, main
+from fornace.cli.main import COMMANDS, GROUPS, main
 from localkit import running_onebox
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,13 +32,13 @@ def box(tmp_path_factory):
 @pytest.fixture
 def cli(box, tmp_path):
     """Runs ``fornace ARGS`` against the box; its sessions file is the test's own."""
-    environment = {**os.environ, "HOME": str(tmp_path), "PYTHONPATH": str(ROOT),
+    environment = {**os.environ, "HOME": str(tmp_path),
                    "FORNACE_URL": box.url, "FORNACE_SESSIONS": str(tmp_path / "sessions")}
     for name in ("FORNACE_TOKEN", "FORNACE_TENANT"):
         environment.pop(name, None)
 
     def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "conductor.cli", *args], cwd=tmp_path,
+        return subprocess.run([sys.executable, "-m", "fornace.cli", *args], cwd=tmp_path,
                               env=environment, capture_output=True, text=True,
                               timeout=timeout)
     return run

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conductor.cli import main
+from fornace.cli.main import main
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "data" / "examples" / "linux-web.json"
@@ -185,7 +185,7 @@ def test_simulate_bad_model_json_names_line(tmp_path, capsys):
 
 
 def test_console_script_runs():
-    proc = subprocess.run([sys.executable, "-m", "conductor.cli", "workflow", "check",
+    proc = subprocess.run([sys.executable, "-m", "fornace.cli", "workflow", "check",
                            str(ROOT / "data" / "workflows")], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
 
@@ -193,11 +193,11 @@ def test_console_script_runs():
 def test_simulate_loads_neither_broker_nor_api(tmp_path):
     # start-up stays small: a workflow command imports only its own module
     script = ("import sys, io, contextlib\n"
-              "from conductor.cli import main\n"
+              "from fornace.cli.main import main\n"
               "with contextlib.redirect_stdout(io.StringIO()):\n"
               f"    code = main(['workflow', 'simulate', '--model', {str(EXAMPLE)!r}, '--json'])\n"
-              "print(code, sorted(m for m in ('kombu', 'api.app', 'conductor.localcloud', "
-              "'conductor.broker') if m in sys.modules))\n")
+              "print(code, sorted(m for m in ('kombu', 'fornace.api.app', 'fornace.conductor.executors.localcloud', "
+              "'fornace.common.broker') if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          cwd=ROOT, check=True).stdout
     assert out.split("\n")[-2] == "0 []"
@@ -220,7 +220,7 @@ def test_simulate_json_rounds_arrive_in_order_with_their_outcomes(capsys):
 def test_each_command_sees_every_option_group(command):
     # a command's module is the only one imported, but the options other
     # modules declare are all there (the conductor reads [database])
-    from conductor.cli import build_conf
+    from fornace.cli.main import build_conf
     conf = build_conf(command)
     for group, option in (("database", "connection"), ("conductor", "stacks"),
                           ("api", "state_dir"), ("agent", "work_dir"), ("engine", "max_rounds")):

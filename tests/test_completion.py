@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from conductor.cli import main
+from fornace.cli.main import main
 
 
 def complete(script: str, line: str) -> list[str]:
@@ -20,7 +20,7 @@ def complete(script: str, line: str) -> list[str]:
 
 @pytest.fixture(scope="module")
 def script() -> str:
-    out = subprocess.run([sys.executable, "-c", "import sys; from conductor.cli import main; "
+    out = subprocess.run([sys.executable, "-c", "import sys; from fornace.cli.main import main; "
                           "sys.exit(main(['--shell_completion', 'bash']))"],
                          capture_output=True, text=True, check=True)
     return out.stdout

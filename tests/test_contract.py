@@ -1,12 +1,12 @@
-"""Tests of conductor.contract: queue names, message bodies and their parsing."""
+"""Tests of fornace.common.contract: queue names, message bodies and their parsing."""
 from __future__ import annotations
 
 import json
 
 import pytest
 
-from conductor import contract
-from conductor.contract import (ContractError, Report, Task, agent_queue, deletion_task_body,
+from fornace.common import contract
+from fornace.common.contract import (ContractError, Report, Task, agent_queue, deletion_task_body,
                                 parse_plan_result, parse_report, parse_result, parse_task,
                                 report_body, result_body, results_queue, task_body)
 
@@ -34,7 +34,7 @@ def test_queue_names_follow_0_2():
 
 
 def test_hosts_uses_the_contract_names():
-    from conductor.dsl import hosts
+    from fornace.conductor.dsl.functions import hosts
     assert hosts.agent_queue is contract.agent_queue
     assert hosts.result_queue is contract.results_queue
 

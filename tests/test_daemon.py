@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from conductor import contract
-from conductor.broker import Broker
-from conductor.daemon import Conductor, ConductorSettings
-from conductor.session import Settings
-from conductor.simulator import SimulatedCloud, SimulatedStacks
+from fornace.common import contract
+from fornace.common.broker import Broker
+from fornace.conductor.daemon import Conductor, ConductorSettings
+from fornace.conductor.session import Settings
+from fornace.conductor.executors.simulator import SimulatedCloud, SimulatedStacks
 from services import amqp_url
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -144,7 +144,7 @@ def test_reports_are_sent_while_the_deployment_runs(conductor):
 def test_a_task_redelivered_while_it_runs_here_is_not_run_twice():
     """RabbitMQ requeues a task when the connection that took it breaks, while its
     handler still runs; a second consumer thread taking the copy waits for it."""
-    from conductor.broker import Delivery
+    from fornace.common.broker import Delivery
 
     release = threading.Event()
     runs = []

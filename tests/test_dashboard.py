@@ -13,16 +13,16 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from api import specs
-from api.app import create_app
-from api.auth import KeystoneAuth
-from api.dashboard import graph
-from api.db.engine import make_engine, session_factory, upgrade
-from api.db.models import ConfigSession
-from api.jobstore import Jobs
-from api.store import Store
+from fornace.api import specs
+from fornace.api.app import create_app
+from fornace.api.auth import KeystoneAuth
+from fornace.api.dashboard import graph
+from fornace.common.db.engine import make_engine, session_factory, upgrade
+from fornace.common.db.models import ConfigSession
+from fornace.api.jobstore import Jobs
+from fornace.api.store import Store
 from apikit import Published, make_api
-from conductor import contract
+from fornace.common import contract
 
 SECRET = "P@ssw0rd-web"
 DASH = "/dashboard"

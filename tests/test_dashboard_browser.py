@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from apikit import free_port
-from conductor.onebox import OneBox
+from fornace.cli.onebox import OneBox
 from localkit import running_onebox
 from services import require
 

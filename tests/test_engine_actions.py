@@ -7,8 +7,8 @@ import datetime
 
 import pytest
 
-from conductor.simulator import Fault, SimulatedCloud
-from conductor.templates import merge, substitute
+from fornace.conductor.executors.simulator import Fault, SimulatedCloud
+from fornace.conductor.templates import merge, substitute
 from conftest import UNITS, RecordingStacks, ScriptedAgents, sample_model, send_command
 
 MASTER = "$.services[*].units[?(@.isMaster)]"
@@ -431,7 +431,7 @@ def test_delete_stack(catalog):
 def test_delete_stack_failure(catalog):
     class NoDelete(RecordingStacks):
         def delete(self, stack_name):
-            from conductor.executors import StackFailure
+            from fornace.conductor.executors.base import StackFailure
             raise StackFailure("DELETE_FAILED", "resource busy")
 
     catalog.rules('<rule match="$"><delete-cf-stack error="e"><failure>'

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from conductor.errors import WorkflowError
+from fornace.common.errors import WorkflowError
 from conftest import evaluate
 
 
@@ -190,7 +190,7 @@ def test_function_inside_map_resolved_by_set(catalog):
 
 
 def test_function_evaluates_body_when_called_not_when_built():
-    from conductor.dsl.values import Deferred
+    from fornace.conductor.dsl.functions.values import Deferred
     model = {"id": "E", "v": "before"}
     value = evaluate('<function><select path="v"/></function>', model)
     assert isinstance(value, Deferred)

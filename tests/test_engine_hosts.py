@@ -179,7 +179,7 @@ def test_prepare_user_data_falls_back_to_builtin_data(catalog, tmp_path):
 
 
 def test_prepare_user_data_uses_fornace_data_by_default(catalog):
-    from conductor.templates import BUILTIN_DATA
+    from fornace.common.resources import BUILTIN_DATA
     catalog.rules(USER_DATA.format(attrs=' initFile="linux_init.sh" template="Linux"'))
     run = catalog.run(user_data_model(), fallback=BUILTIN_DATA)
     assert run.status == "success", run.reports

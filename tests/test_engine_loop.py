@@ -3,11 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from conductor.errors import FornaceError
-from conductor.session import Session, Settings, clean_model
-from conductor.simulator import Fault, SimulatedCloud
-from conductor.templates import TemplateStore
-from conductor.workflows import load_workflows
+from fornace.common.errors import FornaceError
+from fornace.conductor.session import Session, Settings, clean_model
+from fornace.conductor.executors.simulator import Fault, SimulatedCloud
+from fornace.conductor.templates import TemplateStore
+from fornace.conductor.dsl.workflows import load_workflows
 from conftest import UNITS, sample_model, send_command
 
 

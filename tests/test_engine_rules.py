@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from conductor.errors import WorkflowError
-from conductor.workflows import load_workflows
+from fornace.common.errors import WorkflowError
+from fornace.conductor.dsl.workflows import load_workflows
 from conftest import UNITS, sample_model, send_command
 
 SETTLE = ('<rule id="settle" match="$.flags[*]"><set path="done"><true/></set></rule>')

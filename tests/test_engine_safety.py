@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import pytest
 
-from conductor.errors import ExpressionError, TemplateError, WorkflowError
-from conductor.templates import TemplateStore, safe_join
-from conductor.workflows import load_workflow, load_workflows
+from fornace.common.errors import ExpressionError, TemplateError, WorkflowError
+from fornace.conductor.templates import TemplateStore, safe_join
+from fornace.conductor.dsl.workflows import load_workflow, load_workflows
 from conftest import UNITS
 
 

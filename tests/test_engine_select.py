@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from conductor.errors import WorkflowError
+from fornace.common.errors import WorkflowError
 from conftest import UNITS, evaluate, sample_model
 
 

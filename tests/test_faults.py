@@ -40,13 +40,13 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from api.db.models import Status
-from api.service import ApiService
+from fornace.common.db.models import Status
+from fornace.api.server import ApiService
 from apikit import free_port
-from conductor import contract
-from conductor.broker import Broker
-from conductor.cli import build_conf
-from conductor.localcloud import TOKEN_VARIABLE, LocalStacks
+from fornace.common import contract
+from fornace.common.broker import Broker
+from fornace.cli.main import build_conf
+from fornace.conductor.executors.localcloud import TOKEN_VARIABLE, LocalStacks
 from services import amqp_url, require
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -236,7 +236,7 @@ class World:
         log = self.root / f"conductor-{number}.log"
         with open(log, "wb") as out:
             process = subprocess.Popen(
-                [sys.executable, "-m", "conductor.cli", "--config-file",
+                [sys.executable, "-m", "fornace.cli", "--config-file",
                  str(self.config(agent_timeout)), "conductor", "--stacks", "local"],
                 cwd=ROOT, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                 start_new_session=True)
@@ -537,7 +537,7 @@ def publish_raw(url: str, queue: str, body: bytes, message_id: str) -> None:
 def test_malformed_tasks_and_results_are_dropped_and_both_sides_keep_serving(world, caplog):
     """Bad messages on ``tasks``, ``task-results`` and ``task-reports`` are logged as
     dropped (acked, never retried); a deployment that follows completes."""
-    caplog.set_level(logging.ERROR, logger="conductor.broker")
+    caplog.set_level(logging.ERROR, logger="fornace.common.broker")
     url = world.rabbit.url
     conductor = world.start_conductor(agent_timeout=60)
     world.open_gate()

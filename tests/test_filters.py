@@ -1,10 +1,10 @@
-"""Tests of conductor.filters: the safe compiler of JSONPath [?( ... )] filters."""
+"""Tests of fornace.conductor.dsl.filters: the safe compiler of JSONPath [?( ... )] filters."""
 from __future__ import annotations
 
 import pytest
 
-from conductor.errors import ExpressionError
-from conductor.filters import compile_filter
+from fornace.common.errors import ExpressionError
+from fornace.conductor.dsl.filters import compile_filter
 
 
 def run(expression, node):
@@ -578,7 +578,7 @@ def test_rejections_are_not_cached_as_predicates():
 def test_module_does_not_use_python_evaluation():
     """Inspect (not run) our own source: no eval/exec/compile/ast in the compiler."""
     import ast
-    import conductor.filters as module
+    import fornace.conductor.dsl.filters as module
     with open(module.__file__, encoding="utf-8") as source:
         tree = ast.parse(source.read())
     for node in ast.walk(tree):

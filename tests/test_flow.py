@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 
-from api.service import ApiService
-from conductor.cli import build_conf
-from conductor.daemon import Conductor, ConductorSettings
-from conductor.session import Settings
-from conductor.simulator import SimulatedCloud
+from fornace.api.server import ApiService
+from fornace.cli.main import build_conf
+from fornace.conductor.daemon import Conductor, ConductorSettings
+from fornace.conductor.session import Settings
+from fornace.conductor.executors.simulator import SimulatedCloud
 from services import amqp_url
 from test_daemon import StandInAgents
 

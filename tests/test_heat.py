@@ -16,9 +16,9 @@ import uuid
 import pytest
 from oslo_config import cfg
 
-from conductor import config
-from conductor.executors import StackFailure, StackRequest
-from conductor.heat import HeatStacks, load_environment
+from fornace.conductor import config
+from fornace.conductor.executors.base import StackFailure, StackRequest
+from fornace.conductor.executors.heat import HeatStacks, load_environment
 from services import heat_url
 
 heatclient = pytest.importorskip("heatclient.client")

@@ -6,9 +6,9 @@ import threading
 
 import pytest
 
-from api.db.engine import make_engine, upgrade
+from fornace.common.db.engine import make_engine, upgrade
 from apikit import reset_postgres
-from conductor.joblock import JobLock, LockHeld
+from fornace.conductor.jobs.lock import JobLock, LockHeld
 from services import postgres_url
 
 T0 = datetime.datetime(2024, 5, 1, 12, 0, 0)

@@ -11,15 +11,15 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from api.db.engine import alembic_config, make_engine, upgrade
-from api.db.models import Deployment, JobLock as LockRow
-from api.service import ApiService
+from fornace.common.db.engine import alembic_config, make_engine, upgrade
+from fornace.common.db.models import Deployment, JobLock as LockRow
+from fornace.api.server import ApiService
 from apikit import make_api, reset_postgres, web_server
-from conductor import contract
-from conductor.broker import Broker
-from conductor.catalog import load_catalog
-from conductor.cli import build_conf
-from conductor.joblock import JobLock
+from fornace.common import contract
+from fornace.common.broker import Broker
+from fornace.common.catalog import load_catalog
+from fornace.cli.main import build_conf
+from fornace.conductor.jobs.lock import JobLock
 from services import postgres_url
 
 TYPES = {
@@ -404,7 +404,7 @@ def test_task_events_are_upserted_and_log_lines_appended(api):
 def test_unknown_and_malformed_events_are_dropped(api, caplog):
     env_id, model = deployed(api)
     job = action(api, env_id, "check", {}).json()
-    caplog.set_level("INFO", logger="api.jobstore")
+    caplog.set_level("INFO", logger="fornace.api.jobstore")
     event(api, env_id, "no-such-job", "B001", status="ok")
     event(api, "other-env", job["id"], "B002", status="ok")  # a job of another environment
     for body in (b"not json", {"kind": "task"}, [1],

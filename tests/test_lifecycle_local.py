@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from api.client import ApiClient, ClientError
+from fornace.cli.client.http import ApiClient, ClientError
 from apikit import free_port
-from conductor.onebox import OneBox
+from fornace.cli.onebox import OneBox
 from localkit import instance_processes, running_onebox
 
 TIMEOUT = 120.0

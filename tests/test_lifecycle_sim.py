@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from conductor import contract
-from conductor.catalog import load_catalog
-from conductor.jobs import JobRecorder
-from conductor.lifecycle import Job, run_job
-from conductor.session import Settings
-from conductor.simulator import Fault, SimulatedCloud
-from conductor.templates import TemplateStore
-from conductor.workflows import load_workflows
+from fornace.common import contract
+from fornace.common.catalog import load_catalog
+from fornace.conductor.jobs.records import JobRecorder
+from fornace.conductor.jobs.lifecycle import Job, run_job
+from fornace.conductor.session import Settings
+from fornace.conductor.executors.simulator import Fault, SimulatedCloud
+from fornace.conductor.templates import TemplateStore
+from fornace.conductor.dsl.workflows import load_workflows
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 WORKFLOWS = load_workflows(DATA / "workflows")

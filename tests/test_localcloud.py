@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from conductor import contract
-from conductor.broker import Broker
-from conductor.executors import StackFailure, StackRequest
-from conductor.localcloud import TOKEN_VARIABLE, LocalStacks, evaluate_outputs
+from fornace.common import contract
+from fornace.common.broker import Broker
+from fornace.conductor.executors.base import StackFailure, StackRequest
+from fornace.conductor.executors.localcloud import TOKEN_VARIABLE, LocalStacks, evaluate_outputs
 from services import amqp_url
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -364,8 +364,8 @@ def test_remove_refused_for_a_referenced_instance_changes_nothing(cloud):
 # ----------------------------------------------------------------- the daemon option
 
 def test_the_daemon_makes_local_stacks(tmp_path):
-    from conductor.cli import build_conf
-    from conductor.daemon_cli import _stacks_factory
+    from fornace.cli.main import build_conf
+    from fornace.cli.conductor import _stacks_factory
     conf = build_conf()
     conf(["conductor", "--stacks", "local"], project="fornace", prog="fornace",
          default_config_files=[], default_config_dirs=[])

@@ -8,7 +8,7 @@ import pytest
 import uvicorn
 
 from apikit import free_port, make_api, web_server
-from conductor import contract
+from fornace.common import contract
 
 mc_client = pytest.importorskip("muranoclient.v1.client")
 mc_exc = pytest.importorskip("muranoclient.common.exceptions")

@@ -1,13 +1,13 @@
-"""conductor.navigation walks plain JSONPath steps exactly as jsonpath-ng does."""
+"""fornace.conductor.dsl.navigation walks plain JSONPath steps exactly as jsonpath-ng does."""
 from __future__ import annotations
 
 import itertools
 
 import pytest
 
-from conductor.cursor import Cursor
-from conductor.navigation import compile_segment
-from conductor.query import _jsonpath_step, _parse
+from fornace.common.cursor import Cursor
+from fornace.conductor.dsl.navigation import compile_segment
+from fornace.conductor.dsl.query import _jsonpath_step, _parse
 from conftest import sample_model
 
 DOCS = [

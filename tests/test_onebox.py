@@ -19,10 +19,10 @@ from urllib.parse import unquote, urlsplit
 
 import pytest
 
-from api.client import ApiClient, ClientError
+from fornace.cli.client.http import ApiClient, ClientError
 from apikit import free_port, reset_postgres
-from conductor.cli import build_conf
-from conductor.demo_cli import Demo
+from fornace.cli.main import build_conf
+from fornace.cli.demo import Demo
 from localkit import instance_processes, running_onebox
 from services import amqp_url, postgres_url
 
@@ -31,11 +31,11 @@ TIMEOUT = 120.0
 
 
 def fornace(*args: str) -> list[str]:
-    return [sys.executable, "-m", "conductor.cli", *args]
+    return [sys.executable, "-m", "fornace.cli", *args]
 
 
 def environment_without_leftovers(tmp_path: Path) -> dict[str, str]:
-    return {**os.environ, "HOME": str(tmp_path), "PYTHONPATH": str(ROOT)}
+    return {**os.environ, "HOME": str(tmp_path)}
 
 
 # ------------------------------------------------------------------ the commands

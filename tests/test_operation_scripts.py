@@ -28,9 +28,9 @@ from typing import Any
 
 import pytest
 
-from conductor.catalog import load_catalog, render, truthy, unit_cursor
-from conductor.plans import build_plan
-from conductor.templates import TemplateStore
+from fornace.common.catalog import load_catalog, render, truthy, unit_cursor
+from fornace.conductor.plans import build_plan
+from fornace.conductor.templates import TemplateStore
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "data"

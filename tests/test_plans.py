@@ -1,7 +1,7 @@
 """Plan ids: a rerun of the same task sends the same ids, a new deployment new ones."""
 from __future__ import annotations
 
-from conductor.plans import PlanIds
+from fornace.conductor.plans import PlanIds
 
 
 def plan(port: str = "80") -> dict:

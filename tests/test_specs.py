@@ -7,10 +7,10 @@ import re
 
 import pytest
 
-from api import specs
-from api.specs import (SpecError, TypeSpec, keep_secrets, masked_view, prepare_new,
+from fornace.api import specs
+from fornace.api.specs import (SpecError, TypeSpec, keep_secrets, masked_view, prepare_new,
                        prepare_units, validate_create, validate_update)
-from conductor.secrets import MASK
+from fornace.common.secrets import MASK
 
 HEX32 = re.compile(r"[0-9a-f]{32}")
 NOW = "2013-06-06T10:00:00Z"

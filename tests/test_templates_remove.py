@@ -6,9 +6,9 @@ import copy
 
 import pytest
 
-from conductor.executors import StackFailure, StackRequest
-from conductor.simulator import SimulatedCloud
-from conductor.templates import references, remove_resources, resource_references
+from fornace.conductor.executors.base import StackFailure, StackRequest
+from fornace.conductor.executors.simulator import SimulatedCloud
+from fornace.conductor.templates import references, remove_resources, resource_references
 
 
 def instance(**extra) -> dict:

@@ -42,12 +42,16 @@ def test_wheel_installs_a_working_fornace(tmp_path):
         return subprocess.run([str(env_dir / "bin" / "fornace"), *args], capture_output=True,
                               text=True, cwd=tmp_path, env=env, timeout=300)
 
-    where = subprocess.run([str(python), "-c", "import conductor; print(conductor.__file__)"],
+    where = subprocess.run([str(python), "-c", "import fornace.conductor, importlib.util as u; "
+                            "print(fornace.conductor.__file__); "
+                            "print([n for n in ('api', 'conductor', 'agent') if u.find_spec(n)])"],
                            capture_output=True, text=True, cwd=tmp_path, env=env, check=True)
-    assert where.stdout.startswith(purelib), where.stdout  # the wheel's, not the checkout's
+    module, top_level = where.stdout.splitlines()
+    assert module.startswith(purelib), module  # the wheel's, not the checkout's
+    assert top_level == "[]", top_level        # one import name: fornace
     version = fornace("--version")
     assert version.returncode == 0 and version.stdout.startswith("fornace "), version.stderr
-    check = fornace("workflow", "check", str(Path(purelib, "conductor", "data", "workflows")))
+    check = fornace("workflow", "check", str(Path(purelib, "fornace", "data", "workflows")))
     assert check.returncode == 0, check.stdout + check.stderr
     demo = fornace("demo")
     assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-2000:]

@@ -3,7 +3,7 @@
 
 It creates a database of its own (``fornace_bench`` by default, through the
 ``postgres`` user of 127.0.0.1), brings it to the current schema, seeds
-environments directly through :class:`api.store.Store` (fast: no HTTP), then
+environments directly through :class:`fornace.api.store.Store` (fast: no HTTP), then
 starts the API server for real in a separate process -- ``fornace api`` by
 default, or ``python -m uvicorn`` on :func:`server_app` with ``--server
 uvicorn --workers N`` -- and drives it over HTTP, open loop: request *i* is
@@ -60,8 +60,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 TARGET_P99_MS = 20.0
 TARGET_CALLS = ("show", "list")
@@ -119,15 +117,15 @@ class Env:
 
 
 def make_store(url: str):
-    from api.db.engine import make_engine, session_factory
-    from api.store import Store
+    from fornace.common.db.engine import make_engine, session_factory
+    from fornace.api.store import Store
     engine = make_engine(url)
     return Store(session_factory(engine), lambda body, message_id: None), engine
 
 
 def finish(store: Any, env_id: str, session_id: str) -> None:
     """What the conductor would send back: a report, then the final model."""
-    from api.db.models import ConfigSession
+    from fornace.common.db.models import ConfigSession
     with store._sessions() as db:
         model = dict(db.get(ConfigSession, session_id).description)
     for service in model.get("services") or []:
@@ -146,7 +144,7 @@ def seed(url: str, count: int, tenants: int, threads: int = 4) -> list[Env]:
     Of every 20: 5 empty (never deployed), 11 deployed (1-3 services), 3 with
     an open session holding a new service (status ``pending``), 1 deploying.
     """
-    from api.store import Context
+    from fornace.api.store import Context
     store, engine = make_store(url)
     kinds = (["empty"] * 5 + ["deployed"] * 11 + ["pending"] * 3 + ["deploying"])
     plan = [(f"tenant-{i % tenants}", kinds[i % len(kinds)], i) for i in range(count)]
@@ -206,9 +204,9 @@ def server_app():
     """App factory for ``--server uvicorn`` (one per worker process)."""
     from oslo_config import cfg
 
-    from api import config as api_config
-    from api.service import ApiService
-    from conductor import config as conductor_config
+    from fornace.api import config as api_config
+    from fornace.api.server import ApiService
+    from fornace.conductor import config as conductor_config
 
     conf = cfg.ConfigOpts()
     conductor_config.register(conf)
@@ -267,7 +265,7 @@ def start_server(args: argparse.Namespace, url: str) -> Server:
     conf_file = workdir / "fornace.conf"
     conf_file.write_text("[broker]\nurl = memory://\n")
     if args.server == "fornace":
-        command = [sys.executable, "-m", "conductor.cli", "--config-file", str(conf_file),
+        command = [sys.executable, "-m", "fornace.cli", "--config-file", str(conf_file),
                    "api", "--host", "127.0.0.1", "--port", str(port), "--db", url]
     else:
         command = [sys.executable, "-m", "uvicorn", "tools.bench_api:server_app", "--factory",
@@ -282,7 +280,7 @@ def start_server(args: argparse.Namespace, url: str) -> Server:
         kind = {".txt": "raw", ".json": "speedscope"}.get(out.suffix, "flamegraph")
         command = ["py-spy", "record", "--subprocesses", "--rate", "100", "--format", kind,
                    "-o", str(out), "--"] + command
-    path = [*args.server_path, str(ROOT), os.environ.get("PYTHONPATH", "")]
+    path = [*args.server_path, os.environ.get("PYTHONPATH", "")]
     env = {**os.environ, "FORNACE_BENCH_DB": url,
            "PYTHONPATH": os.pathsep.join(p for p in path if p)}
     log = workdir / "server.log"
@@ -777,7 +775,7 @@ def main(argv: list[str] | None = None) -> int:
 
     import logging
     logging.basicConfig(level=logging.WARNING)
-    from api.db.engine import upgrade
+    from fornace.common.db.engine import upgrade
 
     url = db_url(args.db_name, args.admin_url)
     recreate_database(args.db_name, args.admin_url)

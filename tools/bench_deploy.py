@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
 """Deployment benchmark: K environments x U units on the local cloud (not a test).
 
-One in-process :class:`conductor.daemon.Conductor` (``--parallel`` consumer
+One in-process :class:`fornace.conductor.daemon.Conductor` (``--parallel`` consumer
 threads) deploys K environments of one ``benchNoop`` service with U units
 each, with the catalog of ``tools/bench_deploy/``: every unit gets an
-instance of :class:`conductor.localcloud.LocalStacks` (a real ``fornace
+instance of :class:`fornace.conductor.executors.localcloud.LocalStacks` (a real ``fornace
 agent`` process talking to RabbitMQ), then runs C no-op execution plans
 (``Bench/Noop``: one ``noop.sh`` command that only exits), one per round.
 Everything goes through the broker as in production: the tasks are
@@ -26,7 +26,7 @@ How the figures are taken -- and why so:
   connection.  Timed from just before the publish to the reply's arrival;
   ``--round-trips`` of them after 20 untimed warm-ups; median and p90.
 * Per-command round trip, conductor side.  The conductor builds an
-  ``AmqpAgents`` per task; the benchmark swaps ``conductor.daemon.AmqpAgents``
+  ``AmqpAgents`` per task; the benchmark swaps ``fornace.conductor.daemon.AmqpAgents``
   for a subclass whose broker is wrapped: the clock starts just before each
   plan's publish and stops when the conductor's inbox hands over its answer.
   No conductor or agent code is changed.
@@ -99,18 +99,18 @@ from pathlib import Path
 from typing import Any, Iterator
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
 import kombu  # noqa: E402
 
-from conductor import contract, daemon  # noqa: E402
-from conductor.agents import AmqpAgents  # noqa: E402
-from conductor.broker import Broker, kombu_queue  # noqa: E402
-from conductor.daemon import Conductor, ConductorSettings  # noqa: E402
-from conductor.executors import PlanReply, PlanRequest  # noqa: E402
-from conductor.localcloud import LocalStacks  # noqa: E402
-from conductor.session import Settings  # noqa: E402
+from fornace.common import contract  # noqa: E402
+
+from fornace.conductor import daemon
+from fornace.conductor.executors.agents import AmqpAgents  # noqa: E402
+from fornace.common.broker import Broker, kombu_queue  # noqa: E402
+from fornace.conductor.daemon import Conductor, ConductorSettings  # noqa: E402
+from fornace.conductor.executors.base import PlanReply, PlanRequest  # noqa: E402
+from fornace.conductor.executors.localcloud import LocalStacks  # noqa: E402
+from fornace.conductor.session import Settings  # noqa: E402
 
 CATALOG = Path(__file__).resolve().parent / "bench_deploy"
 DEFAULT_BROKER = "amqp://guest:guest@127.0.0.1:5672//"
@@ -906,7 +906,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     warnings = WarningCounter()
-    logging.getLogger("conductor.broker").addHandler(warnings)
+    logging.getLogger("fornace.common.broker").addHandler(warnings)
     signal.signal(signal.SIGTERM, _interrupt)
     run_id = uuid.uuid4().hex[:8]
     state_dir = Path(tempfile.mkdtemp(prefix=f"fornace-bench-{run_id}-"))

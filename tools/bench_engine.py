@@ -41,13 +41,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
 
-from conductor.session import Session, Settings  # noqa: E402
-from conductor.simulator import SimulatedCloud  # noqa: E402
-from conductor.templates import TemplateStore  # noqa: E402
-from conductor.workflows import Workflow, load_workflows  # noqa: E402
+from fornace.conductor.session import Session, Settings  # noqa: E402
+from fornace.conductor.executors.simulator import SimulatedCloud  # noqa: E402
+from fornace.conductor.templates import TemplateStore  # noqa: E402
+from fornace.conductor.dsl.workflows import Workflow, load_workflows  # noqa: E402
 
 CATALOG = Path(__file__).resolve().parent / "bench_catalog"
 

@@ -40,7 +40,7 @@ def fornace() -> list[str]:
     script = Path(sys.executable).with_name("fornace")
     if script.exists():
         return [str(script)]
-    return [sys.executable, "-c", "import sys; from conductor.cli import main; sys.exit(main())"]
+    return [sys.executable, "-c", "import sys; from fornace.cli.main import main; sys.exit(main())"]
 
 
 def run(size: int, data: Path, folder: Path) -> tuple[float, int, int, int]:

@@ -49,7 +49,6 @@ from typing import Any, Callable, Iterable
 from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
 SCHEMATHESIS_PINNED = "4.32.5"
 
@@ -147,10 +146,10 @@ class Target:
             self.client = requests.Session()
             self.description = f"server at {self.base_url}"
             return
-        from api.app import create_app
-        from api.auth import NoAuth
-        from api.db.engine import make_engine, session_factory, upgrade
-        from api.store import Store
+        from fornace.api.app import create_app
+        from fornace.api.auth import NoAuth
+        from fornace.common.db.engine import make_engine, session_factory, upgrade
+        from fornace.api.store import Store
         from schemathesis.python import asgi
 
         url = args.db
@@ -190,7 +189,7 @@ class Target:
         """Complete the running deployment of ``env_id`` as the conductor would."""
         if self.store is None:
             return False
-        from conductor import contract
+        from fornace.common import contract
 
         for body, message_id in reversed(self.published):
             if body.get("id") == env_id and not body.get("deleted"):

@@ -1,6 +1,6 @@
 """The forms of lifecycle actions (heal, scale, execute_operation, check, ...).
 
-The parameters are those :mod:`conductor.actionparams` checks; the form
+The parameters are those :mod:`fornace.common.actionparams` checks; the form
 offers the environment's own services, units, types and operations as
 choices, so a user picks rather than pastes ids.  Errors come back from the
 API's check (``action scale: parameter 'delta' ...``) and are shown at the
@@ -12,12 +12,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from conductor import contract
-from conductor.modelview import service_type
-from conductor.catalog import Catalog
+from fornace.common import contract
+from fornace.common.modelview import service_type
+from fornace.common.catalog import Catalog
 
-from ..jobstore import USER_ACTIONS
-from .serviceform import InvalidInput, json_value
+from fornace.api.jobstore import USER_ACTIONS
+from fornace.api.dashboard.serviceform import InvalidInput, json_value
 
 GENERAL = "_form"
 

@@ -7,7 +7,6 @@ security headers apply to its pages only.
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -17,15 +16,16 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from ..errors import ApiError, Unauthorized
-from ..jobstore import Jobs
-from ..store import Store
-from .login import LoginRequired
-from .pages import base, flash, render
-from .routes import router
+from fornace.api.errors import ApiError, Unauthorized
+from fornace.api.jobstore import Jobs
+from fornace.api.store import Store
+from fornace.api.dashboard.login import LoginRequired
+from fornace.api.dashboard.pages import base, flash, render
+from fornace.api.dashboard.routes import router
+from fornace.common.resources import package_folder
 
 LOG = logging.getLogger(__name__)
-STATIC = Path(__file__).resolve().parent / "static"
+STATIC = package_folder("fornace.api.dashboard") / "static"
 
 SECURITY_HEADERS = {
     # everything from this site, nothing inline: an injected script cannot run

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 from fastapi import Request
 from fastapi.responses import Response
 
-from ..errors import Forbidden
+from fornace.api.errors import Forbidden
 
 COOKIE = "fornace_csrf"
 FIELD = "csrf_token"

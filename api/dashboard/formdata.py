@@ -10,8 +10,8 @@ from urllib.parse import parse_qsl
 
 from fastapi import Request
 
-from ..errors import BadRequest
-from . import csrf
+from fornace.api.errors import BadRequest
+from fornace.api.dashboard import csrf
 
 MAX_FIELDS = 1000
 

@@ -14,9 +14,9 @@ from fastapi import Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
-from ..auth import NoAuth
-from ..errors import Unauthorized
-from ..store import Context
+from fornace.api.auth import NoAuth
+from fornace.api.errors import Unauthorized
+from fornace.api.store import Context
 
 TOKEN_COOKIE = "fornace_token"
 TENANT_COOKIE = "fornace_tenant"

@@ -7,7 +7,6 @@ routes only pass what their page shows.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -15,10 +14,11 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from . import csrf
-from .login import uses_tokens
+from fornace.api.dashboard import csrf
+from fornace.api.dashboard.login import uses_tokens
+from fornace.common.resources import package_folder
 
-TEMPLATES = Path(__file__).resolve().parent / "templates"
+TEMPLATES = package_folder("fornace.api.dashboard") / "templates"
 FLASH_COOKIE = "fornace_flash"
 _FLASH_LENGTH = 600  # a cookie holds ~4 KB; a long error message is cut
 

@@ -14,16 +14,16 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
-from .. import specs
-from ..app import EnvironmentIn
-from ..errors import ApiError, BadRequest, NotFound, Unauthorized
-from ..jobstore import Jobs
-from ..store import BUSY, Store
-from . import actionform, login, serviceform, views
-from .formdata import read_form
-from .login import current_context
-from .pages import base, fragment, redirect, render
-from .sessions import ensure_session, open_session
+from fornace.api import specs
+from fornace.api.app import EnvironmentIn
+from fornace.api.errors import ApiError, BadRequest, NotFound, Unauthorized
+from fornace.api.jobstore import Jobs
+from fornace.api.store import BUSY, Store
+from fornace.api.dashboard import actionform, login, serviceform, views
+from fornace.api.dashboard.formdata import read_form
+from fornace.api.dashboard.login import current_context
+from fornace.api.dashboard.pages import base, fragment, redirect, render
+from fornace.api.dashboard.sessions import ensure_session, open_session
 
 router = APIRouter()
 _run = run_in_threadpool

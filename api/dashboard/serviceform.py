@@ -4,7 +4,7 @@ Each field of the spec becomes an input chosen by its kind (text, password,
 number, a true/false choice, JSON for lists and objects); the units are a
 count, plus a JSON list of per-unit settings for types whose units have
 fields of their own.  A submitted form becomes a service object that
-:mod:`api.specs` validates, and a :class:`~api.specs.SpecError` is shown
+:mod:`fornace.api.specs` validates, and a :class:`~fornace.api.specs.SpecError` is shown
 next to the input its ``field`` path names.
 
 Passwords are never written into the page: a stored one shows as ``***``
@@ -18,10 +18,10 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from conductor.secrets import MASK, is_secret_key
+from fornace.common.secrets import MASK, is_secret_key
 
-from .. import specs
-from ..app import parse_json
+from fornace.api import specs
+from fornace.api.app import parse_json
 
 HIDDEN = ("id", "type", "created", "updated")   # owned by the server, not edited
 UNITS = "units"                  # the unit count input

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from conductor import topology as topology_model
+from fornace.common import topology as topology_model
 
-from ..jobstore import Jobs
-from ..store import BUSY, Context, Store
-from . import graph
-from .sessions import open_session
+from fornace.api.jobstore import Jobs
+from fornace.api.store import BUSY, Context, Store
+from fornace.api.dashboard import graph
+from fornace.api.dashboard.sessions import open_session
 
 _VOLATILE = ("created", "updated", "status")  # not a change the user made
 

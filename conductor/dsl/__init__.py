@@ -1,2 +1,3 @@
-"""The DSL functions; importing this package registers all of them."""
-from . import actions, hosts, model, rules, values  # noqa: F401
+"""The XML workflow language of Murano 0.2: loading, evaluation, scopes, queries,
+the fixpoint's pending actions and its trace. No I/O: the cloud is reached by
+the session loop through ``fornace.conductor.executors``."""

@@ -1,0 +1,79 @@
+"""``fornace api``: serve the REST API (and, later, the dashboard) alone."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+
+from oslo_config import cfg
+
+from fornace.common.broker import is_in_memory, warn_if_in_memory
+
+from fornace.api.config import database_url
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "api", help="serve the REST API",
+        description="Serve the REST API (Murano 0.2 compatible, at / and /v1) and consume "
+                    "the results and reports of deployments.")
+    parser.add_argument("--port", type=int, help="port to listen on (default [api] port, 8082)")
+    parser.add_argument("--host", help="address to listen on (default [api] host)")
+    parser.add_argument("--workers", type=int, help="worker processes (default [api] workers, "
+                                                    "1; more need an amqp:// broker)")
+    parser.add_argument("--db", metavar="URL",
+                        help="database URL (default [database] connection, else SQLite "
+                             "in [api] state_dir)")
+
+
+WORKER_ENV = "FORNACE_API_WORKER"
+
+
+def run(conf: cfg.ConfigOpts) -> int:
+    import uvicorn
+
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    command = conf.command
+    workers = command.workers or conf.api.workers
+    options = {"host": command.host or conf.api.host, "port": command.port or conf.api.port,
+               "log_level": "info", "access_log": conf.api.access_log}
+    if workers > 1:
+        if is_in_memory(conf.broker.url):
+            print("fornace api: --workers above 1 needs a broker shared by the processes: "
+                  "set [broker] url = filesystem:///folder or amqp://...", file=sys.stderr)
+            return 2
+        from fornace.common.db.engine import upgrade
+
+        upgrade(command.db or database_url(conf))  # once, before the workers start
+        # each worker process builds its own service from the same options
+        os.environ[WORKER_ENV] = json.dumps({"argv": sys.argv[1:], "db": command.db})
+        uvicorn.run("fornace.cli.api:worker_app", factory=True, workers=workers, **options)
+        return 0
+    warn_if_in_memory(conf.broker.url, "deployments wait for a conductor in this process")
+    service = _service(conf, command.db)
+    try:
+        uvicorn.run(service.app, **options)
+    finally:
+        service.stop()
+    return 0
+
+
+def _service(conf: cfg.ConfigOpts, db: str | None, migrate: bool = True):
+    from fornace.api.server import ApiService
+
+    service = ApiService(conf, db, migrate)
+    service.start_consumers()
+    return service
+
+
+def worker_app():
+    """The app of one worker process of ``fornace api --workers N``."""
+    from fornace.cli.main import build_conf
+
+    spec = json.loads(os.environ[WORKER_ENV])
+    conf = build_conf()
+    conf(spec["argv"], project="fornace", prog="fornace")
+    return _service(conf, spec["db"], migrate=False).app

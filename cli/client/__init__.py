@@ -1,0 +1,1 @@
+"""Commands that use a running Fornace over its REST API (standard library only)."""

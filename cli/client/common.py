@@ -1,0 +1,154 @@
+"""What every client command of ``fornace`` shares: how it reaches the API,
+how environments are named, what its exit code says.
+
+The client commands (``env``, ``service``, ``deploy``, ``action``, ``jobs``...)
+talk to a running Fornace over HTTP, like any other API user.  Each one takes
+the same connection options, so that a script can set ``FORNACE_URL`` once;
+and each ends with one of four exit codes, so that a script can tell "the
+deployment failed" from "I typed it wrong" from "the API is down".
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import textwrap
+from typing import Any, Callable
+
+from fornace.common.errors import FornaceError
+
+from fornace.cli.client.http import ApiClient, ClientError
+
+# the exit codes, as ``fornace --help`` explains them
+OK, FAILED, USAGE, UNAVAILABLE = 0, 1, 2, 3
+DEFAULT_URL = "http://127.0.0.1:8082"
+
+Handler = Callable[[Any, ApiClient], int]   # (the parsed command, the client) -> exit code
+
+
+# -- parsers -------------------------------------------------------------------------
+
+def add_command(subparsers: Any, name: str, summary: str, description: str,
+                examples: list[str]) -> argparse.ArgumentParser:
+    """A client command's parser: its description, examples and the connection options."""
+    parser = _parser(subparsers, name, summary, description, examples)
+    add_connection_options(parser)
+    return parser
+
+
+def add_group(subparsers: Any, name: str, summary: str, description: str,
+              examples: list[str]) -> argparse._SubParsersAction:
+    """A command made of actions (``fornace env list``...); the actions' sub-parsers."""
+    parser = _parser(subparsers, name, summary, description, examples)
+    return parser.add_subparsers(dest=f"{name}_action", metavar="ACTION", required=True)
+
+
+def _parser(subparsers: Any, name: str, summary: str, description: str,
+            examples: list[str]) -> argparse.ArgumentParser:
+    """The text is wrapped here and kept as is by argparse, so that the examples
+    stay one per line."""
+    return subparsers.add_parser(
+        name, help=summary, description=_paragraphs(description),
+        epilog="examples:\n" + "\n".join(f"  {line}" for line in examples),
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def add_connection_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", help=f"the Fornace API (default: $FORNACE_URL, else "
+                                      f"{DEFAULT_URL})")
+    parser.add_argument("--token", help="a Keystone token, sent as X-Auth-Token "
+                                        "(default: $FORNACE_TOKEN)")
+    parser.add_argument("--tenant", help="tenant (project) id in noauth mode, sent as "
+                                         "X-Tenant-Id (default: $FORNACE_TENANT)")
+    parser.add_argument("--json", action="store_true",
+                        help="print the API's data as one JSON document, nothing else")
+
+
+def _paragraphs(text: str) -> str:
+    return "\n\n".join(textwrap.fill(" ".join(p.split()), 79) for p in text.split("\n\n"))
+
+
+# -- running ---------------------------------------------------------------------------
+
+def client_of(command: Any) -> ApiClient:
+    url = command.url or os.environ.get("FORNACE_URL") or DEFAULT_URL
+    if not url.startswith(("http://", "https://")):
+        raise FornaceError(f"--url must start with http:// or https://, got {url!r}")
+    return ApiClient(url, token=command.token or os.environ.get("FORNACE_TOKEN"),
+                     tenant=command.tenant or os.environ.get("FORNACE_TENANT"))
+
+
+def dispatch(command: Any, handlers: dict[str, Handler]) -> int:
+    """Run the handler of ``command``; an API error becomes one line and its exit code."""
+    client = client_of(command)
+    try:
+        return handlers[command.name](command, client)
+    except ClientError as exc:
+        hint = " (is Fornace running? set --url or FORNACE_URL)" if exc.unreachable else ""
+        print(f"fornace: {exc}{hint}", file=sys.stderr)
+        return exit_code(exc)
+
+
+REFUSED = (401, 403, 409)   # who asks, what they may do, what runs now: not a typo
+
+
+def exit_code(exc: ClientError) -> int:
+    """2 when the request itself was wrong (400, 404, 413...), else 3."""
+    wrong = exc.status is not None and 400 <= exc.status < 500 and exc.status not in REFUSED
+    return USAGE if wrong else UNAVAILABLE
+
+
+def note(text: str) -> None:
+    """A remark for the person at the terminal (stderr: --json output stays clean)."""
+    print(f"fornace: {text}", file=sys.stderr)
+
+
+# -- naming things ---------------------------------------------------------------------
+
+def find_environment(client: ApiClient, wanted: str) -> dict[str, Any]:
+    """The environment whose id or (unique) name is ``wanted``."""
+    environments = client.get("/environments")["environments"]
+    for environment in environments:
+        if environment["id"] == wanted:
+            return environment
+    named = [e for e in environments if e["name"] == wanted]
+    if len(named) > 1:
+        raise FornaceError(f"{len(named)} environments are named {wanted!r}: name one by id "
+                           f"(see fornace env list)")
+    if not named:
+        raise FornaceError(f"no environment is named or has the id {wanted!r} "
+                           f"(see fornace env list)")
+    return named[0]
+
+
+def find_service(services: list[dict[str, Any]], wanted: str) -> dict[str, Any]:
+    """The service whose id or (unique) name is ``wanted``."""
+    for service in services:
+        if service.get("id") == wanted:
+            return service
+    named = [s for s in services if s.get("name") == wanted]
+    if len(named) != 1:
+        known = ", ".join(str(s.get("name")) for s in services) or "none"
+        problem = "several services are" if named else "no service is"
+        raise FornaceError(f"{problem} named {wanted!r} (services: {known})")
+    return named[0]
+
+
+def key_values(items: list[str], option: str) -> dict[str, Any]:
+    """``KEY=VALUE`` items as a dict; a VALUE that is JSON (``8080``, ``true``,
+    ``{"a": 1}``) is taken as such, anything else as text."""
+    values: dict[str, Any] = {}
+    for item in items:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise FornaceError(f"{option} {item!r}: expected KEY=VALUE")
+        values[key.strip()] = json_or_text(text)
+    return values
+
+
+def json_or_text(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text

@@ -1,0 +1,119 @@
+"""``fornace env list|create|show|delete``: environments, by id or by name."""
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from fornace.cli.client.common import OK, add_command, add_group, dispatch, find_environment
+from fornace.cli.client.follow import follow_or_return, newest_job
+from fornace.cli.client.output import print_json, print_table
+from fornace.cli.client.service import service_rows
+from fornace.cli.client.session import Sessions
+from fornace.cli.client.http import ApiClient, ClientError
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    actions = add_group(
+        subparsers, "env", "list, create, show or delete environments",
+        "Environments hold services; commands name them by id or by name (when only "
+        "one environment has that name).",
+        ["fornace env create demo", "fornace env list", "fornace env show demo",
+         "fornace env delete demo"])
+    add_command(actions, "list", "list the environments",
+                "List the environments of your tenant: id, name, status (ready, pending: "
+                "changes not deployed, deploying, deploy failure, deleting...) and version "
+                "(deployments that changed it).",
+                ["fornace env list", "fornace env list --json"])
+    create = add_command(actions, "create", "create an empty environment",
+                         "Create an environment without services; add some with "
+                         "'fornace service add' and deploy them with 'fornace deploy'.",
+                         ["fornace env create demo"])
+    create.add_argument("env_name", metavar="NAME", help="its name")
+    show = add_command(actions, "show", "show an environment and its units",
+                       "Show an environment: status, version, and each service's units "
+                       "with their hostnames and addresses once deployed.",
+                       ["fornace env show demo", "fornace env show demo --json"])
+    show.add_argument("environment", metavar="ENV", help="environment id or name")
+    delete = add_command(
+        actions, "delete", "delete an environment and its instances",
+        "Delete an environment. A deployed one is torn down first (its instances are "
+        "removed): the deletion job is followed until the environment is gone, unless "
+        "--no-follow. --abandon forgets it at once, leaving its instances as they are.",
+        ["fornace env delete demo", "fornace env delete demo --no-follow",
+         "fornace env delete stuck-env --abandon"])
+    delete.add_argument("environment", metavar="ENV", help="environment id or name")
+    delete.add_argument("--abandon", action="store_true",
+                        help="forget the environment without tearing it down")
+    delete.add_argument("--no-follow", action="store_true",
+                        help="start the deletion and return")
+
+
+def run(conf: Any) -> int:
+    return dispatch(conf.command, {"env": _run})
+
+
+def _run(command: Any, client: ApiClient) -> int:
+    actions = {"list": list_environments, "create": create, "show": show, "delete": delete}
+    return actions[command.env_action](command, client)
+
+
+def list_environments(command: Any, client: ApiClient) -> int:
+    data = client.get("/environments")
+    if command.json:
+        print_json(data)
+        return OK
+    print_table(("ID", "NAME", "STATUS", "VERSION", "UPDATED"),
+                ((e["id"], e["name"], e["status"], e["version"], e["updated"])
+                 for e in data["environments"]), empty="(no environments)")
+    return OK
+
+
+def create(command: Any, client: ApiClient) -> int:
+    env = client.post("/environments", {"name": command.env_name})
+    if command.json:
+        print_json(env)
+    else:
+        print(f"created environment {env['name']} (id {env['id']})")
+    return OK
+
+
+def show(command: Any, client: ApiClient) -> int:
+    env = client.get(f"/environments/{find_environment(client, command.environment)['id']}")
+    if command.json:
+        print_json(env)
+        return OK
+    print(f"environment {env['name']} (id {env['id']})\n"
+          f"  status   {env['status']}\n  version  {env['version']}\n"
+          f"  created  {env['created']}\n  updated  {env['updated']}")
+    session = Sessions(client).current(env["id"])
+    if session:
+        print(f"  pending changes in session {session}: 'fornace service list "
+              f"{command.environment}' shows them, 'fornace deploy {command.environment}' "
+              f"deploys them")
+    print()
+    print_table(("SERVICE", "TYPE", "UNIT", "HOSTNAME", "ADDRESS", "SERVICE ID"),
+                service_rows(env.get("services") or []), empty="(no services deployed)")
+    return OK
+
+
+def delete(command: Any, client: ApiClient) -> int:
+    env = find_environment(client, command.environment)
+    suffix = "?abandon=true" if command.abandon else ""
+    client.delete(f"/environments/{env['id']}{suffix}")
+    Sessions(client).forget(env["id"])
+    try:
+        job = newest_job(client, env["id"], "delete")
+    except ClientError as exc:
+        if exc.status != 404:
+            raise
+        return _deleted(command, env)
+    return follow_or_return(command, client, env, job)
+
+
+def _deleted(command: Any, env: dict[str, Any]) -> int:
+    """The environment is gone already: never deployed, abandoned, or torn down fast."""
+    if command.json:
+        print_json({"job": None, "reports": [], "environment_deleted": True})
+    else:
+        print(f"environment {env['name']} deleted (id {env['id']})")
+    return OK

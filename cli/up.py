@@ -1,0 +1,50 @@
+"""``fornace up``: the API, the conductor and the local cloud in one command."""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import threading
+
+from oslo_config import cfg
+
+from fornace.cli.onebox import OneBox
+
+
+def add_parsers(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "up", help="run Fornace on this machine (API, conductor, local cloud)",
+        description="Start the REST API, the conductor and the local cloud (units are "
+                    "sandboxed processes of this machine running a real agent) in one "
+                    "command, on SQLite and a folder broker unless [database] connection "
+                    "and [broker] url say otherwise. Ctrl-C stops it; local instances keep "
+                    "running until their environment is deleted.")
+    parser.add_argument("--host", help="address of the API (default [api] host)")
+    parser.add_argument("--port", type=int, help="port of the API (default [api] port, 8082)")
+    parser.add_argument("--db", metavar="URL", help="database URL (default [database] "
+                                                    "connection, else SQLite in [api] state_dir)")
+    parser.add_argument("--max-environments", type=int,
+                        help="deployments at the same time (default [conductor] "
+                             "max_environments)")
+
+
+def run(conf: cfg.ConfigOpts) -> int:
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    command = conf.command
+    box = OneBox(conf, command.host, command.port, command.db, command.max_environments)
+    box.start()
+    stopped = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stopped.set())
+    resumed = len(box.cloud.stack_names())
+    print(f"Fornace is up on this machine.\n"
+          f"  API          {box.url}/  (also at {box.url}/v1)\n"
+          f"  broker       {box.broker_url}\n"
+          f"  local cloud  {box.cloud.state_dir} ({resumed} stack(s))\n"
+          f"  workflows    {conf.data_dir}\n"
+          f"Press Ctrl-C to stop.", flush=True)
+    stopped.wait()
+    print("stopping the API and the conductor (local instances keep running)", flush=True)
+    box.stop()
+    return 0

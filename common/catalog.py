@@ -1,0 +1,244 @@
+"""The type catalog: what lifecycle actions know about each service type.
+
+``data/types.json`` declares, per service type (data, not code):
+
+* ``extends``: the parent type (``type_names`` filters match subtypes);
+* ``abstract``: a base type no service has;
+* ``operations``: name -> ``null`` (declared, does nothing) or
+  ``{template, inputs, unit}``: the agent template run on a unit, its
+  mappings, and (optional) which unit's agent runs it;
+* ``unlink``: operations run before a unit leaves (scale in, heal,
+  uninstall), same shape plus ``when`` (a path that must be true);
+* ``references``: service fields whose value names another service,
+  ``{field: {type, key}}`` (``domain`` -> the activeDirectory whose ``domain``
+  is that domain): the topology's dependencies besides ``dependsOn``.
+
+Inputs are templates evaluated at the unit: a string is a template where
+``{path}`` is replaced by the value at that path (paths as in the workflows:
+``state.address`` below the unit, ``::port`` on its service) and
+``{path|default}`` gives a default; a string that is only ``{path}`` keeps
+the value's type.  Anything else is a constant.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from fornace.common.cursor import Cursor, get_path, start_cursor
+from fornace.common.errors import FornaceError
+
+_FIELD = re.compile(r"\{([^{}|]+)(?:\|([^{}]*))?\}")
+
+
+class CatalogError(FornaceError):
+    """A bad type catalog file or a request it cannot satisfy."""
+
+
+@dataclass(frozen=True)
+class Operation:
+    name: str
+    template: str | None          # None: declared without an implementation
+    inputs: dict[str, Any] = field(default_factory=dict)
+    unit: str | None = None       # template of the unit id whose agent runs it
+    when: str | None = None       # a path that must be true (unlink operations)
+
+    @property
+    def implemented(self) -> bool:
+        return self.template is not None
+
+
+@dataclass
+class TypeInfo:
+    name: str
+    extends: str | None = None
+    abstract: bool = False
+    operations: dict[str, Operation | None] = field(default_factory=dict)
+    unlink: list[Operation] = field(default_factory=list)
+    references: dict[str, dict[str, str]] = field(default_factory=dict)
+    doc: str = ""
+
+
+class Catalog:
+    def __init__(self, types: dict[str, TypeInfo]) -> None:
+        self.types = types
+        for name in types:
+            self.ancestry(name)  # reports unknown parents and cycles now
+
+    # -- the hierarchy ---------------------------------------------------
+    def ancestry(self, name: str) -> list[str]:
+        """``name`` and its ancestors, nearest first."""
+        chain: list[str] = []
+        current: str | None = name
+        while current is not None:
+            if current in chain:
+                raise CatalogError(f"type {name!r}: 'extends' loops through {current!r}")
+            info = self.types.get(current)
+            if info is None:
+                if current == name:
+                    raise CatalogError(f"unknown service type {name!r}")
+                raise CatalogError(f"type {chain[-1]!r} extends unknown type {current!r}")
+            chain.append(current)
+            current = info.extends
+        return chain
+
+    def known(self, name: str) -> bool:
+        return name in self.types
+
+    def is_a(self, name: str, base: str) -> bool:
+        """Whether type ``name`` is ``base`` or derives from it (unknown: False)."""
+        return name in self.types and base in self.ancestry(name)
+
+    # -- what a type has (inherited along ``extends``) --------------------
+    def operation(self, type_name: str, operation: str) -> Operation | None:
+        """The operation of a type: an :class:`Operation`, None when declared
+        without implementation; :class:`CatalogError` when the type lacks it."""
+        for name in self.ancestry(type_name):
+            ops = self.types[name].operations
+            if operation in ops:
+                return ops[operation]
+        raise CatalogError(f"service type {type_name!r} has no operation {operation!r} "
+                           f"(it has: {', '.join(self.operation_names(type_name)) or 'none'})")
+
+    def has_operation(self, type_name: str, operation: str) -> bool:
+        return self.known(type_name) and operation in self.operation_names(type_name)
+
+    def operation_names(self, type_name: str) -> list[str]:
+        names: set[str] = set()
+        for name in self.ancestry(type_name):
+            names.update(self.types[name].operations)
+        return sorted(names)
+
+    def unlink(self, type_name: str) -> list[Operation]:
+        return [op for name in self.ancestry(type_name) for op in self.types[name].unlink]
+
+    def references(self, type_name: str) -> dict[str, dict[str, str]]:
+        found: dict[str, dict[str, str]] = {}
+        for name in reversed(self.ancestry(type_name)):
+            found.update(self.types[name].references)
+        return found
+
+
+# -- reading the file ---------------------------------------------------------
+
+def load_catalog(path: str | Path) -> Catalog:
+    """Read ``types.json``; :class:`CatalogError` names the file and the entry."""
+    path = Path(path)
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise CatalogError(f"{path}: cannot read the type catalog: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise CatalogError(f"{path}: line {exc.lineno}: {exc.msg}") from None
+    types = document.get("types") if isinstance(document, dict) else None
+    if not isinstance(types, dict):
+        raise CatalogError(f"{path}: the catalog must be an object with a 'types' object")
+    try:
+        return Catalog({name: _type(name, entry) for name, entry in types.items()})
+    except CatalogError as exc:
+        raise CatalogError(f"{path}: {exc}") from None
+
+
+def _type(name: str, entry: Any) -> TypeInfo:
+    where = f"type {name!r}"
+    if not isinstance(entry, dict):
+        raise CatalogError(f"{where} must be an object")
+    unknown = set(entry) - {"extends", "abstract", "operations", "unlink", "references",
+                            "doc"}
+    if unknown:
+        raise CatalogError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+    operations = entry.get("operations") or {}
+    if not isinstance(operations, dict):
+        raise CatalogError(f"{where}: 'operations' must be an object")
+    unlink = entry.get("unlink") or []
+    if not isinstance(unlink, list):
+        raise CatalogError(f"{where}: 'unlink' must be a list")
+    references = entry.get("references") or {}
+    if not isinstance(references, dict) or not all(
+            isinstance(v, dict) and isinstance(v.get("type"), str) and isinstance(v.get("key"), str)
+            for v in references.values()):
+        raise CatalogError(f"{where}: 'references' must map fields to {{type, key}}")
+    extends = entry.get("extends")
+    if extends is not None and not isinstance(extends, str):
+        raise CatalogError(f"{where}: 'extends' must be a type name")
+    return TypeInfo(
+        name=name, extends=extends, abstract=bool(entry.get("abstract", False)),
+        operations={op: _operation(f"{where} operation {op!r}", op, spec)
+                    for op, spec in operations.items()},
+        unlink=[_operation(f"{where} unlink[{i}]", "unlink", spec, required=True)
+                for i, spec in enumerate(unlink)],
+        references=references, doc=str(entry.get("doc") or ""))
+
+
+def _operation(where: str, name: str, spec: Any, required: bool = False) -> Operation | None:
+    if spec is None and not required:
+        return None
+    if not isinstance(spec, dict) or not isinstance(spec.get("template"), str):
+        raise CatalogError(f"{where} must be null or an object with a 'template'")
+    unknown = set(spec) - {"template", "inputs", "unit", "when", "doc"}
+    if unknown:
+        raise CatalogError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
+    inputs = spec.get("inputs") or {}
+    if not isinstance(inputs, dict):
+        raise CatalogError(f"{where}: 'inputs' must be an object")
+    return Operation(name=name, template=spec["template"], inputs=inputs,
+                     unit=spec.get("unit"), when=spec.get("when"))
+
+
+# -- evaluating inputs at a unit --------------------------------------------------
+
+def unit_cursor(model: dict[str, Any], service_id: str, unit_id: str) -> Cursor | None:
+    """The cursor of a unit in the model (root -> services -> i -> units -> j)."""
+    root = Cursor(model)
+    services = model.get("services")
+    if not isinstance(services, list):
+        return None
+    for i, service in enumerate(services):
+        if isinstance(service, dict) and service.get("id") == service_id:
+            service_cursor = Cursor(service, i, Cursor(services, "services", root))
+            units = service.get("units") or []
+            for j, unit in enumerate(units):
+                if isinstance(unit, dict) and unit.get("id") == unit_id:
+                    return Cursor(unit, j, Cursor(units, "units", service_cursor))
+    return None
+
+
+def read(cursor: Cursor, path: str) -> Any:
+    start, rest = start_cursor(cursor, path.strip())
+    return get_path(start.value, rest)
+
+
+def render(value: Any, cursor: Cursor) -> Any:
+    """Evaluate an input template (see the module docstring) at ``cursor``."""
+    if isinstance(value, dict):
+        return {k: render(v, cursor) for k, v in value.items()}
+    if isinstance(value, list):
+        return [render(v, cursor) for v in value]
+    if not isinstance(value, str):
+        return value
+    whole = _FIELD.fullmatch(value)
+    if whole:
+        found = read(cursor, whole.group(1))
+        return found if found is not None else _default(whole.group(2))
+
+    def one(match: re.Match) -> str:
+        found = read(cursor, match.group(1))
+        if found is None:
+            found = _default(match.group(2))
+        return "" if found is None else str(found)
+    return _FIELD.sub(one, value)
+
+
+def _default(text: str | None) -> Any:
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def truthy(cursor: Cursor, path: str | None) -> bool:
+    return path is None or bool(read(cursor, path))

@@ -1,0 +1,116 @@
+"""A broker in a folder, for one machine without RabbitMQ: ``filesystem:///path``.
+
+The API, the conductor and the local cloud's agents are separate processes;
+kombu's in-process ``memory://`` transport cannot connect them, and kombu's
+``filesystem`` transport can: every message is a file in a shared folder.
+This module adapts that transport in two places where several processes
+read and write the same folder at once:
+
+* a message file is written under a hidden name and renamed into place, so
+  a reader never sees half a message;
+* a reader claims a message by renaming it within the folder (atomic: one
+  reader wins) instead of moving it to ``/tmp``, which copies across
+  filesystems and could hand the same message to two readers.
+
+Limits: a message is removed when it is taken, before it is acknowledged; a
+process killed while it holds an unacknowledged message loses it (a clean
+stop gives it back).  At-least-once delivery through crashes needs RabbitMQ.
+
+Layout of ``/path``: ``messages/`` (one ``<time>_<uuid>.<queue>.msg`` file per
+message) and ``control/`` (exchange bindings, kombu's format).
+"""
+from __future__ import annotations
+
+import os
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+from queue import Empty
+
+from kombu.exceptions import ChannelError
+from kombu.transport import filesystem, virtual
+from kombu.utils.json import dumps, loads
+
+from fornace.common.brokerurl import FOLDER_SCHEME
+
+POLLING_INTERVAL = 0.05     # seconds between two looks at the folder
+
+
+def folder_of(url: str) -> Path:
+    """The folder of ``filesystem:///abs/path`` (``ValueError`` when there is none)."""
+    parts = urlsplit(url)
+    path = unquote(parts.path)
+    if parts.scheme != FOLDER_SCHEME or parts.netloc or not path.startswith("/") or path == "/":
+        raise ValueError(f"broker URL {url!r}: a folder broker URL names its folder, "
+                         "e.g. filesystem:///var/lib/fornace/broker")
+    return Path(os.path.expanduser(path))
+
+
+def transport_options(url: str) -> dict[str, Any]:
+    """kombu transport options for the folder of ``url`` (created when missing)."""
+    root = folder_of(url)
+    messages, control = root / "messages", root / "control"
+    messages.mkdir(parents=True, exist_ok=True)
+    control.mkdir(parents=True, exist_ok=True)
+    return {"data_folder_in": str(messages), "data_folder_out": str(messages),
+            "control_folder": str(control), "polling_interval": POLLING_INTERVAL}
+
+
+class Channel(filesystem.Channel):
+    """kombu's filesystem channel with atomic writes and claims."""
+
+    def _put(self, queue: str, payload: Any, **kwargs: Any) -> None:
+        name = f"{time.time_ns():020d}_{uuid.uuid4().hex}.{queue}.msg"
+        final = os.path.join(self.data_folder_out, name)
+        partial = os.path.join(self.data_folder_out, f".{name}.part")
+        try:
+            with open(partial, "wb") as handle:
+                handle.write(dumps(payload).encode())
+            os.replace(partial, final)
+        except OSError as exc:
+            raise ChannelError(f"cannot add message {name!r} to "
+                               f"{self.data_folder_out!r}: {exc}") from exc
+
+    def _get(self, queue: str) -> Any:
+        wanted = f"{queue}.msg"
+        folder = self.data_folder_in
+        for name in sorted(os.listdir(folder)):
+            if name.startswith(".") or name.partition(".")[2] != wanted:
+                continue
+            claimed = os.path.join(folder, f".claimed-{os.getpid()}-{name}")
+            try:
+                os.rename(os.path.join(folder, name), claimed)
+            except FileNotFoundError:
+                continue        # another reader took it
+            try:
+                with open(claimed, "rb") as handle:
+                    data = handle.read()
+            finally:
+                os.unlink(claimed)
+            return loads(data.decode())
+        raise Empty()
+
+
+class Transport(filesystem.Transport):
+    """One broker state (exchanges, bindings) per folder.
+
+    kombu's transport keeps a single state per process and writes a binding
+    to the folder only when that state lacks it: a second folder broker in
+    the same process would never get its bindings written.
+    """
+
+    Channel = Channel
+    driver_type = FOLDER_SCHEME
+    driver_name = "fornace-folder"
+    _states: dict[str, virtual.BrokerState] = {}
+    _states_lock = threading.Lock()
+
+    def __init__(self, client: Any, **kwargs: Any) -> None:
+        super().__init__(client, **kwargs)
+        folder = str(client.transport_options.get("control_folder", ""))
+        with self._states_lock:
+            self.state = self._states.setdefault(folder, virtual.BrokerState())

@@ -1,0 +1,116 @@
+"""Value builders: constants, ``text``, ``int``, ``list``, ``map``, ``function``."""
+from __future__ import annotations
+
+from typing import Any
+
+from fornace.conductor.dsl.engine import Evaluator, function
+from fornace.common.errors import WorkflowError
+from fornace.conductor.dsl.scope import Frame
+from fornace.conductor.dsl.xmlload import Node
+
+
+@function("true")
+def true_(ev: Evaluator, node: Node, frame: Frame) -> bool:
+    return True
+
+
+@function("false")
+def false_(ev: Evaluator, node: Node, frame: Frame) -> bool:
+    return False
+
+
+@function("null")
+def null_(ev: Evaluator, node: Node, frame: Frame) -> None:
+    return None
+
+
+def _text(value: Any) -> str:
+    """``str()`` as Python shows it, the 0.2 behaviour (None → 'None')."""
+    return value if isinstance(value, str) else str(value)
+
+
+@function("text")
+def text_(ev: Evaluator, node: Node, frame: Frame) -> str:
+    return _text(ev.content(node, frame))
+
+
+@function("int")
+def int_(ev: Evaluator, node: Node, frame: Frame) -> int:
+    value = ev.content(node, frame)
+    if isinstance(value, bool):
+        return int(value)
+    try:
+        return int(value if isinstance(value, (int, float)) else _text(value).strip())
+    except ValueError:
+        raise WorkflowError(f"<int>: {value!r} is not an integer") from None
+
+
+@function("list", body_tags=("*",))
+def list_(ev: Evaluator, node: Node, frame: Frame) -> list:
+    return [ev.content(item, frame) for item in node.children]
+
+
+@function("map", body_tags=("*",))
+def map_(ev: Evaluator, node: Node, frame: Frame) -> dict:
+    result = {}
+    for item in node.children:
+        key = ev.arg(item, frame, "name")
+        if key is None:
+            raise WorkflowError(f"<{item.tag}> in <map> has no name", item.file, item.line)
+        result[_text(key)] = ev.content(item, frame)
+    return result
+
+
+class Deferred:
+    """The value of ``<function>``: its body, evaluated when it is needed.
+
+    Actions resolve deferred mappings when they run, so a mapping can read
+    the model as it is then rather than when the action was queued.
+    """
+
+    __slots__ = ("ev", "node", "frame")
+
+    def __init__(self, ev: Evaluator, node: Node, frame: Frame) -> None:
+        self.ev, self.node, self.frame = ev, node, frame
+
+    def __call__(self) -> Any:
+        return self.ev.content(self.node, self.frame)
+
+
+@function("function")
+def function_(ev: Evaluator, node: Node, frame: Frame) -> Deferred:
+    ev.session.deferred_values = True  # from now on, set must look for them
+    return Deferred(ev, node, frame)
+
+
+def resolve(value: Any) -> Any:
+    """Evaluate any :class:`Deferred` inside a value (dicts and lists too).
+
+    A dict or list without a deferred value inside is returned itself, not a
+    copy: ``<set path="#x"><select/></set>`` keeps a reference to that part
+    of the model, so ``<set target="x">`` edits the model (0.2).
+    """
+    if isinstance(value, Deferred):
+        return resolve(value())
+    if isinstance(value, dict):
+        resolved = {k: resolve(v) for k, v in value.items()}
+        return value if all(resolved[k] is v for k, v in value.items()) else resolved
+    if isinstance(value, list):
+        items = [resolve(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value)) else items
+    return value
+
+
+def detached(value: Any) -> Any:
+    """A copy of a JSON-like value with deferred values evaluated.
+
+    Action mappings go through this: the Heat merge edits templates in place
+    and must never reach model objects through a mapping.
+    """
+    if isinstance(value, Deferred):
+        return detached(value())
+    if isinstance(value, dict):
+        return {k: detached(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [detached(v) for v in value]
+    return value

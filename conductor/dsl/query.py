@@ -1,0 +1,261 @@
+"""The JSONPath dialect of rule ``match`` and ``select-all``.
+
+Navigation (``$``, ``.a``, ``[*]``, ``[n]``, ``..``) is walked by
+:mod:`fornace.conductor.dsl.navigation` (jsonpath-ng parses and walks what that does
+not know); filters ``[?(…)]`` by our own safe compiler
+(:mod:`fornace.conductor.dsl.filters`).  A
+query is split once into steps and cached, so the thousands of evaluations a
+deployment makes never parse again.
+
+Murano 0.2 semantics kept here:
+
+* a leading ``/`` queries from the model root, each leading ``:`` from one
+  level above the cursor;
+* in a rule's ``match``, ``$`` stands for a one-element list holding the
+  cursor object, so ``$[?(expr)]`` tests the object itself and ``$.a`` is
+  its field ``a``;
+* ``select-all``/``select-single`` run their JSONPath on the object found,
+  unwrapped: from a unit, ``:$[*].state.hostname`` moves up to the units
+  list and gives every unit's hostname (``compile_query(text, wrap=False)``);
+* a filter on a list tests its items, on a dict its values.
+"""
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any, Callable, Iterable
+
+from jsonpath_ng import parse as jsonpath_parse
+from jsonpath_ng.exceptions import JsonPathLexerError, JsonPathParserError
+from jsonpath_ng.jsonpath import Fields, Index
+
+from fornace.common.cursor import Cursor, start_cursor
+from fornace.common.errors import ExpressionError
+from fornace.conductor.dsl.filters import compile_filter
+from fornace.conductor.dsl.navigation import compile_segment
+
+Step = Callable[[list[Cursor]], list[Cursor]]
+
+
+class Query:
+    """A compiled query: a prefix (root/up) and a list of steps."""
+
+    __slots__ = ("text", "prefix", "first_on_self", "steps")
+
+    def __init__(self, text: str, prefix: str, first_on_self: Step | None,
+                 steps: list[Step]) -> None:
+        self.text = text
+        self.prefix = prefix
+        self.first_on_self = first_on_self
+        self.steps = steps
+
+    def find(self, cursor: Cursor) -> list[Cursor]:
+        """All matches of the query run at ``cursor``, in document order."""
+        return self.find_from(self.start(cursor))
+
+    def start(self, cursor: Cursor) -> Cursor:
+        """Where the query starts: the cursor, an ancestor or the root."""
+        return start_cursor(cursor, self.prefix)[0]
+
+    def find_from(self, start: Cursor) -> list[Cursor]:
+        """All matches below ``start`` (the prefix already applied)."""
+        current = [start]
+        if self.first_on_self is not None:
+            current = self.first_on_self(current)
+        for step in self.steps:
+            if not current:
+                break
+            current = step(current)
+        return current
+
+
+@functools.lru_cache(maxsize=4096)
+def compile_query(text: str, wrap: bool = True) -> Query:
+    """Compile a rule match (``wrap``) or a select-all path; errors name the expression.
+
+    ``wrap``: the first ``[...]`` after ``$`` applies to ``[cursor object]``
+    (rules, Murano 0.2); without it, to the object itself (selects).
+    """
+    body = text.strip()
+    prefix_len = 1 if body.startswith("/") else len(body) - len(body.lstrip(":"))
+    prefix, body = body[:prefix_len], body[prefix_len:].strip()
+    if not body.startswith("$"):
+        if not body:
+            raise ExpressionError("empty JSONPath", text)
+        body = "$." + body if not body.startswith("[") else "$" + body
+    segments = _segments(body[1:], text)
+    first_on_self = None
+    if wrap and segments and segments[0].startswith("["):
+        first_on_self = _self_step(segments.pop(0), text)
+    return Query(text, prefix, first_on_self, _steps(segments, text))
+
+
+def _segments(rest: str, text: str) -> list[str]:
+    """Split what follows ``$`` into ``.name``/``..name``/``[...]`` segments."""
+    segments: list[str] = []
+    index = 0
+    while index < len(rest):
+        char = rest[index]
+        if char == "[":
+            end = _bracket_end(rest, index, text)
+            segments.append(rest[index:end])
+            index = end
+        elif char == ".":
+            match = re.compile(r"\.\.?(\*|[^.\[\s]+)?").match(rest, index)
+            if not match or not match.group(1):
+                raise ExpressionError(f"a name must follow '.' at column {index + 2}", text)
+            segments.append(match.group(0))
+            index = match.end()
+        elif char.isspace():
+            index += 1
+        else:
+            raise ExpressionError(f"unexpected {char!r} at column {index + 2}", text)
+    return segments
+
+
+def _bracket_end(rest: str, start: int, text: str) -> int:
+    depth = 0
+    quote = None
+    index = start
+    while index < len(rest):
+        char = rest[index]
+        if quote:
+            if char == "\\":
+                index += 1
+            elif char == quote:
+                quote = None
+        elif char in "'\"":
+            quote = char
+        elif char in "[(":
+            depth += 1
+        elif char in "])":
+            depth -= 1
+            if depth == 0:
+                if char != "]":
+                    raise ExpressionError(f"unbalanced ')' at column {index + 2}", text)
+                return index + 1
+        index += 1
+    raise ExpressionError("unclosed '['", text)
+
+
+def _is_filter(segment: str) -> bool:
+    return segment.startswith("[?(") and segment.endswith(")]")
+
+
+def _filter_predicate(segment: str, text: str) -> Callable[[Any], Any]:
+    if segment.startswith("[(") or (segment.startswith("[?") and not _is_filter(segment)):
+        raise ExpressionError("only [?(…)] filters are supported", text)
+    try:
+        return compile_filter(segment[3:-2])
+    except ExpressionError as exc:
+        raise ExpressionError(f"bad filter {segment}: {exc.reason}", text) from None
+
+
+def _self_step(segment: str, text: str) -> Step:
+    """The first ``[...]`` after ``$`` applies to the list ``[cursor]``."""
+    if segment.startswith("[?"):
+        predicate = _filter_predicate(segment, text)
+        return lambda cursors: [c for c in cursors if predicate(c.value)]
+    inner = segment[1:-1].strip()
+    if inner in ("*", "0", "-1"):
+        return lambda cursors: cursors
+    if re.fullmatch(r"-?\d+", inner):
+        return lambda cursors: []
+    raise ExpressionError(f"unsupported selector {segment} after '$'", text)
+
+
+def _steps(segments: list[str], text: str) -> list[Step]:
+    steps: list[Step] = []
+    navigation: list[str] = []
+    for segment in segments:
+        if segment.startswith("[?") or segment.startswith("[("):
+            if navigation:
+                steps.append(_navigation_step(navigation, text))
+                navigation = []
+            steps.append(_filter_step(_filter_predicate(segment, text)))
+        else:
+            navigation.append(segment)
+    if navigation:
+        steps.append(_navigation_step(navigation, text))
+    return steps
+
+
+def _navigation_step(segments: list[str], text: str) -> Step:
+    """Plain segments are walked by :mod:`fornace.conductor.dsl.navigation`, others by jsonpath-ng.
+
+    A plain segment is checked where it is recognised (a name, ``*``, an
+    integer index); jsonpath-ng parses (and checks) the rest.
+    """
+    finders = [compile_segment(segment) for segment in segments]
+    if any(find is None for find in finders):
+        return _jsonpath_step(_parse("".join(segments), text))
+
+    def step(cursors: list[Cursor]) -> list[Cursor]:
+        for find in finders:
+            found: list[Cursor] = []
+            for cursor in cursors:
+                found.extend(find(cursor))
+            cursors = found
+            if not cursors:
+                break
+        return cursors
+    return step
+
+
+def _filter_step(predicate: Callable[[Any], Any]) -> Step:
+    def step(cursors: list[Cursor]) -> list[Cursor]:
+        found = []
+        for cursor in cursors:
+            value = cursor.value
+            if isinstance(value, list):
+                items: Iterable = enumerate(value)
+            elif isinstance(value, dict):
+                items = value.items()
+            else:
+                continue
+            for key, item in items:
+                if predicate(item):
+                    found.append(Cursor(item, key, cursor))
+        return found
+    return step
+
+
+def _parse(segments: str, text: str) -> Any:
+    try:
+        return jsonpath_parse("$" + segments)
+    except (JsonPathLexerError, JsonPathParserError, Exception) as exc:
+        raise ExpressionError(f"bad JSONPath {segments!r}: {exc}", text) from None
+
+
+def _jsonpath_step(expression: Any) -> Step:
+    def step(cursors: list[Cursor]) -> list[Cursor]:
+        found = []
+        for cursor in cursors:
+            known: dict[int, Cursor] = {}
+            for datum in expression.find(cursor.value):
+                found.append(_to_cursor(datum, cursor, known))
+        return found
+    return step
+
+
+def _to_cursor(datum: Any, start: Cursor, known: dict[int, Cursor]) -> Cursor:
+    """Turn a jsonpath-ng datum chain into a cursor chain below ``start``."""
+    cached = known.get(id(datum))
+    if cached is not None:
+        return cached
+    if datum.context is None:
+        cursor = start
+    else:
+        parent = _to_cursor(datum.context, start, known)
+        path = datum.path
+        if isinstance(path, Index):
+            key: Any = path.indices[0] if hasattr(path, "indices") else path.index
+            if key < 0:
+                key += len(parent.value)
+        elif isinstance(path, Fields):
+            key = path.fields[0]
+        else:
+            key = str(path)
+        cursor = Cursor(datum.value, key, parent)
+    known[id(datum)] = cursor
+    return cursor

@@ -1,0 +1,129 @@
+"""What happened during a deployment, round by round.
+
+``NullTrace`` costs nothing and is what daemons use; ``RecordingTrace``
+keeps every rule match, model change, action and report per round for
+``fornace workflow simulate`` and the tests.  Secrets are masked as they are
+recorded.  Given ``on_round``, it hands each round over as soon as the round
+is over (its actions ran and their callbacks too) and forgets it, so a
+trace of thousands of units is printed as it goes instead of held whole.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from fornace.conductor.dsl.pending import Action
+from fornace.common.cursor import Cursor
+from fornace.common.secrets import masked
+from fornace.conductor.dsl.xmlload import Node
+
+
+class NullTrace:
+    def round_started(self, number: int) -> None: ...
+    def rule_matched(self, node: Node, rule_id: str, cursor: Cursor) -> None: ...
+    def changed(self, rule_id: str, where: str, path: str, value: Any) -> None: ...
+    def action_queued(self, action: Action) -> None: ...
+    def action_finished(self, action: Action, outcome: str, value: Any) -> None: ...
+    def reported(self, report: dict[str, Any]) -> None: ...
+
+
+RoundSink = Callable[[dict[str, Any], list[tuple[str, dict[str, Any]]]], None]
+
+
+class RecordingTrace(NullTrace):
+    def __init__(self, on_round: RoundSink | None = None) -> None:
+        """``on_round(round, events)``: called with each finished round (see flush)."""
+        self.on_round = on_round
+        self.rounds: list[dict[str, Any]] = []
+        self.events: list[tuple[str, dict[str, Any]]] = []  # chronological
+        self.secrets: set[str] = set()
+        self._actions: dict[int, dict[str, Any]] = {}
+
+    def _add(self, kind: str, entry: dict[str, Any]) -> None:
+        self._current()[kind].append(entry)
+        self.events.append((kind, entry))
+
+    def _current(self) -> dict[str, Any]:
+        if not self.rounds:
+            self.round_started(1)
+        return self.rounds[-1]
+
+    def flush(self) -> None:
+        """Hand the round recorded so far to ``on_round`` and forget it.
+
+        Called when the next round starts, and by the owner once the run is
+        over; without ``on_round`` everything is kept.
+        """
+        if self.on_round is None or not self.rounds:
+            return
+        entry, events = self.rounds.pop(), self.events
+        self.rounds, self.events, self._actions = [], [], {}
+        self.on_round(entry, events)
+
+    def round_started(self, number: int) -> None:
+        self.flush()
+        entry = {"round": number, "rules": [], "changes": [], "actions": [], "reports": []}
+        self.rounds.append(entry)
+        self.events.append(("round", entry))
+
+    def rule_matched(self, node: Node, rule_id: str, cursor: Cursor) -> None:
+        self._add("rules", {"rule": rule_id, "where": node.where,
+                            "desc": node.attrs.get("desc"), "object": cursor.path_text(),
+                            "id": cursor.object_id})
+
+    def changed(self, rule_id: str, where: str, path: str, value: Any) -> None:
+        self._add("changes", {"rule": rule_id, "where": where, "path": path,
+                              "value": masked(value, self.secrets)})
+
+    def action_queued(self, action: Action) -> None:
+        entry = {"kind": action.kind, "template": action.template,
+                 "service": action.service, "unit": action.unit,
+                 "mappings": masked(action.mappings, self.secrets),
+                 "arguments": masked(action.arguments, self.secrets),
+                 "rule": action.rule_id, "where": action.where, "outcome": "pending"}
+        self._actions[id(action)] = entry
+        self._add("actions", entry)
+
+    def action_finished(self, action: Action, outcome: str, value: Any) -> None:
+        entry = self._actions.pop(id(action), None)
+        if entry is not None:
+            entry["outcome"] = outcome
+            if value is not None:
+                entry["result" if outcome == "success" else "error"] = masked(value, self.secrets)
+            self.events.append(("finished", entry))
+
+    def reported(self, report: dict[str, Any]) -> None:
+        self._add("reports", dict(report))
+
+
+def _short(value: Any, limit: int = 70) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _target(action: dict[str, Any]) -> str:
+    return f" on unit {action['unit']}" if action.get("unit") else ""
+
+
+def _line(kind: str, entry: dict[str, Any]) -> str:
+    if kind == "round":
+        return f"== round {entry['round']}"
+    if kind == "rules":
+        what = f" ({entry['id']})" if entry.get("id") is not None else ""
+        desc = f"  -- {entry['desc']}" if entry.get("desc") else ""
+        return f"  rule {entry['rule']} at {entry['where']} matched {entry['object']}{what}{desc}"
+    if kind == "changes":
+        return f"    set {entry['path']} = {_short(entry['value'])}"
+    if kind == "actions":
+        return f"    queued {entry['kind']} {entry['template'] or ''}{_target(entry)}"
+    if kind == "finished":
+        line = f"  {entry['kind']} {entry['template'] or ''}{_target(entry)}: {entry['outcome']}"
+        if entry.get("error") is not None:
+            line += f" {_short(entry['error'], 120)}"
+        return line
+    return (f"    report [{entry['level']}] {entry['entity'] or '-'} "
+            f"{entry['id'] or ''}: {entry['text']}")
+
+
+def format_events(events: list[tuple[str, dict[str, Any]]]) -> str:
+    """Readable, chronological lines for operators."""
+    return "\n".join(_line(kind, entry) for kind, entry in events)

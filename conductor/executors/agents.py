@@ -1,0 +1,98 @@
+"""The agent side over AMQP: execution plans out, results back.
+
+Each plan goes to its unit's input queue with the plan id as message id;
+results come back on the environment's results queue carrying the same id.
+A plan that gets no answer within its timeout is reported as timed out (the
+0.2 ``timeout`` error shape), so a dead agent never hangs a deployment.
+While a plan runs, Fornace agents send its log lines on the same queue
+(:func:`contract.is_plan_log` bodies); they go to ``on_log`` and the wait for
+the answer goes on.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable
+
+from fornace.common import contract
+from fornace.common.broker import Broker
+from fornace.conductor.executors.base import AgentExecutor, PlanReply, PlanRequest
+
+LOG = logging.getLogger(__name__)
+
+LogHandler = Callable[[str, list[str]], None]   # (plan id, lines)
+
+
+class AmqpAgents(AgentExecutor):
+    def __init__(self, broker: Broker, environment_id: str, default_timeout: float | None = 3600.0,
+                 poll: float = 0.5, clock: Callable[[], float] = time.monotonic,
+                 on_log: LogHandler | None = None) -> None:
+        """``on_log(plan_id, lines)`` gets the log lines of running plans (from this
+        thread, as they come; an exception in it is logged and ignored)."""
+        self.broker = broker
+        self.environment_id = environment_id
+        self.default_timeout = default_timeout
+        self.poll = poll
+        self.clock = clock
+        self.on_log = on_log
+
+    def run(self, requests: list[PlanRequest]) -> list[PlanReply]:
+        started = self.clock()
+        waiting: dict[str, int] = {}
+        replies: list[PlanReply | None] = [None] * len(requests)
+        # subscribed first: the broker pushes answers while later plans still go out
+        with self.broker.inbox(contract.results_queue(self.environment_id)) as inbox:
+            try:
+                inbox.open()
+            except Exception as exc:  # noqa: BLE001 -- inbox.get() reconnects
+                LOG.warning("environment %s: cannot subscribe to the results yet (%s)",
+                            self.environment_id, exc)
+            for index, request in enumerate(requests):
+                plan_id = request.plan["ID"]
+                waiting[plan_id] = index
+                self.broker.publish(contract.agent_queue(self.environment_id, request.service,
+                                                         request.unit), request.plan, plan_id)
+            while waiting:
+                received = inbox.get(timeout=self.poll)
+                if received is not None:
+                    self._accept(received, waiting, replies)
+                now = self.clock()
+                for plan_id, index in list(waiting.items()):
+                    limit = requests[index].timeout or self.default_timeout
+                    if limit is not None and now - started >= limit:
+                        del waiting[plan_id]
+                        replies[index] = PlanReply(timed_out=True)
+        return [reply or PlanReply(timed_out=True) for reply in replies]
+
+    def _accept(self, received: tuple, waiting: dict[str, int],
+                replies: list[PlanReply | None]) -> None:
+        body, message_id = received
+        if contract.is_plan_log(body):
+            self._log(body, message_id)
+            return
+        index = waiting.pop(message_id or "", None)
+        if index is None:
+            LOG.info("environment %s: result %s answers no waiting plan, dropped",
+                     self.environment_id, message_id)
+            return
+        try:
+            replies[index] = PlanReply(contract.parse_plan_result(body))
+        except contract.ContractError as exc:
+            replies[index] = PlanReply({"IsException": True,
+                                        "Result": ["MalformedResult", str(exc)]})
+
+    def _log(self, body: dict[str, Any], message_id: str | None) -> None:
+        """Hand log lines to ``on_log``; a bad message or a failing handler is only logged."""
+        plan_id, lines = body.get("PlanId"), body.get("Log")
+        if not isinstance(plan_id, str) or not isinstance(lines, list) \
+                or not all(isinstance(line, str) for line in lines):
+            LOG.info("environment %s: malformed log message %s dropped", self.environment_id,
+                     message_id)
+            return
+        if self.on_log is None:
+            return
+        try:
+            self.on_log(plan_id, lines)
+        except Exception:  # noqa: BLE001 -- the log must never stop a deployment
+            LOG.exception("environment %s: the log handler failed on %d line(s) of plan %s",
+                          self.environment_id, len(lines), plan_id)

@@ -1,0 +1,83 @@
+"""What the loop asks of the cloud: the Heat side and the agent side.
+
+The real executors (python-heatclient, AMQP agents) and the simulator all
+implement these two small interfaces, so the workflow loop never knows which
+one it talks to.
+"""
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class StackFailure(Exception):
+    """A stack create/update/delete did not end as expected."""
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.reason = reason or message
+
+
+@dataclass
+class StackSource:
+    """One ``update-cf-stack`` that contributed to a merged template."""
+
+    template: str
+    mappings: dict[str, Any]
+
+
+@dataclass
+class StackRequest:
+    stack_name: str
+    template: dict[str, Any]
+    parameters: dict[str, Any]
+    sources: list[StackSource] = field(default_factory=list)
+
+
+@dataclass
+class PlanRequest:
+    """An execution plan for one unit's agent."""
+
+    service: str
+    unit: str
+    template: str
+    plan: dict[str, Any]
+    timeout: float | None = None
+    labels: frozenset[str] = frozenset()  # unit id, name and hostname
+
+
+@dataclass
+class PlanReply:
+    result: Any = None  # the 0.2 result document
+    timed_out: bool = False
+
+
+class StackExecutor(abc.ABC):
+    @abc.abstractmethod
+    def apply(self, request: StackRequest) -> dict[str, Any]:
+        """Merge the template into the stack's current one (creating the stack if
+        absent), wait for the result; return the outputs or raise StackFailure."""
+
+    @abc.abstractmethod
+    def delete(self, stack_name: str) -> None:
+        """Delete the stack (absent is fine); raise StackFailure on failure."""
+
+    @abc.abstractmethod
+    def remove(self, stack_name: str, resources: list[str]) -> dict[str, Any]:
+        """Remove resources (and the outputs using them) from the stack; return its outputs.
+
+        Rounds only ever merge into the stack, so scale-in, heal and uninstall
+        need this to drop some units' instances while keeping the others.
+        The template surgery is :func:`fornace.conductor.templates.remove_resources`:
+        names the stack lacks are ignored, a remaining resource still referring
+        to a removed one is a StackFailure.  An absent stack gives ``{}``; a
+        stack left without resources is deleted (``{}``).  Waits like ``apply``.
+        """
+
+
+class AgentExecutor(abc.ABC):
+    @abc.abstractmethod
+    def run(self, requests: list[PlanRequest]) -> list[PlanReply]:
+        """Run the plans (in order per unit) and return one reply each."""

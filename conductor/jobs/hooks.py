@@ -1,0 +1,269 @@
+"""What a job adds around the actions the workflows queue.
+
+:class:`ActionRunner` calls these hooks around each Heat round and each
+agent command.  They
+
+* record every Heat round and agent command as a task of the job
+  (:mod:`fornace.conductor.jobs.records`) and move the node state of the units concerned
+  (:mod:`fornace.conductor.jobs.nodestatus`);
+* skip a command that already ran with the same inputs for the same unit
+  (change detection, :mod:`fornace.conductor.jobs.changes`): its recorded result is
+  replayed to the workflow, no agent is asked;
+* send the commands of one round by dependency level (the topology): a
+  service's commands go out once those of the services it depends on are
+  answered, and are not sent at all -- the task is ``blocked`` and the
+  workflow sees a failure -- when one of those failed in this job;
+* remember which stack resources belong to which unit or service, so that
+  scale in, heal and uninstall can remove exactly theirs.
+
+:class:`NullHooks` does none of it (plain 0.2 behaviour: simulations, tests).
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Iterator
+
+from fornace.conductor.jobs import changes
+from fornace.conductor.dsl.pending import Action
+from fornace.common.catalog import Catalog
+from fornace.conductor.jobs.records import JobRecorder, TaskRecord, result_summary
+from fornace.common.modelview import find_service, find_unit, hostname_of, iter_units, services_of
+from fornace.conductor.jobs.nodestatus import local, set_node, status_of
+from fornace.common.topology import TopologyError, build
+
+
+class NullHooks:
+    """No job around the actions: everything runs, nothing is recorded."""
+
+    def levels(self, actions: list[Action]) -> list[list[Action]]:
+        return [actions]
+
+    def stack_started(self, batch: list[Action], template: dict[str, Any]) -> Any:
+        return None
+
+    def stack_finished(self, token: Any, batch: list[Action], ok: bool, value: Any) -> None:
+        pass
+
+    def command_decision(self, action: Action, plan: dict[str, Any],
+                         mappings: dict[str, Any]) -> tuple[str, Any]:
+        return "run", None
+
+    def command_finished(self, token: Any, action: Action, ok: bool, value: Any) -> None:
+        pass
+
+    @contextlib.contextmanager
+    def callback(self, action: Action) -> Iterator[None]:
+        yield
+
+    def changed(self, path: str) -> None:
+        pass
+
+    def log(self, plan_id: str, lines: list[str]) -> None:
+        pass
+
+
+def blocked_error(service_name: str, failed: list[str]) -> list[dict[str, Any]]:
+    """The 0.2-shaped error a blocked command's ``<failure>`` block sees."""
+    names = ", ".join(failed)
+    return [{"type": "blocked",
+             "messages": ["blocked", f"not deployed: {service_name} depends on {names}, "
+                                     f"which failed in this job"]}]
+
+
+class JobHooks(NullHooks):
+    def __init__(self, model: Callable[[], dict[str, Any]], recorder: JobRecorder,
+                 catalog: Catalog | None, mode: str = "evaluate",
+                 reasons: dict[str, str] | None = None, dry_run: bool = False) -> None:
+        self.model = model
+        self.recorder = recorder
+        self.catalog = catalog
+        self.mode = mode
+        self.reasons = dict(reasons or {})
+        self.dry_run = dry_run
+        self.failed_services: set[str] = set()
+        self.failed_units: set[str] = set()
+        self.blocked_units: set[str] = set()
+        self._capture: list[str] | None = None
+        self._pending_record: tuple | None = None   # a finished command, recorded after
+                                                    # its <success>/<failure> block ran
+        self._plans: dict[str, TaskRecord] = {}
+        self._heat_rounds = 0
+
+    # -- ordering ------------------------------------------------------------
+    def levels(self, actions: list[Action]) -> list[list[Action]]:
+        """Commands grouped by the dependency level of their service."""
+        try:
+            order = build(self.model(), self.catalog).levels()
+        except TopologyError:
+            return [actions]
+        level_of = {sid: number for number, level in enumerate(order) for sid in level}
+        grouped: dict[int, list[Action]] = {}
+        for action in actions:
+            grouped.setdefault(level_of.get(str(action.service), 0), []).append(action)
+        return [grouped[number] for number in sorted(grouped)]
+
+    # -- Heat rounds -------------------------------------------------------------
+    def stack_started(self, batch: list[Action], template: dict[str, Any]) -> Any:
+        self._heat_rounds += 1
+        owners = [o for o in (self._owner(a) for a in batch) if o is not None]
+        new = any(not status_of(o).get("resources") for o in owners)
+        names = sorted({str(a.template) for a in batch})
+        task = self.recorder.task(None, "stack", f"update-cf-stack {', '.join(names)}",
+                                  "new" if new else "update",
+                                  status="planned" if self.dry_run else "pending")
+        if self.dry_run:
+            return (task, owners)
+        task.start()
+        for owner in owners:
+            if self._is_unit(owner):
+                set_node(owner, "creating", change_id=task.change_id)
+            task.add_log([f"resources of {owner.get('name') or owner.get('id')}: "
+                          f"{', '.join(self._fragment(a) for a in batch if self._owner(a) is owner)}"])
+        return (task, owners)
+
+    def stack_finished(self, token: Any, batch: list[Action], ok: bool, value: Any) -> None:
+        task, owners = token
+        for action in batch:
+            owner = self._owner(action)
+            if owner is not None and ok:
+                resources = status_of(owner).setdefault("resources", [])
+                for name in getattr(action, "resource_names", []):
+                    if name not in resources:
+                        resources.append(name)
+        if self.dry_run:
+            return
+        for owner in owners:
+            if self._is_unit(owner):
+                set_node(owner, "created" if ok else "error",
+                         local=None if ok else "error", change_id=task.change_id)
+        message = "" if ok else str(value.get("message") if isinstance(value, dict) else value)
+        task.finish("ok" if ok else "error", "stack updated" if ok else message)
+
+    # -- agent commands ----------------------------------------------------------
+    def command_decision(self, action: Action, plan: dict[str, Any],
+                         mappings: dict[str, Any]) -> tuple[str, Any]:
+        owner = self._owner(action)
+        unit = self._unit(action.unit)
+        # a unit's own agent, or another one working for it (a farm's load balancer)
+        target_name = hostname_of(unit) or hostname_of(owner) or action.unit
+        key = changes.config_key(str(action.template), str(action.unit))
+        digest = changes.command_digest(str(action.template), mappings)
+        reason = self._reason(owner, key, unit)
+        failed = self._failed_dependencies(str(action.service))
+        if failed:
+            task = self.recorder.task(action.unit, target_name, str(action.template), reason,
+                                      digest=digest)
+            service = self._service(str(action.service))
+            name = str(service.get("name") if service else action.service)
+            task.finish("blocked", f"not sent: {name} depends on {', '.join(failed)}, "
+                                   f"which failed in this job")
+            self.blocked_units.add(str(action.unit))
+            return "block", blocked_error(name, failed)
+        recorded = changes.unchanged(owner, key, digest, self.mode)
+        if recorded is not None:
+            task = self.recorder.task(action.unit, target_name, str(action.template),
+                                      "unchanged", digest=digest,
+                                      status="planned" if self.dry_run else "pending")
+            if not self.dry_run:
+                task.finish("skipped", "same inputs as change "
+                                       f"{recorded.get('changeId')}: not run again")
+            return "replay", recorded.get("result")
+        task = self.recorder.task(action.unit, target_name, str(action.template), reason,
+                                  digest=digest, status="planned" if self.dry_run else "pending")
+        if self.dry_run:
+            return "run", (task, owner, key)
+        task.start()
+        self._plans[str(plan.get("ID"))] = task
+        if unit is not None:
+            set_node(unit, "configuring", change_id=task.change_id)
+        return "run", (task, owner, key)
+
+    def command_finished(self, token: Any, action: Action, ok: bool, value: Any) -> None:
+        if token is None or self.dry_run:
+            return
+        task, owner, key = token
+        unit = self._unit(action.unit)
+        if not ok:
+            self.failed_services.add(str(action.service))
+            self.failed_units.add(str(action.unit))
+            if unit is not None:
+                set_node(unit, "error", local="error", change_id=task.change_id)
+        elif unit is not None:
+            set_node(unit, "configured", change_id=task.change_id)
+        task.finish("ok" if ok else "error", result_summary(ok, value))
+        self._pending_record = (task, owner, key, ok, value)
+
+    @contextlib.contextmanager
+    def callback(self, action: Action) -> Iterator[None]:
+        """Around an action's ``<success>``/``<failure>`` block: what it marks."""
+        self._capture = []
+        try:
+            yield
+        finally:
+            paths, self._capture = self._capture, None
+            pending, self._pending_record = self._pending_record, None
+            if pending is not None:
+                task, owner, key, ok, value = pending
+                service = self._service(str(action.service))
+                if owner is not None and service is not None:
+                    unit = owner if owner is not service else None
+                    changes.record(owner, service, unit, key, task.digest or "",
+                                   task.change_id, changes.marks(self.model(), paths) if ok else [],
+                                   value, ok)
+
+    def changed(self, path: str) -> None:
+        if self._capture is not None:
+            self._capture.append(path)
+
+    def log(self, plan_id: str, lines: list[str]) -> None:
+        task = self._plans.get(plan_id)
+        if task is not None:
+            task.add_log(lines)
+
+    # -- helpers -------------------------------------------------------------------
+    def _reason(self, owner: dict | None, key: str, unit: dict | None) -> str:
+        if owner is not None and str(owner.get("id")) in self.reasons:
+            return self.reasons[str(owner["id"])]
+        if unit is not None and local(unit, "pending") == "error":
+            return "repair"
+        if owner is None or key not in changes.configs(owner):
+            return "new"
+        return "rerun"
+
+    def _failed_dependencies(self, service_id: str) -> list[str]:
+        if not self.failed_services:
+            return []
+        topology = build(self.model(), self.catalog)
+        failed = sorted(topology.all_dependencies(service_id) & self.failed_services)
+        return [str(topology.services[sid].get("name") or sid) for sid in failed]
+
+    def _owner(self, action: Action) -> dict[str, Any] | None:
+        """The unit or service the rule that queued the action matched."""
+        frame = getattr(action.blocks, "frame", None)
+        cursor = getattr(frame, "cursor", None)
+        while cursor is not None:
+            value = cursor.value
+            if isinstance(value, dict) and value.get("id") is not None and any(
+                    value is known for known in (*self._units(), *self._services())):
+                return value
+            cursor = cursor.parent
+        return None
+
+    def _is_unit(self, obj: dict[str, Any]) -> bool:
+        return any(obj is unit for unit in self._units())
+
+    def _units(self) -> list[dict[str, Any]]:
+        return [unit for _, unit in iter_units(self.model())]
+
+    def _services(self) -> list[dict[str, Any]]:
+        return services_of(self.model())
+
+    def _service(self, service_id: str) -> dict[str, Any] | None:
+        return find_service(self.model(), service_id)
+
+    def _unit(self, unit_id: Any) -> dict[str, Any] | None:
+        return find_unit(self.model(), unit_id)
+
+    @staticmethod
+    def _fragment(action: Action) -> str:
+        return ", ".join(getattr(action, "resource_names", [])) or str(action.template)

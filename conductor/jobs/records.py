@@ -1,0 +1,170 @@
+"""Jobs and their tasks, as the conductor records them.
+
+Every Heat round and every agent command of a job is a *task* with a change
+id -- sortable (it starts with the time) and unique per environment (one job
+runs per environment at a time, and ids grow within a job) -- a target, an
+operation, a reason (new, reconfigure, repair, rerun, ...), a status, start
+and end times, a result summary and log lines.  :class:`JobRecorder` sends
+each change of a task to the API on the ``job-events`` queue as it happens,
+so the job's progress is visible while it runs.
+"""
+from __future__ import annotations
+
+import datetime
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from fornace.common import contract
+
+LOG = logging.getLogger(__name__)
+
+Publisher = Callable[[dict[str, Any], str], None]   # (job-events body, message id)
+
+_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"   # Crockford's base 32: sorts as text
+
+
+def _base32(number: int, width: int) -> str:
+    digits = []
+    for _ in range(width):
+        number, digit = divmod(number, 32)
+        digits.append(_ALPHABET[digit])
+    return "".join(reversed(digits))
+
+
+class ChangeIds:
+    """Change ids: 10 characters of milliseconds, then 3 of a counter.
+
+    Sortable as text in creation order; the counter keeps ids of one job
+    distinct (and growing) within a millisecond or if the clock steps back.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self._last = (0, 0)
+        self._lock = threading.Lock()
+
+    def next(self) -> str:
+        with self._lock:
+            millis = int(self.clock() * 1000)
+            last_millis, counter = self._last
+            if millis <= last_millis:
+                millis, counter = last_millis, counter + 1
+            else:
+                counter = 0
+            self._last = (millis, counter)
+            return _base32(millis, 10) + _base32(counter, 3)
+
+
+def now_iso() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+
+
+@dataclass
+class TaskRecord:
+    """One task of a job; changes go out as job events through the recorder."""
+
+    recorder: "JobRecorder"
+    change_id: str
+    target: str | None
+    target_name: str | None
+    operation: str
+    reason: str
+    status: str = "pending"
+    started: str | None = None
+    finished: str | None = None
+    summary: str = ""
+    digest: str | None = None
+    log: list[str] = field(default_factory=list)
+
+    def start(self) -> "TaskRecord":
+        self.status, self.started = "running", now_iso()
+        self.recorder.send(self, status=self.status, started=self.started)
+        return self
+
+    def add_log(self, lines: list[str]) -> None:
+        lines = [self.recorder.mask(str(line)) for line in lines]
+        if lines:
+            self.log.extend(lines)
+            self.recorder.send(self, log=lines)
+
+    def finish(self, status: str, summary: str = "") -> None:
+        self.status, self.finished = status, now_iso()
+        self.summary = self.recorder.mask(summary)[:2000]
+        self.recorder.send(self, status=status, finished=self.finished, summary=self.summary,
+                           digest=self.digest)
+
+    def full(self) -> dict[str, Any]:
+        return {"change_id": self.change_id, "target": self.target,
+                "target_name": self.target_name, "operation": self.operation,
+                "reason": self.reason, "status": self.status, "started": self.started,
+                "finished": self.finished, "summary": self.summary, "digest": self.digest}
+
+
+class JobRecorder:
+    """The tasks of one job, sent as ``job-events`` (or only kept, without a publisher)."""
+
+    def __init__(self, environment_id: str, job_id: str | None,
+                 publish: Publisher | None = None, mask: Callable[[str], str] | None = None,
+                 change_ids: ChangeIds | None = None) -> None:
+        self.environment_id = environment_id
+        self.job_id = job_id or f"job-{environment_id}"
+        self.publish = publish
+        self.mask = mask or (lambda text: text)
+        self.ids = change_ids or ChangeIds()
+        self.tasks: list[TaskRecord] = []
+        self._events = 0
+        self._lock = threading.Lock()
+
+    def task(self, target: str | None, target_name: str | None, operation: str, reason: str,
+             status: str = "pending", digest: str | None = None) -> TaskRecord:
+        """A new task (sent at once with its first status)."""
+        record = TaskRecord(self, self.ids.next(), target, target_name, operation, reason,
+                            status=status, digest=digest)
+        self.tasks.append(record)
+        self.send(record, **record.full())
+        return record
+
+    def send(self, record: TaskRecord, **changes: Any) -> None:
+        if self.publish is None:
+            return
+        body = contract.task_event_body(self.environment_id, self.job_id,
+                                        {"change_id": record.change_id, **changes})
+        with self._lock:
+            self._events += 1
+            message_id = f"{self.job_id}-event-{self._events}"
+        try:
+            self.publish(body, message_id)
+        except Exception as exc:  # progress lost, never the job
+            LOG.warning("job %s: could not send the event of task %s: %s", self.job_id,
+                        record.change_id, exc)
+
+    def job_state(self, state: str, summary: str = "") -> None:
+        if self.publish is None:
+            return
+        try:
+            self.publish(contract.job_event_body(self.environment_id, self.job_id, state,
+                                                 self.mask(summary)),
+                         f"{self.job_id}-job-{state}")
+        except Exception as exc:
+            LOG.warning("job %s: could not send its state %s: %s", self.job_id, state, exc)
+
+    def counts(self) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for record in self.tasks:
+            counts[record.status] = counts.get(record.status, 0) + 1
+        return counts
+
+
+def result_summary(ok: bool, value: Any) -> str:
+    """A task's one-line summary of a plan's result (0.2 shape) or error list."""
+    if ok:
+        results = [entry.get("Result") for entry in value or [] if isinstance(entry, dict)]
+        return "ok" + (f": {results[0]}" if results and results[0] not in (None, "", []) else "")
+    messages = []
+    for error in value or []:
+        if isinstance(error, dict):
+            messages.extend(str(m) for m in error.get("messages") or [])
+    return "; ".join(messages) or "failed"

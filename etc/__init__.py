@@ -1,0 +1,1 @@
+"""The sample configuration shipped with Fornace (package data only)."""
