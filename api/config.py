@@ -24,7 +24,7 @@ api_opts = [
                help="API worker processes; more than one needs a shared broker "
                     "([broker] url = amqp://...)."),
     cfg.BoolOpt("access_log", default=True, help="Log one line per HTTP request."),
-    cfg.StrOpt("state_dir", default=DEFAULT_STATE_DIR,
+    cfg.StrOpt("state_dir", default=DEFAULT_STATE_DIR, sample_default="~/.fornace",
                help="Folder for the default SQLite database and other local state."),
 ]
 

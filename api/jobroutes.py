@@ -13,7 +13,7 @@ from typing import Any, Optional
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
-from fornace.api.app import SESSION_HEADER, JsonRoute, _context, _run, parse_json
+from fornace.api.routing import SESSION_HEADER, JsonRoute, context, parse_json, run
 from fornace.api.errors import BadRequest
 from fornace.api.jobstore import Jobs
 from fornace.api.store import Context
@@ -44,48 +44,48 @@ async def _parameters(request: Request) -> dict[str, Any]:
 @router.post("/environments/{env_id}/actions/{name}", status_code=202)
 async def run_action(env_id: str, name: str, request: Request,
                      session_id: Optional[str] = SESSION_HEADER,
-                     ctx: Context = Depends(_context), jobs: Jobs = Depends(_jobs)) -> dict:
+                     ctx: Context = Depends(context), jobs: Jobs = Depends(_jobs)) -> dict:
     parameters = await _parameters(request)
-    return await _run(jobs.run_action, ctx, env_id, name, parameters, session_id)
+    return await run(jobs.run_action, ctx, env_id, name, parameters, session_id)
 
 
 @router.get("/environments/{env_id}/jobs")
-async def list_jobs(env_id: str, ctx: Context = Depends(_context),
+async def list_jobs(env_id: str, ctx: Context = Depends(context),
                     jobs: Jobs = Depends(_jobs)) -> dict:
-    return {"jobs": await _run(jobs.list_jobs, ctx, env_id)}
+    return {"jobs": await run(jobs.list_jobs, ctx, env_id)}
 
 
 @router.get("/environments/{env_id}/jobs/{job_id}")
-async def show_job(env_id: str, job_id: str, ctx: Context = Depends(_context),
+async def show_job(env_id: str, job_id: str, ctx: Context = Depends(context),
                    jobs: Jobs = Depends(_jobs)) -> dict:
-    return await _run(jobs.get_job, ctx, env_id, job_id)
+    return await run(jobs.get_job, ctx, env_id, job_id)
 
 
 @router.get("/environments/{env_id}/jobs/{job_id}/tasks.tsv")
-async def job_tasks_tsv(env_id: str, job_id: str, ctx: Context = Depends(_context),
+async def job_tasks_tsv(env_id: str, job_id: str, ctx: Context = Depends(context),
                         jobs: Jobs = Depends(_jobs)) -> Response:
-    return Response(await _run(jobs.tasks_tsv, ctx, env_id, job_id), media_type=TSV_TYPE)
+    return Response(await run(jobs.tasks_tsv, ctx, env_id, job_id), media_type=TSV_TYPE)
 
 
 @router.get("/environments/{env_id}/tasks.tsv")
-async def environment_tasks_tsv(env_id: str, ctx: Context = Depends(_context),
+async def environment_tasks_tsv(env_id: str, ctx: Context = Depends(context),
                                 jobs: Jobs = Depends(_jobs)) -> Response:
-    return Response(await _run(jobs.tasks_tsv, ctx, env_id), media_type=TSV_TYPE)
+    return Response(await run(jobs.tasks_tsv, ctx, env_id), media_type=TSV_TYPE)
 
 
 @router.get("/environments/{env_id}/topology")
 async def show_topology(env_id: str, session_id: Optional[str] = SESSION_HEADER,
-                        ctx: Context = Depends(_context), jobs: Jobs = Depends(_jobs)) -> dict:
-    return await _run(jobs.topology, ctx, env_id, session_id)
+                        ctx: Context = Depends(context), jobs: Jobs = Depends(_jobs)) -> dict:
+    return await run(jobs.topology, ctx, env_id, session_id)
 
 
 @router.get("/environments/{env_id}/status")
 async def show_status(env_id: str, session_id: Optional[str] = SESSION_HEADER,
-                      ctx: Context = Depends(_context), jobs: Jobs = Depends(_jobs)) -> dict:
-    return await _run(jobs.status, ctx, env_id, session_id)
+                      ctx: Context = Depends(context), jobs: Jobs = Depends(_jobs)) -> dict:
+    return await run(jobs.status, ctx, env_id, session_id)
 
 
 @router.post("/environments/{env_id}/abandon")
-async def abandon(env_id: str, ctx: Context = Depends(_context),
+async def abandon(env_id: str, ctx: Context = Depends(context),
                   jobs: Jobs = Depends(_jobs)) -> dict:
-    return await _run(jobs.abandon, ctx, env_id)
+    return await run(jobs.abandon, ctx, env_id)

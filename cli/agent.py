@@ -23,8 +23,8 @@ import threading
 
 from oslo_config import cfg
 
+from fornace.cli import logs
 from fornace.agent import config
-from fornace.agent.service import Agent
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -35,13 +35,11 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                     "from --config-file ([DEFAULT] broker_url, input_queue, "
                     "result_routing_key; [agent] work_dir, command_timeout...).")
     parser.add_argument("--work-dir", help="override [agent] work_dir")
-    parser.add_argument("--debug", action="store_true", help="log debug messages")
 
 
 def run(conf: cfg.ConfigOpts) -> int:
     command = conf.command
-    logging.basicConfig(level=logging.DEBUG if command.debug else logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.setup(conf)
     settings = config.AgentSettings.from_conf(conf)
     if command.work_dir:
         settings = config.AgentSettings(**{**settings.__dict__, "work_dir": command.work_dir,
@@ -54,6 +52,8 @@ def run(conf: cfg.ConfigOpts) -> int:
               file=sys.stderr)
         return 2
     try:
+        from fornace.agent.service import Agent
+
         agent = Agent(settings)
     except OSError as exc:
         print(f"fornace agent: cannot use work dir {settings.work_dir}: {exc}", file=sys.stderr)

@@ -1,15 +1,14 @@
-"""``fornace api``: serve the REST API (and, later, the dashboard) alone."""
+"""``fornace api``: serve the REST API and the web dashboard alone (no conductor)."""
 from __future__ import annotations
 
 import argparse
 import json
-import logging
 import os
 import sys
 
 from oslo_config import cfg
 
-from fornace.common.broker import is_in_memory, warn_if_in_memory
+from fornace.cli import logs
 
 from fornace.api.config import database_url
 
@@ -34,12 +33,14 @@ WORKER_ENV = "FORNACE_API_WORKER"
 def run(conf: cfg.ConfigOpts) -> int:
     import uvicorn
 
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from fornace.common.broker import is_in_memory, warn_if_in_memory
+
+    logs.setup(conf)
     command = conf.command
     workers = command.workers or conf.api.workers
     options = {"host": command.host or conf.api.host, "port": command.port or conf.api.port,
-               "log_level": "info", "access_log": conf.api.access_log}
+               "log_level": "info", "access_log": conf.api.access_log,
+               "log_config": None}   # uvicorn's lines go where oslo.log sends the others
     if workers > 1:
         if is_in_memory(conf.broker.url):
             print("fornace api: --workers above 1 needs a broker shared by the processes: "
@@ -71,9 +72,10 @@ def _service(conf: cfg.ConfigOpts, db: str | None, migrate: bool = True):
 
 def worker_app():
     """The app of one worker process of ``fornace api --workers N``."""
-    from fornace.cli.main import build_conf
+    from fornace.cli.main import build_conf, command_line
 
     spec = json.loads(os.environ[WORKER_ENV])
-    conf = build_conf()
-    conf(spec["argv"], project="fornace", prog="fornace")
+    conf = build_conf("api")
+    conf(command_line(spec["argv"]), project="fornace", prog="fornace")
+    logs.setup(conf)   # a new process: its own logging
     return _service(conf, spec["db"], migrate=False).app

@@ -3,16 +3,14 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 from pathlib import Path
 
 from oslo_config import cfg
 
-from fornace.common.broker import warn_if_in_memory
-from fornace.conductor.config import conductor_opts, engine_settings
-from fornace.conductor.daemon import Conductor, ConductorSettings
-from fornace.conductor.executors.simulator import SimulatedCloud
+from fornace.cli import logs
+from fornace.conductor.config import conductor_opts
+from fornace.conductor.executors import STACKS
 
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
     return [("conductor", conductor_opts)]
@@ -26,44 +24,25 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-environments", type=int,
                         help="deployments at the same time (default [conductor] "
                              "max_environments)")
-    parser.add_argument("--stacks", choices=["simulator", "heat", "local"],
+    parser.add_argument("--stacks", choices=list(STACKS),
                         help="stack backend (default [conductor] stacks)")
 
 
-def _stacks_factory(conf: cfg.ConfigOpts, backend: str):
-    if backend == "heat":
-        from fornace.conductor.executors.heat import HeatStacks
-
-        return lambda task: HeatStacks.from_config(conf, task.token, task.tenant_id)
-    if backend == "local":
-        from fornace.conductor.executors.localcloud import LocalStacks
-
-        stacks = LocalStacks(cloud_dir(conf))
-        return lambda task: stacks
-    return lambda task: SimulatedCloud().executors()[0]
-
-
-def cloud_dir(conf: cfg.ConfigOpts) -> str:
-    """``[conductor] cloud_dir``, else ``<[api] state_dir>/cloud``."""
-    if conf.conductor.cloud_dir:
-        return os.path.expanduser(conf.conductor.cloud_dir)
-    return os.path.join(os.path.expanduser(conf.api.state_dir), "cloud")
-
-
 def run(conf: cfg.ConfigOpts) -> int:
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     from fornace.api.config import database_url   # the job locks are in the API's database
+    from fornace.common.broker import warn_if_in_memory
+    from fornace.conductor.config import engine_settings
+    from fornace.conductor.daemon import Conductor, ConductorSettings
+    from fornace.conductor.executors import stacks_factory
 
-    logging.getLogger("alembic").setLevel(logging.WARNING)   # its plugin set-up lines
-
+    logs.setup(conf)
     command = conf.command
     settings = ConductorSettings(
         broker_url=conf.broker.url, data_dir=Path(conf.data_dir),
         max_environments=command.max_environments or conf.conductor.max_environments,
         engine=engine_settings(conf), database_url=database_url(conf))
     warn_if_in_memory(settings.broker_url, "this conductor gets no task from an API process")
-    daemon = Conductor(settings, _stacks_factory(conf, command.stacks or conf.conductor.stacks))
+    daemon = Conductor(settings, stacks_factory(command.stacks or conf.conductor.stacks, conf))
     daemon.start()
     stopped = daemon.stop
     for signum in (signal.SIGINT, signal.SIGTERM):

@@ -10,7 +10,6 @@ that worked.
 from __future__ import annotations
 
 import argparse
-import logging
 import shutil
 import sys
 import tempfile
@@ -20,10 +19,10 @@ from typing import Any, Callable
 
 from oslo_config import cfg
 
+from fornace.cli import logs
 from fornace.cli.client.http import ApiClient, ClientError
 
 from fornace.common.errors import FornaceError
-from fornace.cli.onebox import OneBox
 
 POLL = 0.25
 
@@ -151,11 +150,13 @@ class Demo:
 
 
 def run(conf: cfg.ConfigOpts) -> int:
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logs.setup(conf, level="WARNING")
     command = conf.command
     temporary = command.state_dir is None
     state_dir = command.state_dir or tempfile.mkdtemp(prefix="fornace-demo-")
     conf.set_override("state_dir", state_dir, group="api")
+    from fornace.cli.onebox import OneBox
+
     box = OneBox(conf, host="127.0.0.1", port=0)
     out(f"fornace demo: starting Fornace in {state_dir}")
     box.start()

@@ -18,12 +18,7 @@ from typing import Any
 
 from oslo_config import cfg
 
-from fornace.agent import config as agent_config
-from fornace.api import config as api_config
-
-from fornace.cli import completion
-
-from fornace.conductor import config
+from fornace.cli import completion, logs
 from fornace.common.errors import FornaceError
 
 # sub-command -> module with add_parsers(subparsers) and run(conf);
@@ -45,7 +40,14 @@ COMMANDS = {
     "status": "fornace.cli.client.views",
     "topology": "fornace.cli.client.views",
     "workflow": "fornace.cli.workflow",
+    "db": "fornace.cli.db",
 }
+
+# the option modules (each with register(conf)) a command's configuration has:
+# all of them, as a command reads groups others declare (the conductor reads
+# [database]); the agent, which runs on a unit, only its own
+OPTION_MODULES = ("fornace.conductor.config", "fornace.api.config", "fornace.agent.config")
+COMMAND_OPTIONS = {"agent": ("fornace.agent.config",)}
 
 # how ``fornace --help`` groups them (every command in exactly one group)
 GROUPS = (
@@ -54,6 +56,7 @@ GROUPS = (
      ("env", "service", "deploy", "action", "plan", "jobs", "logs", "deployments", "status",
       "topology")),
     ("Workflow files", ("workflow",)),
+    ("Operators", ("db",)),
 )
 
 DESCRIPTION = "Fornace deploys environments of services from Murano 0.2 style XML workflows."
@@ -122,16 +125,19 @@ def overview() -> str:
 
 
 def build_conf(command: str | None = None) -> cfg.ConfigOpts:
-    """Every option group, and the parsers of every command or only of ``command``.
+    """The option groups of ``command`` (:data:`COMMAND_OPTIONS`, else every
+    group) and the parsers of every command or only of ``command``.
 
-    The option groups come from the light config modules (a command reads
-    groups others declare: the conductor reads [database]); naming the
-    command keeps start-up small: ``fornace workflow simulate`` does not
-    import the API, the broker or the local cloud.
+    The option groups come from the light config modules; naming the command
+    keeps start-up small: ``fornace workflow simulate`` does not import the
+    API, the broker or the local cloud, ``fornace agent`` nothing of the API
+    or the conductor.
     """
     conf = cfg.ConfigOpts()
-    for register in (config.register, api_config.register, agent_config.register):
-        register(conf)
+    for name in COMMAND_OPTIONS.get(command or "", OPTION_MODULES):
+        importlib.import_module(name).register(conf)
+    if command in logs.DAEMONS:
+        logs.register(conf)
     conf.register_cli_opt(cfg.SubCommandOpt(
         "command", title="commands",
         handler=lambda subparsers: _add_command_parsers(subparsers, command),
@@ -140,6 +146,11 @@ def build_conf(command: str | None = None) -> cfg.ConfigOpts:
 
 
 GLOBAL_OPTIONS = ("--config-file", "--config-dir")
+# oslo.log's command-line options of the daemons (cli/logs.py): with a value, flags
+LOG_OPTIONS = ("--log-file", "--logfile", "--log-dir", "--logdir", "--log-config-append",
+               "--log-config", "--log_config", "--log-date-format", "--syslog-log-facility")
+LOG_FLAGS = ("--debug", "-d", "--nodebug", "--use-syslog", "--nouse-syslog", "--use-journal",
+             "--nouse-journal", "--use-json", "--nouse-json")
 
 
 def hoist_global_options(args: list[str]) -> list[str]:
@@ -150,7 +161,8 @@ def hoist_global_options(args: list[str]) -> list[str]:
     return front + rest
 
 
-def _split_global_options(args: list[str]) -> tuple[list[str], list[str]]:
+def _split_global_options(args: list[str], options: tuple[str, ...] = GLOBAL_OPTIONS,
+                           flags: tuple[str, ...] = ()) -> tuple[list[str], list[str]]:
     """(the global options with their values, the other arguments)."""
     front: list[str] = []
     rest: list[str] = []
@@ -158,7 +170,9 @@ def _split_global_options(args: list[str]) -> tuple[list[str], list[str]]:
     while index < len(args):
         arg = args[index]
         name = arg.split("=", 1)[0]
-        if name in GLOBAL_OPTIONS:
+        if arg in flags:
+            front.append(arg)
+        elif name in options:
             if "=" in arg:
                 front.append(arg)
             else:
@@ -197,6 +211,17 @@ def _version() -> str:
         return "(not installed)"
 
 
+def command_line(argv: list[str]) -> list[str]:
+    """The arguments as oslo.config reads them: global options (and a daemon's
+    logging options) in front, a client command's options after it."""
+    front, rest = _split_global_options(argv)
+    rest = sink_client_options(rest)
+    if rest and rest[0] in logs.DAEMONS:   # fornace api --debug --log-file F: oslo.log's
+        more, rest = _split_global_options(rest, LOG_OPTIONS, LOG_FLAGS)
+        front += more
+    return front + rest
+
+
 def main(argv: list[str] | None = None) -> int:
     front, rest = _split_global_options(sys.argv[1:] if argv is None else argv)
     rest = sink_client_options(rest)
@@ -215,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
         print(completion.script(shell, _add_command_parsers), end="")
         return 0
     conf = build_conf(rest[0])
-    args = front + rest
+    args = command_line(front + rest)
     try:
         conf(args, project="fornace", prog="fornace", description=DESCRIPTION)
     except cfg.Error as exc:

@@ -2,13 +2,12 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import signal
 import threading
 
 from oslo_config import cfg
 
-from fornace.cli.onebox import OneBox
+from fornace.cli import logs
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -29,9 +28,10 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(conf: cfg.ConfigOpts) -> int:
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.setup(conf)
     command = conf.command
+    from fornace.cli.onebox import OneBox
+
     box = OneBox(conf, command.host, command.port, command.db, command.max_environments)
     box.start()
     stopped = threading.Event()

@@ -7,19 +7,15 @@ import json
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from oslo_config import cfg
 
-from fornace.conductor.dsl.checker import check
-from fornace.conductor.config import engine_settings
 from fornace.common.errors import FornaceError
 from fornace.common.secrets import find_secrets, masked
-from fornace.conductor.session import Session
-from fornace.conductor.executors.simulator import Fault, SimulatedCloud
-from fornace.conductor.templates import TemplateStore
-from fornace.conductor.dsl.trace import RecordingTrace, format_events
-from fornace.conductor.dsl.workflows import load_workflows
+
+if TYPE_CHECKING:  # the engine is imported when a workflow command runs, not for --help
+    from fornace.conductor.executors.simulator import SimulatedCloud
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -71,6 +67,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 def run(conf: cfg.ConfigOpts) -> int:
     command = conf.command
     if command.action == "check":
+        from fornace.conductor.dsl.checker import check
+
         problems = check(command.paths, command.data)
         if command.json:
             json.dump({"problems": [_located(p) for p in problems]}, sys.stdout, indent=2)
@@ -115,6 +113,8 @@ def read_model(path: str) -> dict[str, Any]:
 
 
 def _cloud(command: Any) -> SimulatedCloud:
+    from fornace.conductor.executors.simulator import Fault, SimulatedCloud
+
     results = {}
     for item in command.result:
         template, sep, value = item.partition("=")
@@ -146,6 +146,12 @@ def simulate(conf: cfg.ConfigOpts) -> int:
 
 
 def _simulate(conf: cfg.ConfigOpts) -> int:
+    from fornace.conductor.config import engine_settings
+    from fornace.conductor.dsl.trace import RecordingTrace, format_events
+    from fornace.conductor.dsl.workflows import load_workflows
+    from fornace.conductor.session import Session
+    from fornace.conductor.templates import TemplateStore
+
     command = conf.command
     data = Path(command.data or conf.data_dir)
     workflows = load_workflows(command.workflows or data / "workflows")

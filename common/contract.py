@@ -30,6 +30,17 @@ absent, or ``delete`` for a deletion, as in 0.2).
 Incoming bodies are checked by the ``parse_*`` functions, which raise
 :class:`ContractError` naming the message kind and the field; error texts
 never quote field values other than enumerations, so they are safe to log.
+
+Contract history (:data:`CONTRACT_VERSION`; every version reads the bodies of
+the earlier ones, and a Murano 0.2 agent or API speaks 1.0)::
+
+    1.0 - Murano 0.2: tasks, task-results, task-reports, execution plans
+          on e<env>-<service>-<unit>, answers on -execution-results-e<env>
+    1.1 - A task's job section {id, action, parameters} (lifecycle actions);
+          plan log lines {PlanId, Log} on the agents' results queue;
+          job events {environment_id, job_id, kind} on job-events
+    1.2 - Job events also travel on task-results (told apart by
+          is_job_event), so a job's last task events come before its result
 """
 from __future__ import annotations
 
@@ -37,6 +48,8 @@ import copy
 import json
 from dataclasses import asdict, dataclass
 from typing import Any
+
+CONTRACT_VERSION = "1.2"   # see the history above; bump it with every change of a body
 
 TASKS = "tasks"            # exchange, queue and routing key
 RESULTS = "task-results"

@@ -1,12 +1,14 @@
 """Configuration options (oslo.config) shared by the CLI and the daemons."""
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 from oslo_config import cfg
 
 from fornace.common.brokerurl import is_folder_url
 from fornace.common.resources import BUILTIN_DATA
+from fornace.conductor.executors import STACKS
 
 if TYPE_CHECKING:  # every command registers these options; only the engine's load the engine
     from fornace.conductor.session import Settings
@@ -80,6 +82,7 @@ heat_opts = [
 
 common_opts = [
     cfg.StrOpt("data_dir", default=str(BUILTIN_DATA),
+               sample_default="<the catalog shipped with Fornace>",
                help="Catalog folder: workflows/, templates/cf, templates/agent, init-scripts."),
 ]
 
@@ -87,7 +90,7 @@ common_opts = [
 conductor_opts = [
     cfg.IntOpt("max_environments", default=4, min=1,
                help="Deployments run at the same time (one consumer thread each)."),
-    cfg.StrOpt("stacks", default="simulator", choices=["simulator", "heat", "local"],
+    cfg.StrOpt("stacks", default="simulator", choices=list(STACKS),
                help="Where stacks are made: simulator (every stack action succeeds, "
                     "for trying workflows), heat (python-heatclient, see [heat]) or local "
                     "(the local cloud: instances are sandboxes running a real agent, see "
@@ -134,6 +137,13 @@ def engine_settings(conf: cfg.ConfigOpts) -> Settings:
                 "password": rabbit.password, "virtual_host": rabbit.virtual_host,
                 "ssl": rabbit.ssl, "server_address": rabbit.server_address,
                 "url": conf.broker.url if is_folder_url(conf.broker.url) else None})
+
+
+def cloud_dir(conf: cfg.ConfigOpts) -> str:
+    """``[conductor] cloud_dir``, else ``<[api] state_dir>/cloud``."""
+    if conf.conductor.cloud_dir:
+        return os.path.expanduser(conf.conductor.cloud_dir)
+    return os.path.join(os.path.expanduser(conf.api.state_dir), "cloud")
 
 
 def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:

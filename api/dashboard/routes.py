@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from fornace.api import specs
-from fornace.api.app import EnvironmentIn
+from fornace.api.routing import EnvironmentIn
 from fornace.api.errors import ApiError, BadRequest, NotFound, Unauthorized
 from fornace.api.jobstore import Jobs
 from fornace.api.store import BUSY, Store

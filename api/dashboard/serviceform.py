@@ -21,7 +21,7 @@ from typing import Any
 from fornace.common.secrets import MASK, is_secret_key
 
 from fornace.api import specs
-from fornace.api.app import parse_json
+from fornace.api.routing import parse_json
 
 HIDDEN = ("id", "type", "created", "updated")   # owned by the server, not edited
 UNITS = "units"                  # the unit count input

@@ -1,13 +1,15 @@
 """Database engine set-up and schema upgrades (Alembic, run in code)."""
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import sqlite3
 import time
-from typing import Any
+from typing import Any, Iterator
 
 from alembic import command
 from alembic.config import Config
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, NullPool, create_engine, event, make_url, text
 from sqlalchemy.orm import sessionmaker
 
 from fornace.common.resources import package_folder
@@ -61,9 +63,65 @@ def alembic_config(url: str) -> Config:
     return config
 
 
-def upgrade(url: str, revision: str = "head") -> None:
-    """Bring the schema of ``url`` to ``revision`` (creating it from empty)."""
-    command.upgrade(alembic_config(url), revision)
+# PostgreSQL advisory lock key of schema upgrades ("fornace" in ASCII)
+MIGRATION_LOCK = 0x666F726E616365
+
+
+def upgrade(url: str, revision: str = "head") -> str | None:
+    """Bring the schema of ``url`` to ``revision`` (creating it from empty);
+    return the revision it had before (None: empty).
+
+    Processes upgrading one database at once take turns (PostgreSQL: an
+    advisory lock; an SQLite file: a lock on a file beside it), so the later
+    ones find the schema done and change nothing.
+    """
+    with _upgrade_lock(url):
+        before = current(url)[0]
+        command.upgrade(alembic_config(url), revision)
+    return before
+
+
+def current(url: str) -> tuple[str | None, str]:
+    """(the revision of the database at ``url`` or None when empty, the newest one)."""
+    from alembic.runtime.migration import MigrationContext
+    from alembic.script import ScriptDirectory
+
+    head = ScriptDirectory.from_config(alembic_config(url)).get_current_head()
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            return MigrationContext.configure(connection).get_current_revision(), head
+    finally:
+        engine.dispose()
+
+
+@contextlib.contextmanager
+def _upgrade_lock(url: str) -> Iterator[None]:
+    if url.startswith("postgresql"):
+        engine = create_engine(url, poolclass=NullPool)
+        try:
+            with engine.connect() as connection:
+                connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK})
+                connection.commit()
+                try:
+                    yield
+                finally:
+                    connection.execute(text("SELECT pg_advisory_unlock(:key)"),
+                                       {"key": MIGRATION_LOCK})
+                    connection.commit()
+        finally:
+            engine.dispose()
+        return
+    database = make_url(url).database if url.startswith("sqlite") else None
+    if not database or database == ":memory:":
+        yield
+        return
+    with open(f"{database}.migrate-lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 def session_factory(engine: Engine) -> sessionmaker:

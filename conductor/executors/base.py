@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import abc
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 
 class StackFailure(Exception):
@@ -55,6 +55,16 @@ class PlanReply:
 
 
 class StackExecutor(abc.ABC):
+    """The Heat side of a deployment.  Backends are listed by name in
+    ``fornace.conductor.executors.STACKS``."""
+
+    @classmethod
+    def factory(cls, conf: Any) -> Callable[[Any], "StackExecutor"]:
+        """``task -> executor`` for the conductor, from its configuration: one
+        executor per task, or one shared by every task, as the backend needs.
+        Only the backends of the name table have one."""
+        raise NotImplementedError(f"{cls.__name__} is not a backend the conductor can name")
+
     @abc.abstractmethod
     def apply(self, request: StackRequest) -> dict[str, Any]:
         """Merge the template into the stack's current one (creating the stack if

@@ -124,6 +124,11 @@ class HeatStacks(StackExecutor):
 
     # -- construction from configuration ----------------------------------
     @classmethod
+    def factory(cls, conf: Any) -> Callable[[Any], "HeatStacks"]:
+        """A client per task: Heat is called with the task's own token."""
+        return lambda task: cls.from_config(conf, task.token, task.tenant_id)
+
+    @classmethod
     def from_config(cls, conf: Any, token: str | None = None,
                     tenant_id: str | None = None) -> "HeatStacks":
         """A client from ``[heat]``: the task's token, or service credentials.

@@ -56,9 +56,10 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from fornace.common.broker import is_in_memory
+from fornace.conductor.config import cloud_dir
 from fornace.conductor.executors.base import StackExecutor, StackFailure, StackRequest
 from fornace.conductor.templates import merge, remove_resources
 
@@ -80,6 +81,12 @@ _children_lock = threading.Lock()
 
 
 class LocalStacks(StackExecutor):
+    @classmethod
+    def factory(cls, conf: Any) -> Callable[[Any], "LocalStacks"]:
+        """One local cloud for every task, in ``[conductor] cloud_dir``."""
+        stacks = cls(cloud_dir(conf))
+        return lambda task: stacks
+
     def __init__(self, state_dir: str | Path, *, start_grace: float = 1.0,
                  stop_timeout: float = 10.0, allow_memory_broker: bool = False) -> None:
         self.state_dir = Path(os.path.expanduser(str(state_dir))).resolve()

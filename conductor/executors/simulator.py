@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from fornace.conductor.templates import merge, remove_resources
 from fornace.conductor.executors.base import (AgentExecutor, PlanReply, PlanRequest, StackExecutor,
@@ -55,6 +55,11 @@ class SimulatedCloud:
 
 
 class SimulatedStacks(StackExecutor):
+    @classmethod
+    def factory(cls, conf: Any) -> Callable[[Any], "SimulatedStacks"]:
+        """A simulated cloud per task: every stack action succeeds."""
+        return lambda task: cls(SimulatedCloud())
+
     def __init__(self, cloud: SimulatedCloud) -> None:
         self.cloud = cloud
         self.stacks: dict[str, dict[str, Any]] = {}

@@ -26,7 +26,7 @@ from fornace.cli.demo import Demo
 from localkit import instance_processes, running_onebox
 from services import amqp_url, postgres_url
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 120.0
 
 

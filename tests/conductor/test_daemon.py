@@ -15,7 +15,7 @@ from fornace.conductor.session import Settings
 from fornace.conductor.executors.simulator import SimulatedCloud, SimulatedStacks
 from services import amqp_url
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 
 
 def model(env_id: str) -> dict:

@@ -27,7 +27,7 @@ from fornace.conductor.executors.base import PlanRequest, StackRequest
 from fornace.conductor.executors.localcloud import LocalStacks
 from localkit import alive, instance_processes
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 TIMEOUT = 90.0
 
 # the script of the incomplete tests: incomplete the first time, done the second

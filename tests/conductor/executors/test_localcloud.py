@@ -17,7 +17,7 @@ from fornace.conductor.executors.base import StackFailure, StackRequest
 from fornace.conductor.executors.localcloud import TOKEN_VARIABLE, LocalStacks, evaluate_outputs
 from services import amqp_url
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+DATA = Path(__file__).resolve().parents[3] / "data"
 
 
 def render_user_data(broker_url: str, env: str, unit: str) -> str:
@@ -365,13 +365,13 @@ def test_remove_refused_for_a_referenced_instance_changes_nothing(cloud):
 
 def test_the_daemon_makes_local_stacks(tmp_path):
     from fornace.cli.main import build_conf
-    from fornace.cli.conductor import _stacks_factory
+    from fornace.conductor.executors import stacks_factory
     conf = build_conf()
     conf(["conductor", "--stacks", "local"], project="fornace", prog="fornace",
          default_config_files=[], default_config_dirs=[])
     conf.set_override("state_dir", str(tmp_path / "state"), group="api")
-    stacks = _stacks_factory(conf, conf.command.stacks)(None)
+    stacks = stacks_factory(conf.command.stacks, conf)(None)
     assert isinstance(stacks, LocalStacks)
     assert stacks.state_dir == (tmp_path / "state" / "cloud").resolve()
     conf.set_override("cloud_dir", str(tmp_path / "c"), group="conductor")
-    assert _stacks_factory(conf, "local")(None).state_dir == (tmp_path / "c").resolve()
+    assert stacks_factory("local", conf)(None).state_dir == (tmp_path / "c").resolve()

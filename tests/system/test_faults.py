@@ -49,7 +49,7 @@ from fornace.cli.main import build_conf
 from fornace.conductor.executors.localcloud import TOKEN_VARIABLE, LocalStacks
 from services import amqp_url, require
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data"
 WAIT = 90.0          # generous limit of every wait: only there to avoid a hang
 

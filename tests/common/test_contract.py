@@ -246,3 +246,10 @@ def test_job_events_are_told_apart_from_results_on_one_queue():
     assert not contract.is_job_event(contract.result_body({"id": "env1", "services": []}))
     assert not contract.is_job_event({"id": "env1", "job_id": "x", "kind": "task"})
     assert not contract.is_job_event(["not", "an", "object"])
+
+
+def test_the_version_is_the_last_of_the_history():
+    import re
+    versions = re.findall(r"^    (\d+\.\d+) - ", contract.__doc__, re.M)
+    assert versions[0] == "1.0" and versions[-1] == contract.CONTRACT_VERSION
+    assert versions == sorted(versions, key=lambda v: tuple(map(int, v.split("."))))

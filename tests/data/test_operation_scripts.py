@@ -32,7 +32,7 @@ from fornace.common.catalog import load_catalog, render, truthy, unit_cursor
 from fornace.conductor.plans import build_plan
 from fornace.conductor.templates import TemplateStore
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data"
 SCRIPTS = DATA / "templates" / "agent" / "scripts"
 HELLO = DATA / "examples" / "apps" / "hello"

@@ -10,7 +10,7 @@ import pytest
 
 from fornace.cli.main import main
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "data" / "examples" / "linux-web.json"
 
 
@@ -215,8 +215,7 @@ def test_simulate_json_rounds_arrive_in_order_with_their_outcomes(capsys):
     assert document["status"] == "success"
 
 
-@pytest.mark.parametrize("command", ["conductor", "api", "agent", "up", "demo", "env",
-                                     "workflow"])
+@pytest.mark.parametrize("command", ["conductor", "api", "up", "demo", "env", "workflow"])
 def test_each_command_sees_every_option_group(command):
     # a command's module is the only one imported, but the options other
     # modules declare are all there (the conductor reads [database])
@@ -225,3 +224,17 @@ def test_each_command_sees_every_option_group(command):
     for group, option in (("database", "connection"), ("conductor", "stacks"),
                           ("api", "state_dir"), ("agent", "work_dir"), ("engine", "max_rounds")):
         conf[group][option]  # raises NoSuchOptError when the group was not registered
+
+
+def test_the_agent_command_has_its_own_options_only():
+    """What a unit runs reads [DEFAULT] and [agent]; the server groups are not there."""
+    import oslo_config.cfg as cfg
+
+    from fornace.cli.main import build_conf
+    conf = build_conf("agent")
+    conf(["agent"], project="fornace", prog="fornace", default_config_files=[],
+         default_config_dirs=[])
+    assert conf.agent.work_dir and conf.input_queue == ""
+    for group in ("database", "conductor", "api"):
+        with pytest.raises(cfg.NoSuchOptError):
+            conf[group]["connection" if group == "database" else "state_dir"]

@@ -276,7 +276,7 @@ def test_a_torn_journal_line_is_skipped(make_agent, tmp_path):
 
 
 def test_the_config_file_written_by_init_sh_is_read(tmp_path):
-    template = (Path(__file__).parent.parent / "data/templates/agent-config/Default.template")
+    template = (Path(__file__).resolve().parents[2] / "data/templates/agent-config/Default.template")
     text = template.read_text()
     for key, value in {"BROKER_URL": "amqp://u:p@h:5672//", "RABBITMQ_SSL": "False",
                        "RABBITMQ_INPUT_QUEUE": "eenv-svc-unit",

@@ -10,19 +10,45 @@ does not load that environment's editable finder).  There ``fornace
 from __future__ import annotations
 
 import os
+import shutil
 import site
 import subprocess
 import sys
 import venv
+import zipfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def source_copy(folder: Path) -> Path:
+    """The checkout's files (tracked or not ignored) copied to ``folder``: the
+    build then sees no leftover build/ or egg-info of earlier builds."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            cwd=ROOT, capture_output=True, check=True).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        source = ROOT / name
+        if source.is_file():
+            target = folder / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    return folder
 
 
 def test_wheel_installs_a_working_fornace(tmp_path):
     built = tmp_path / "dist"
+    source = source_copy(tmp_path / "source")
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(built),
-                    str(ROOT)], check=True, cwd=tmp_path)
+                    str(source)], check=True, cwd=tmp_path)
+    names = zipfile.ZipFile(next(built.glob("fornace-*.whl"))).namelist()
+    tops = {name.split("/")[0] for name in names if not name.startswith("fornace-")}
+    assert tops == {"fornace"}, tops                     # one import name
+    for shipped in ("fornace/data/types.json", "fornace/data/init-scripts/init.sh",
+                    "fornace/etc/fornace.conf.sample", "fornace/common/db/migrations/env.py",
+                    "fornace/common/db/migrations/script.py.mako",
+                    "fornace/api/dashboard/templates/base.html"):
+        assert shipped in names, shipped
+    assert not [name for name in names if name.startswith("fornace/tests")]
     wheel = next(built.glob("fornace-*.whl"))
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=False)

@@ -41,7 +41,7 @@ from fornace.cli.demo import Demo
 from fornace.cli.onebox import OneBox
 from localkit import alive, instance_processes, processes_with, running_onebox
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ROOT / "data" / "templates" / "agent" / "scripts"
 EXAMPLES = ROOT / "data" / "examples"
 HELLO = EXAMPLES / "apps" / "hello"

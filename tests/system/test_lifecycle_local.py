@@ -21,7 +21,7 @@ from fornace.cli.onebox import OneBox
 from localkit import instance_processes, running_onebox
 
 TIMEOUT = 120.0
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -20,7 +20,7 @@ from apikit import free_port
 from fornace.cli.main import COMMANDS, GROUPS, main
 from localkit import running_onebox
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 HELLO = ROOT / "data" / "examples" / "apps" / "hello"
 
 

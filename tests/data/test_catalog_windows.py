@@ -30,7 +30,7 @@ from fornace.conductor.templates import TemplateStore
 from fornace.conductor.dsl.trace import RecordingTrace
 from fornace.conductor.dsl.workflows import load_workflows
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data"
 EXAMPLE = DATA / "examples" / "windows-domain.json"
 SCRIPTS = DATA / "templates" / "agent" / "scripts"

@@ -15,7 +15,7 @@ from fornace.conductor.executors.simulator import SimulatedCloud
 from services import amqp_url
 from test_daemon import StandInAgents
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 
 
 @pytest.fixture(params=["memory", "rabbitmq"])

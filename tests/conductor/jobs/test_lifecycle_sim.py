@@ -1,6 +1,6 @@
 """Jobs on the simulated cloud: tasks, change detection, blocking, plan, statuses.
 
-The real local cloud runs the same code in tests/test_lifecycle_local.py;
+The real local cloud runs the same code in tests/system/test_lifecycle_local.py;
 these tests pin down the decisions (which command runs, why, in what order)
 quickly and exactly.
 """
@@ -20,7 +20,7 @@ from fornace.conductor.executors.simulator import Fault, SimulatedCloud
 from fornace.conductor.templates import TemplateStore
 from fornace.conductor.dsl.workflows import load_workflows
 
-DATA = Path(__file__).resolve().parents[1] / "data"
+DATA = Path(__file__).resolve().parents[3] / "data"
 WORKFLOWS = load_workflows(DATA / "workflows")
 STORE = TemplateStore(DATA)
 CATALOG = load_catalog(DATA / "types.json")

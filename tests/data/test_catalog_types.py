@@ -30,7 +30,7 @@ from fornace.cli.main import main
 from fornace.conductor.plans import build_plan
 from fornace.conductor.templates import TemplateStore
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data"
 EXAMPLES = DATA / "examples"
 CATALOG = load_catalog(DATA / "types.json")

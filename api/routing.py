@@ -1,0 +1,132 @@
+"""What the API's route modules share: the request context, the strict JSON
+body parser and route class, the configuration-session header and the
+environment body.  The JSON API (``app``), the job routes (``jobroutes``) and
+the dashboard import it; it imports none of them.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any, Callable, Optional
+
+from fastapi import Header, Request
+from fastapi.responses import Response
+from fastapi.routing import APIRoute
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+from starlette.concurrency import run_in_threadpool
+
+from fornace.api.auth import NoAuth
+from fornace.api.store import Context, Store
+
+SESSION_HEADER = Header(None, alias="X-Configuration-Session",
+                        description="ID of a configuration session of this environment")
+
+
+class EnvironmentIn(BaseModel):
+    """Create or rename an environment."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str = Field(min_length=1, max_length=255, pattern=r"\S")
+
+    @field_validator("name")
+    @classmethod
+    def _no_nul(cls, name: str) -> str:
+        if "\x00" in name:  # PostgreSQL text cannot hold it
+            raise ValueError("must not contain NUL characters")
+        return name
+
+
+# The routes are ``async``: FastAPI then resolves the dependencies and
+# validates and serialises the response on the event loop, and only the Store
+# call (blocking database I/O) goes to the thread pool -- one hop per request
+# instead of one per dependency, one for the endpoint and one for the response.
+
+async def context(request: Request) -> Context:
+    auth = request.app.state.auth
+    if type(auth) is NoAuth:  # headers only: nothing that blocks
+        return auth.context(request.headers)
+    return await run_in_threadpool(auth.context, request.headers)  # e.g. a Keystone call
+
+
+async def store_of(request: Request) -> Store:
+    return request.app.state.store
+
+
+run = run_in_threadpool
+
+
+def flag(value: Optional[str]) -> bool:
+    return (value or "").lower() in ("1", "true", "yes", "on")
+
+
+MAX_JSON_DEPTH = 64  # service objects nest a few levels; deep input only breaks recursion
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def parse_json(body: bytes) -> Any:
+    """A request body as JSON, strictly: only what can be stored and sent back.
+
+    Python's parser also takes ``NaN``/``Infinity``, numbers that overflow to
+    ``inf`` (``1e999``), escaped unpaired surrogates (``"\\ud800"``: not
+    text, no UTF-8 encoder takes them) and any nesting; stored, each of them
+    later broke the JSON encoders or the recursive code (``copy.deepcopy``).
+    Here they are a malformed body (400), like every other parse error.
+    """
+    try:
+        value = json.loads(body, parse_constant=_no_constant, parse_float=_finite_float)
+    except json.JSONDecodeError:
+        raise
+    except RecursionError:
+        raise _malformed(f"nested more than {MAX_JSON_DEPTH} levels deep") from None
+    except ValueError as exc:  # not UTF-8/16/32, NaN, 1e999, an integer of 5000 digits
+        raise _malformed(str(exc)) from None
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, str):
+            if _SURROGATE.search(item):
+                raise _malformed("a string holds an unpaired surrogate (\\ud800-\\udfff)")
+        elif isinstance(item, (dict, list)):
+            if depth > MAX_JSON_DEPTH:
+                raise _malformed(f"nested more than {MAX_JSON_DEPTH} levels deep")
+            if isinstance(item, dict):
+                pending.extend((key, depth) for key in item)
+                item = item.values()
+            pending.extend((child, depth + 1) for child in item)
+    return value
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if math.isinf(number):
+        raise ValueError(f"number {text[:40]} is out of range")
+    return number
+
+
+def _malformed(message: str) -> json.JSONDecodeError:
+    return json.JSONDecodeError(message, "", 0)
+
+
+class JsonRequest(Request):
+    """A request whose JSON body is read with :func:`parse_json`."""
+
+    async def json(self) -> Any:
+        if not hasattr(self, "_json"):
+            self._json = parse_json(await self.body())
+        return self._json
+
+
+class JsonRoute(APIRoute):
+    """A route that parses JSON bodies with :func:`parse_json`."""
+
+    def get_route_handler(self) -> Callable:
+        handler = super().get_route_handler()
+
+        async def strict_json_handler(request: Request) -> Response:
+            return await handler(JsonRequest(request.scope, request.receive))
+        return strict_json_handler

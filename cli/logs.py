@@ -1,0 +1,41 @@
+"""Logging of the daemons (``fornace up``, ``api``, ``conductor``, ``agent``,
+``demo``) with oslo.log, as OpenStack services log.
+
+The options are oslo.log's own: ``--debug``, ``--log-file``, ``--log-dir``,
+``--use-syslog``, ``--use-journal``, ``--use-json`` on the command line or in
+``[DEFAULT]`` of the configuration file, plus its format and rotation
+options.  Without any, lines go to standard error.  The client commands and
+``fornace workflow`` do not load it (their start-up stays small).
+"""
+from __future__ import annotations
+
+from oslo_config import cfg
+
+# the sub-commands whose configuration has oslo.log's options
+DAEMONS = ("up", "api", "conductor", "agent", "demo")
+# libraries that are chatty at INFO, on top of oslo.log's own list
+QUIET = ("alembic=WARN", "httpx=WARN", "uvicorn.error=INFO", "uvicorn.access=INFO",
+         "kombu=WARN", "amqp=WARN", "keystoneauth=WARN")
+
+
+def register(conf: cfg.ConfigOpts) -> None:
+    """oslo.log's options (before the command line is parsed)."""
+    from oslo_log import log
+
+    log.register_options(conf)
+    log.set_defaults(default_log_levels=log.get_default_log_levels() + list(QUIET))
+
+
+def setup(conf: cfg.ConfigOpts, *, debug: bool = False, level: str | None = None) -> None:
+    """Configure logging from ``conf``; ``debug`` (a command's own flag) adds to
+    ``--debug``; ``level`` is the root level when not debugging (``WARNING``
+    for ``fornace demo``, whose output is its report)."""
+    import logging
+
+    from oslo_log import log
+
+    if debug:
+        conf.set_override("debug", True)
+    log.setup(conf, "fornace")
+    if level and not conf.debug:
+        logging.getLogger().setLevel(level)
