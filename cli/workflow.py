@@ -133,15 +133,15 @@ def _cloud(command: Any) -> SimulatedCloud:
 
 
 def simulate(conf: cfg.ConfigOpts) -> int:
-    # millions of small objects and few cycles: collect them rarely (about 8%
-    # of a 1000-unit run otherwise); the caller's settings come back after
-    thresholds = gc.get_threshold()
+    # the whole command, output included, under the sessions' collection policy
+    # (about 8% of a 1000-unit run otherwise); what start-up loaded is frozen
+    from fornace.conductor.gcpolicy import relaxed_collection
+
     gc.freeze()
-    gc.set_threshold(50_000, 20, 100)
     try:
-        return _simulate(conf)
+        with relaxed_collection():
+            return _simulate(conf)
     finally:
-        gc.set_threshold(*thresholds)
         gc.unfreeze()
 
 

@@ -34,6 +34,7 @@ from fornace.conductor.templates import TemplateStore
 from fornace.conductor.dsl.trace import NullTrace
 from fornace.conductor.dsl.workflows import Workflow
 from fornace.conductor.dsl.xmlload import Node
+from fornace.conductor.gcpolicy import relaxed_collection
 
 LOG = logging.getLogger(__name__)
 
@@ -167,6 +168,10 @@ class Session:
 
     # -- the loop ----------------------------------------------------------
     def run(self) -> Outcome:
+        with relaxed_collection():
+            return self._run()
+
+    def _run(self) -> Outcome:
         status = "success"
         rounds = 0
         try:
