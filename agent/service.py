@@ -21,16 +21,15 @@ from dataclasses import dataclass
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
-from fornace.common import contract
-from fornace.common.broker import Broker
-from fornace.common.secrets import mask_text
-
 from fornace.agent.config import AgentSettings
 from fornace.agent.journal import Entry, Journal
 from fornace.agent.logstream import LogSender, LogStream
 from fornace.agent.plan import Plan, PlanError, decode_body, parse_plan, plan_id
 from fornace.agent.runner import PlanRun, Runner
 from fornace.agent.states import EXIT_POWEROFF, EXIT_REBOOT, EXIT_STOPPED, Machine
+from fornace.common import contract
+from fornace.common.broker import Broker
+from fornace.common.secrets import mask_text
 
 LOG = logging.getLogger(__name__)
 

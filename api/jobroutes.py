@@ -13,9 +13,9 @@ from typing import Any, Optional
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
-from fornace.api.routing import SESSION_HEADER, JsonRoute, context, parse_json, run
 from fornace.api.errors import BadRequest
 from fornace.api.jobstore import Jobs
+from fornace.api.routing import SESSION_HEADER, JsonRoute, context, parse_json, run
 from fornace.api.store import Context
 
 TSV_TYPE = "text/tab-separated-values; charset=utf-8"

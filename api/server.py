@@ -13,16 +13,15 @@ from typing import Any
 from fastapi import FastAPI
 from oslo_config import cfg
 
-from fornace.common import contract
-from fornace.common.broker import Broker, Consumer, Delivery
-from fornace.common.catalog import load_catalog
-
 from fornace.api.app import create_app
 from fornace.api.auth import KeystoneAuth, NoAuth
 from fornace.api.config import catalog_file, database_url
-from fornace.common.db.engine import make_engine, session_factory, upgrade
 from fornace.api.jobstore import Jobs
 from fornace.api.store import Store
+from fornace.common import contract
+from fornace.common.broker import Broker, Consumer, Delivery
+from fornace.common.catalog import load_catalog
+from fornace.common.db.engine import make_engine, session_factory, upgrade
 
 LOG = logging.getLogger(__name__)
 

@@ -22,13 +22,12 @@ from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session as DbSession, sessionmaker
 
+from fornace.api import specs, tree
 from fornace.common import contract
 from fornace.common.actionparams import ActionError, check_parameters
 from fornace.common.catalog import Catalog, load_catalog
-from fornace.common.secrets import find_secrets, mask_text, masked
 from fornace.common.resources import BUILTIN_DATA
-
-from fornace.api import specs, tree
+from fornace.common.secrets import find_secrets, mask_text, masked
 from fornace.common.db.models import (ConfigSession, Deployment, Environment, JobLock, Status, new_id,
                         utcnow)
 from fornace.api.errors import BadRequest, Forbidden, NotFound, Unavailable

@@ -23,8 +23,8 @@ import threading
 
 from oslo_config import cfg
 
-from fornace.cli import logs
 from fornace.agent import config
+from fornace.cli import logs
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:

@@ -8,9 +8,8 @@ import sys
 
 from oslo_config import cfg
 
-from fornace.cli import logs
-
 from fornace.api.config import database_url
+from fornace.cli import logs
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:

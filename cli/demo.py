@@ -21,7 +21,6 @@ from oslo_config import cfg
 
 from fornace.cli import logs
 from fornace.cli.client.http import ApiClient, ClientError
-
 from fornace.common.errors import FornaceError
 
 POLL = 0.25

@@ -23,9 +23,9 @@ from pathlib import Path
 from oslo_config import cfg
 
 from fornace.common.broker import is_in_memory
+from fornace.common.errors import FornaceError
 from fornace.conductor.config import cloud_dir, engine_settings
 from fornace.conductor.daemon import Conductor, ConductorSettings
-from fornace.common.errors import FornaceError
 from fornace.conductor.executors.base import StackFailure, StackRequest
 from fornace.conductor.executors.localcloud import LocalStacks
 

@@ -17,18 +17,17 @@ from pathlib import Path
 from typing import Any, Callable
 
 from fornace.common import contract
-from fornace.conductor.executors.agents import AmqpAgents
 from fornace.common.broker import Broker, Consumer, Delivery
 from fornace.common.catalog import Catalog, load_catalog
 from fornace.common.resources import BUILTIN_DATA
-from fornace.conductor.templates import TemplateStore
-from fornace.conductor.executors.base import StackExecutor
-from fornace.conductor.jobs.records import JobRecorder
-from fornace.conductor.jobs.lifecycle import Job, run_job
 from fornace.common.secrets import find_secrets, mask_text
-from fornace.conductor.session import Settings
-
 from fornace.conductor.dsl.workflows import load_workflows
+from fornace.conductor.executors.agents import AmqpAgents
+from fornace.conductor.executors.base import StackExecutor
+from fornace.conductor.jobs.lifecycle import Job, run_job
+from fornace.conductor.jobs.records import JobRecorder
+from fornace.conductor.session import Settings
+from fornace.conductor.templates import TemplateStore
 
 LOG = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import datetime
 from typing import Any, Callable
 
-from fornace.conductor.dsl.pending import DELETE_STACK, SEND_COMMAND, UPDATE_STACK, Action
-from fornace.conductor.dsl.functions.values import detached
 from fornace.common.errors import LocatedError, WorkflowError
+from fornace.conductor.dsl.functions.values import detached
+from fornace.conductor.dsl.pending import DELETE_STACK, SEND_COMMAND, UPDATE_STACK, Action
 from fornace.conductor.executors.base import (AgentExecutor, PlanReply, PlanRequest, StackExecutor,
                         StackFailure, StackRequest, StackSource)
 from fornace.conductor.jobs.hooks import NullHooks

@@ -103,11 +103,10 @@ ROOT = Path(__file__).resolve().parent.parent
 import kombu  # noqa: E402
 
 from fornace.common import contract  # noqa: E402
-
-from fornace.conductor import daemon
-from fornace.conductor.executors.agents import AmqpAgents  # noqa: E402
 from fornace.common.broker import Broker, kombu_queue  # noqa: E402
+from fornace.conductor import daemon
 from fornace.conductor.daemon import Conductor, ConductorSettings  # noqa: E402
+from fornace.conductor.executors.agents import AmqpAgents  # noqa: E402
 from fornace.conductor.executors.base import PlanReply, PlanRequest  # noqa: E402
 from fornace.conductor.executors.localcloud import LocalStacks  # noqa: E402
 from fornace.conductor.session import Settings  # noqa: E402

@@ -12,12 +12,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from fornace.common import contract
-from fornace.common.modelview import service_type
-from fornace.common.catalog import Catalog
-
-from fornace.api.jobstore import USER_ACTIONS
 from fornace.api.dashboard.serviceform import InvalidInput, json_value
+from fornace.api.jobstore import USER_ACTIONS
+from fornace.common import contract
+from fornace.common.catalog import Catalog
+from fornace.common.modelview import service_type
 
 GENERAL = "_form"
 

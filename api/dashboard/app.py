@@ -16,12 +16,12 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from fornace.api.errors import ApiError, Unauthorized
-from fornace.api.jobstore import Jobs
-from fornace.api.store import Store
 from fornace.api.dashboard.login import LoginRequired
 from fornace.api.dashboard.pages import base, flash, render
 from fornace.api.dashboard.routes import router
+from fornace.api.errors import ApiError, Unauthorized
+from fornace.api.jobstore import Jobs
+from fornace.api.store import Store
 from fornace.common.resources import package_folder
 
 LOG = logging.getLogger(__name__)

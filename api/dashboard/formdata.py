@@ -10,8 +10,8 @@ from urllib.parse import parse_qsl
 
 from fastapi import Request
 
-from fornace.api.errors import BadRequest
 from fornace.api.dashboard import csrf
+from fornace.api.errors import BadRequest
 
 MAX_FIELDS = 1000
 

@@ -15,15 +15,15 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from fornace.api import specs
-from fornace.api.routing import EnvironmentIn
-from fornace.api.errors import ApiError, BadRequest, NotFound, Unauthorized
-from fornace.api.jobstore import Jobs
-from fornace.api.store import BUSY, Store
 from fornace.api.dashboard import actionform, login, serviceform, views
 from fornace.api.dashboard.formdata import read_form
 from fornace.api.dashboard.login import current_context
 from fornace.api.dashboard.pages import base, fragment, redirect, render
 from fornace.api.dashboard.sessions import ensure_session, open_session
+from fornace.api.errors import ApiError, BadRequest, NotFound, Unauthorized
+from fornace.api.jobstore import Jobs
+from fornace.api.routing import EnvironmentIn
+from fornace.api.store import BUSY, Store
 
 router = APIRouter()
 _run = run_in_threadpool

@@ -18,10 +18,9 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from fornace.common.secrets import MASK, is_secret_key
-
 from fornace.api import specs
 from fornace.api.routing import parse_json
+from fornace.common.secrets import MASK, is_secret_key
 
 HIDDEN = ("id", "type", "created", "updated")   # owned by the server, not edited
 UNITS = "units"                  # the unit count input

@@ -11,8 +11,8 @@ from typing import Any
 
 from sqlalchemy import select
 
-from fornace.common.db.models import ConfigSession
 from fornace.api.store import Context, Store, session_view
+from fornace.common.db.models import ConfigSession
 
 
 def open_session(store: Store, ctx: Context, env_id: str) -> dict[str, Any] | None:

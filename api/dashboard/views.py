@@ -7,12 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from fornace.common import topology as topology_model
-
-from fornace.api.jobstore import Jobs
-from fornace.api.store import BUSY, Context, Store
 from fornace.api.dashboard import graph
 from fornace.api.dashboard.sessions import open_session
+from fornace.api.jobstore import Jobs
+from fornace.api.store import BUSY, Context, Store
+from fornace.common import topology as topology_model
 
 _VOLATILE = ("created", "updated", "status")  # not a change the user made
 

@@ -16,9 +16,8 @@ import sys
 import textwrap
 from typing import Any, Callable
 
-from fornace.common.errors import FornaceError
-
 from fornace.cli.client.http import ApiClient, ClientError
+from fornace.common.errors import FornaceError
 
 # the exit codes, as ``fornace --help`` explains them
 OK, FAILED, USAGE, UNAVAILABLE = 0, 1, 2, 3

@@ -14,14 +14,13 @@ import argparse
 import json
 from typing import Any
 
-from fornace.common.errors import FornaceError
-
 from fornace.cli.client.common import FAILED, OK, add_command, dispatch, find_environment, key_values, note
 from fornace.cli.client.follow import Follower, follow_or_return, newest_job, report_line
+from fornace.cli.client.http import ApiClient, ClientError
 from fornace.cli.client.output import print_json, print_table
 from fornace.cli.client.service import load_services
 from fornace.cli.client.session import Sessions
-from fornace.cli.client.http import ApiClient, ClientError
+from fornace.common.errors import FornaceError
 
 ACTIONS = ("install", "uninstall", "execute_operation", "heal", "scale", "check", "plan")
 CHANGE_DETECTION = ("evaluate", "always", "skip")

@@ -6,10 +6,10 @@ from typing import Any
 
 from fornace.cli.client.common import OK, add_command, add_group, dispatch, find_environment
 from fornace.cli.client.follow import follow_or_return, newest_job
+from fornace.cli.client.http import ApiClient, ClientError
 from fornace.cli.client.output import print_json, print_table
 from fornace.cli.client.service import service_rows
 from fornace.cli.client.session import Sessions
-from fornace.cli.client.http import ApiClient, ClientError
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:

@@ -15,11 +15,10 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from fornace.common.errors import FornaceError
-
 from fornace.cli.client.common import FAILED, OK
-from fornace.cli.client.output import Live, cell, print_json
 from fornace.cli.client.http import ApiClient, ClientError
+from fornace.cli.client.output import Live, cell, print_json
+from fornace.common.errors import FornaceError
 
 POLL = 0.5      # seconds between two reads of the job
 SETTLE = 0.7    # seconds to wait for late reports once the job ended

@@ -11,9 +11,8 @@ import argparse
 import json
 from typing import Any
 
-from fornace.common.errors import FornaceError
-
 from fornace.cli.client.common import FAILED, OK, add_command, dispatch, find_environment
+from fornace.common.errors import FornaceError
 from fornace.cli.client.follow import (ENDED, Follower, follow_job, log_lines, report_line, status_counts,
                          task_line)
 from fornace.cli.client.output import print_json, print_table

@@ -20,8 +20,8 @@ from fornace.common.errors import FornaceError
 from fornace.cli.client.common import (OK, add_command, add_group, dispatch, find_environment,
                          find_service, key_values)
 from fornace.cli.client.output import print_json, print_table
-from fornace.cli.client.session import Sessions
 from fornace.cli.client.http import ApiClient
+from fornace.cli.client.session import Sessions
 
 FILE_HELP = "a JSON or YAML (.yaml, .yml) file: a service, a list of them, or an " \
             "environment model with 'services'"

@@ -6,8 +6,8 @@ import argparse
 from typing import Any
 
 from fornace.cli.client.common import OK, add_command, dispatch, find_environment
-from fornace.cli.client.output import print_json, print_table
 from fornace.cli.client.http import ApiClient
+from fornace.cli.client.output import print_json, print_table
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:

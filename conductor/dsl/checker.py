@@ -10,13 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterator
 
-from fornace.conductor.dsl.pending import SEND_COMMAND, UPDATE_STACK
+from fornace.common.errors import LocatedError
 from fornace.conductor.dsl import functions as dsl  # noqa: F401  (registers the DSL functions)
 from fornace.conductor.dsl.engine import FUNCTIONS, bind
-from fornace.common.errors import LocatedError
-from fornace.conductor.templates import TemplateStore
+from fornace.conductor.dsl.pending import SEND_COMMAND, UPDATE_STACK
 from fornace.conductor.dsl.workflows import root_problem
 from fornace.conductor.dsl.xmlload import Node, parse_file
+from fornace.conductor.templates import TemplateStore
 
 
 def expand(paths: list[str | Path]) -> tuple[list[Path], list[str]]:

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from fornace.conductor.dsl.pending import Action
 from fornace.common.cursor import Cursor
 from fornace.common.secrets import masked
+from fornace.conductor.dsl.pending import Action
 from fornace.conductor.dsl.xmlload import Node
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from fornace.common.errors import LocatedError, WorkflowError
 from fornace.conductor.dsl import functions as dsl  # noqa: F401  (registers the DSL functions)
 from fornace.conductor.dsl.engine import bind
-from fornace.common.errors import LocatedError, WorkflowError
 from fornace.conductor.dsl.xmlload import Node, parse_file
 
 

@@ -26,8 +26,8 @@ import json
 from typing import Any
 
 from fornace.common.modelview import find_object, iter_units, services_of
-from fornace.conductor.jobs.nodestatus import flag, status_of
 from fornace.common.secrets import masked
+from fornace.conductor.jobs.nodestatus import flag, status_of
 
 _NOT_INPUTS = {"units", "state", "temp", "status", "created", "updated"}
 _NOT_UNIT_INPUTS = {"state", "temp", "status"}

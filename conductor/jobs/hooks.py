@@ -23,13 +23,13 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable, Iterator
 
-from fornace.conductor.jobs import changes
-from fornace.conductor.dsl.pending import Action
 from fornace.common.catalog import Catalog
-from fornace.conductor.jobs.records import JobRecorder, TaskRecord, result_summary
 from fornace.common.modelview import find_service, find_unit, hostname_of, iter_units, services_of
-from fornace.conductor.jobs.nodestatus import local, set_node, status_of
 from fornace.common.topology import TopologyError, build
+from fornace.conductor.dsl.pending import Action
+from fornace.conductor.jobs import changes
+from fornace.conductor.jobs.nodestatus import local, set_node, status_of
+from fornace.conductor.jobs.records import JobRecorder, TaskRecord, result_summary
 
 
 class NullHooks:

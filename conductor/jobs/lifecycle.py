@@ -20,22 +20,22 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from fornace.conductor.jobs import changes
 from fornace.common.actionparams import check_parameters, operation_mappings, select_units
 from fornace.common.catalog import Catalog, Operation, render, truthy, unit_cursor
 from fornace.common.contract import Task, clean_model
 from fornace.common.errors import FornaceError
-from fornace.conductor.executors.base import AgentExecutor, PlanRequest, StackExecutor, StackFailure
-from fornace.conductor.jobs.hooks import JobHooks
-from fornace.conductor.jobs.records import JobRecorder, result_summary
 from fornace.common.modelview import hostname_of, iter_units, service_type, services_of
-from fornace.conductor.jobs.nodestatus import flag, set_node, status_of, summarize
-from fornace.conductor.plans import PlanIds, build_plan, read_reply
-from fornace.conductor.session import Outcome, Session, Settings
-from fornace.conductor.executors.simulator import SimulatedCloud
-from fornace.conductor.templates import TemplateStore
 from fornace.common.topology import build
 from fornace.conductor.dsl.workflows import Workflow
+from fornace.conductor.executors.base import AgentExecutor, PlanRequest, StackExecutor, StackFailure
+from fornace.conductor.executors.simulator import SimulatedCloud
+from fornace.conductor.jobs import changes
+from fornace.conductor.jobs.hooks import JobHooks
+from fornace.conductor.jobs.nodestatus import flag, set_node, status_of, summarize
+from fornace.conductor.jobs.records import JobRecorder, result_summary
+from fornace.conductor.plans import PlanIds, build_plan, read_reply
+from fornace.conductor.session import Outcome, Session, Settings
+from fornace.conductor.templates import TemplateStore
 
 LOG = logging.getLogger(__name__)
 

@@ -15,9 +15,9 @@ import pytest
 
 from fornace.agent.config import AgentSettings
 from fornace.agent.service import EXIT_REBOOT, Agent
+from fornace.cli.main import build_conf
 from fornace.common import contract
 from fornace.common.broker import Broker
-from fornace.cli.main import build_conf
 from services import amqp_url  # tests/ is on sys.path (rootdir conftest, no package)
 
 

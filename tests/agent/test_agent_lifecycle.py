@@ -21,8 +21,8 @@ from fornace.agent.config import AgentSettings
 from fornace.agent.service import EXIT_POWEROFF, EXIT_REBOOT, EXIT_STOPPED, Agent
 from fornace.agent.states import Machine
 from fornace.common import contract
-from fornace.conductor.executors.agents import AmqpAgents
 from fornace.common.broker import Broker
+from fornace.conductor.executors.agents import AmqpAgents
 from fornace.conductor.executors.base import PlanRequest, StackRequest
 from fornace.conductor.executors.localcloud import LocalStacks
 from localkit import alive, instance_processes

@@ -9,9 +9,9 @@ from fastapi.testclient import TestClient
 
 from fornace.api.server import ApiService
 from apikit import web_server
+from fornace.cli.main import build_conf
 from fornace.common import contract
 from fornace.common.broker import Broker
-from fornace.cli.main import build_conf
 from services import amqp_url
 
 

@@ -13,8 +13,8 @@ from keystoneauth1.identity import v3
 
 from fornace.api.app import create_app
 from fornace.api.auth import KeystoneAuth, NoAuth
-from fornace.common.db.engine import make_engine, session_factory, upgrade
 from fornace.api.store import Store
+from fornace.common.db.engine import make_engine, session_factory, upgrade
 from apikit import Published
 
 SERVICE_TOKEN = "service-token"

@@ -17,10 +17,10 @@ from fornace.api import specs
 from fornace.api.app import create_app
 from fornace.api.auth import KeystoneAuth
 from fornace.api.dashboard import graph
-from fornace.common.db.engine import make_engine, session_factory, upgrade
-from fornace.common.db.models import ConfigSession
 from fornace.api.jobstore import Jobs
 from fornace.api.store import Store
+from fornace.common.db.engine import make_engine, session_factory, upgrade
+from fornace.common.db.models import ConfigSession
 from apikit import Published, make_api
 from fornace.common import contract
 

@@ -11,14 +11,14 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
+from fornace.api.server import ApiService
 from fornace.common.db.engine import alembic_config, make_engine, upgrade
 from fornace.common.db.models import Deployment, JobLock as LockRow
-from fornace.api.server import ApiService
 from apikit import make_api, reset_postgres, web_server
+from fornace.cli.main import build_conf
 from fornace.common import contract
 from fornace.common.broker import Broker
 from fornace.common.catalog import load_catalog
-from fornace.cli.main import build_conf
 from fornace.conductor.jobs.lock import JobLock
 from services import postgres_url
 

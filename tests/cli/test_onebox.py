@@ -21,8 +21,8 @@ import pytest
 
 from fornace.cli.client.http import ApiClient, ClientError
 from apikit import free_port, reset_postgres
-from fornace.cli.main import build_conf
 from fornace.cli.demo import Demo
+from fornace.cli.main import build_conf
 from localkit import instance_processes, running_onebox
 from services import amqp_url, postgres_url
 

@@ -11,8 +11,8 @@ import pytest
 from fornace.common import contract
 from fornace.common.broker import Broker
 from fornace.conductor.daemon import Conductor, ConductorSettings
-from fornace.conductor.session import Settings
 from fornace.conductor.executors.simulator import SimulatedCloud, SimulatedStacks
+from fornace.conductor.session import Settings
 from services import amqp_url
 
 DATA = Path(__file__).resolve().parents[2] / "data"

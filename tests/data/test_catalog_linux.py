@@ -36,8 +36,8 @@ import pytest
 from fornace.api import specs
 from fornace.cli.client.http import ApiClient
 from apikit import free_port
-from fornace.cli.main import main
 from fornace.cli.demo import Demo
+from fornace.cli.main import main
 from fornace.cli.onebox import OneBox
 from localkit import alive, instance_processes, processes_with, running_onebox
 

@@ -25,8 +25,8 @@ import pytest
 
 from fornace.agent.plan import parse_plan
 from fornace.api.specs import SERVICE_TYPES
-from fornace.common.catalog import Operation, load_catalog, render, truthy, unit_cursor
 from fornace.cli.main import main
+from fornace.common.catalog import Operation, load_catalog, render, truthy, unit_cursor
 from fornace.conductor.plans import build_plan
 from fornace.conductor.templates import TemplateStore
 

@@ -40,12 +40,12 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from fornace.common.db.models import Status
 from fornace.api.server import ApiService
+from fornace.common.db.models import Status
 from apikit import free_port
+from fornace.cli.main import build_conf
 from fornace.common import contract
 from fornace.common.broker import Broker
-from fornace.cli.main import build_conf
 from fornace.conductor.executors.localcloud import TOKEN_VARIABLE, LocalStacks
 from services import amqp_url, require
 

@@ -10,8 +10,8 @@ from fastapi.testclient import TestClient
 from fornace.api.server import ApiService
 from fornace.cli.main import build_conf
 from fornace.conductor.daemon import Conductor, ConductorSettings
-from fornace.conductor.session import Settings
 from fornace.conductor.executors.simulator import SimulatedCloud
+from fornace.conductor.session import Settings
 from services import amqp_url
 from test_daemon import StandInAgents
 

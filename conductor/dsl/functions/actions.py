@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from fornace.conductor.dsl.pending import DELETE_STACK, SEND_COMMAND, UPDATE_STACK, Action
-from fornace.conductor.dsl.engine import Evaluator, function
 from fornace.common.errors import WorkflowError
+from fornace.conductor.dsl.engine import Evaluator, function
+from fornace.conductor.dsl.functions.values import _text
+from fornace.conductor.dsl.pending import DELETE_STACK, SEND_COMMAND, UPDATE_STACK, Action
 from fornace.conductor.dsl.scope import Frame
 from fornace.conductor.dsl.xmlload import Node
-from fornace.conductor.dsl.functions.values import _text
 
 _CALLBACKS = ("success", "failure")
 

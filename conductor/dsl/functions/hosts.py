@@ -8,9 +8,9 @@ from urllib.parse import quote
 
 from fornace.common.contract import agent_queue, results_queue as result_queue
 from fornace.conductor.dsl.engine import Evaluator, function
+from fornace.conductor.dsl.functions.values import _text
 from fornace.conductor.dsl.scope import Frame
 from fornace.conductor.dsl.xmlload import Node
-from fornace.conductor.dsl.functions.values import _text
 
 
 @function("generate-hostname", params=("pattern", "service_id"))

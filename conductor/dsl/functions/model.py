@@ -11,12 +11,12 @@ import functools
 from typing import Any, Callable
 
 from fornace.common.cursor import Cursor, get_path, set_path, split_prefix, start_cursor
-from fornace.conductor.dsl.engine import Evaluator, function
 from fornace.common.errors import WorkflowError
+from fornace.conductor.dsl.engine import Evaluator, function
+from fornace.conductor.dsl.functions.values import resolve
 from fornace.conductor.dsl.query import compile_query
 from fornace.conductor.dsl.scope import Frame
 from fornace.conductor.dsl.xmlload import Node
-from fornace.conductor.dsl.functions.values import resolve
 
 
 Reader = Callable[[Frame], Any]

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fornace.conductor.dsl.engine import Evaluator, function
 from fornace.common.errors import WorkflowError
+from fornace.conductor.dsl.engine import Evaluator, function
 from fornace.conductor.dsl.query import Query, compile_query
 from fornace.conductor.dsl.scope import UNMUTABLE, Frame
 from fornace.conductor.dsl.xmlload import Node

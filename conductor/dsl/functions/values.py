@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fornace.conductor.dsl.engine import Evaluator, function
 from fornace.common.errors import WorkflowError
+from fornace.conductor.dsl.engine import Evaluator, function
 from fornace.conductor.dsl.scope import Frame
 from fornace.conductor.dsl.xmlload import Node
 

@@ -13,12 +13,12 @@ import pytest
 
 from fornace.common import contract
 from fornace.common.catalog import load_catalog
-from fornace.conductor.jobs.records import JobRecorder
-from fornace.conductor.jobs.lifecycle import Job, run_job
-from fornace.conductor.session import Settings
-from fornace.conductor.executors.simulator import Fault, SimulatedCloud
-from fornace.conductor.templates import TemplateStore
 from fornace.conductor.dsl.workflows import load_workflows
+from fornace.conductor.executors.simulator import Fault, SimulatedCloud
+from fornace.conductor.jobs.lifecycle import Job, run_job
+from fornace.conductor.jobs.records import JobRecorder
+from fornace.conductor.session import Settings
+from fornace.conductor.templates import TemplateStore
 
 DATA = Path(__file__).resolve().parents[3] / "data"
 WORKFLOWS = load_workflows(DATA / "workflows")
