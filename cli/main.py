@@ -11,7 +11,6 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
-import importlib.metadata
 import sys
 from types import ModuleType
 from typing import Any
@@ -205,6 +204,8 @@ def sink_client_options(args: list[str]) -> list[str]:
 
 
 def _version() -> str:
+    import importlib.metadata   # 25 ms: only for --version
+
     try:
         return importlib.metadata.version("fornace")
     except importlib.metadata.PackageNotFoundError:  # run from a checkout, not installed

@@ -7,15 +7,15 @@ need the instances.  Each action's callback runs its ``<success>`` or
 """
 from __future__ import annotations
 
+import contextlib
 import datetime
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from fornace.common.errors import LocatedError, WorkflowError
 from fornace.conductor.dsl.functions.values import detached
 from fornace.conductor.dsl.pending import DELETE_STACK, SEND_COMMAND, UPDATE_STACK, Action
 from fornace.conductor.executors.base import (AgentExecutor, PlanReply, PlanRequest, StackExecutor,
                         StackFailure, StackRequest, StackSource)
-from fornace.conductor.jobs.hooks import NullHooks
 from fornace.conductor.plans import PlanIds, build_plan, read_reply
 from fornace.conductor.templates import TemplateStore, merge
 
@@ -31,6 +31,39 @@ def _located(action: Action, exc: LocatedError) -> WorkflowError:
     file, _, line = action.where.rpartition(":")
     return WorkflowError(f"<{action.kind}>: {exc}", file or None,
                          int(line) if line.isdigit() else None)
+
+
+class NullHooks:
+    """What :class:`ActionRunner` calls around each Heat round and agent command.
+
+    These do nothing (no job around the actions: everything runs, nothing is
+    recorded); :class:`fornace.conductor.jobs.hooks.JobHooks` is the job's."""
+
+    def levels(self, actions: list[Action]) -> list[list[Action]]:
+        return [actions]
+
+    def stack_started(self, batch: list[Action], template: dict[str, Any]) -> Any:
+        return None
+
+    def stack_finished(self, token: Any, batch: list[Action], ok: bool, value: Any) -> None:
+        pass
+
+    def command_decision(self, action: Action, plan: dict[str, Any],
+                         mappings: dict[str, Any]) -> tuple[str, Any]:
+        return "run", None
+
+    def command_finished(self, token: Any, action: Action, ok: bool, value: Any) -> None:
+        pass
+
+    @contextlib.contextmanager
+    def callback(self, action: Action) -> Iterator[None]:
+        yield
+
+    def changed(self, path: str) -> None:
+        pass
+
+    def log(self, plan_id: str, lines: list[str]) -> None:
+        pass
 
 
 class ActionRunner:

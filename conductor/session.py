@@ -22,7 +22,7 @@ from fornace.common.contract import clean_model
 from fornace.common.cursor import Cursor, get_path
 from fornace.common.errors import FornaceError
 from fornace.common.secrets import find_secrets, mask_text, masked
-from fornace.conductor.dispatch import ActionRunner
+from fornace.conductor.dispatch import ActionRunner, NullHooks
 from fornace.conductor.dsl.engine import Evaluator
 from fornace.conductor.dsl.hostnames import HostnameGenerator, model_hostnames
 from fornace.conductor.dsl.pending import Action
@@ -33,7 +33,6 @@ from fornace.conductor.dsl.workflows import Workflow
 from fornace.conductor.dsl.xmlload import Node
 from fornace.conductor.executors.base import AgentExecutor, StackExecutor
 from fornace.conductor.gcpolicy import relaxed_collection
-from fornace.conductor.jobs.hooks import NullHooks
 from fornace.conductor.templates import TemplateStore
 
 LOG = logging.getLogger(__name__)

@@ -16,7 +16,8 @@ agent command.  They
 * remember which stack resources belong to which unit or service, so that
   scale in, heal and uninstall can remove exactly theirs.
 
-:class:`NullHooks` does none of it (plain 0.2 behaviour: simulations, tests).
+:class:`fornace.conductor.dispatch.NullHooks` does none of it (plain 0.2
+behaviour: simulations, tests).
 """
 from __future__ import annotations
 
@@ -26,40 +27,11 @@ from typing import Any, Callable, Iterator
 from fornace.common.catalog import Catalog
 from fornace.common.modelview import find_service, find_unit, hostname_of, iter_units, services_of
 from fornace.common.topology import TopologyError, build
+from fornace.conductor.dispatch import NullHooks
 from fornace.conductor.dsl.pending import Action
 from fornace.conductor.jobs import changes
 from fornace.conductor.jobs.nodestatus import local, set_node, status_of
 from fornace.conductor.jobs.records import JobRecorder, TaskRecord, result_summary
-
-
-class NullHooks:
-    """No job around the actions: everything runs, nothing is recorded."""
-
-    def levels(self, actions: list[Action]) -> list[list[Action]]:
-        return [actions]
-
-    def stack_started(self, batch: list[Action], template: dict[str, Any]) -> Any:
-        return None
-
-    def stack_finished(self, token: Any, batch: list[Action], ok: bool, value: Any) -> None:
-        pass
-
-    def command_decision(self, action: Action, plan: dict[str, Any],
-                         mappings: dict[str, Any]) -> tuple[str, Any]:
-        return "run", None
-
-    def command_finished(self, token: Any, action: Action, ok: bool, value: Any) -> None:
-        pass
-
-    @contextlib.contextmanager
-    def callback(self, action: Action) -> Iterator[None]:
-        yield
-
-    def changed(self, path: str) -> None:
-        pass
-
-    def log(self, plan_id: str, lines: list[str]) -> None:
-        pass
 
 
 def blocked_error(service_name: str, failed: list[str]) -> list[dict[str, Any]]:

@@ -197,7 +197,8 @@ def test_simulate_loads_neither_broker_nor_api(tmp_path):
               "with contextlib.redirect_stdout(io.StringIO()):\n"
               f"    code = main(['workflow', 'simulate', '--model', {str(EXAMPLE)!r}, '--json'])\n"
               "print(code, sorted(m for m in ('kombu', 'fornace.api.app', 'fornace.conductor.executors.localcloud', "
-              "'fornace.common.broker') if m in sys.modules))\n")
+              "'fornace.common.broker', 'fornace.conductor.jobs.hooks') "
+              "if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                          cwd=ROOT, check=True).stdout
     assert out.split("\n")[-2] == "0 []"
