@@ -41,7 +41,7 @@ def packages_loaded(args: list[str]) -> str:
             "except SystemExit:\n    pass\n"
             "names = {m.split('.')[1] for m in sys.modules if m.startswith('fornace.')}\n"
             "heavy = [m for m in ('fastapi', 'sqlalchemy', 'lxml', 'jsonpath_ng', 'kombu', "
-            "'oslo_log') if m in sys.modules]\n"
+            "'uvicorn') if m in sys.modules]\n"
             "print(','.join(sorted(names)) + ' | ' + ','.join(heavy), file=sys.stderr)") % (args,)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     return out.stderr.strip().splitlines()[-1] if out.stderr.strip() else "?"
