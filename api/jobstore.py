@@ -17,16 +17,17 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from sqlalchemy import delete, func, select, update
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session as DbSession
 
 from fornace.common import contract, topology
 from fornace.common.actionparams import ActionError, check_parameters, select_units
 from fornace.common.modelview import service_type
+from fornace.common.db import locks
 from fornace.common.secrets import mask_text, masked
 
-from fornace.common.db.models import (ConfigSession, Deployment, Environment, JobLock, JobTask, Status,
+from fornace.common.db.models import (ConfigSession, Deployment, Environment, JobTask, Status,
                         new_id, utcnow)
 from fornace.api.errors import BadRequest, Conflict, NotFound
 from fornace.api.store import (BUSY, Context, Store, could_be_id, iso, job_secrets, lookup_id,
@@ -316,7 +317,7 @@ class Jobs:
             job.state, job.finished, job.updated = "abandoned", now, now
             env.state, env.updated = self._after_abandon(db, env, job), now
             _reopen_session(db, job, now)
-            db.execute(delete(JobLock).where(JobLock.environment_id == env.id))
+            locks.revoke(db, env.id)   # its conductor finds the lock lost and stops
             db.add(Status(id=new_id(), deployment_id=job.id, entity="environment",
                           entity_id=env.id, level="warning",
                           text=f"job {job.id} ({job.kind}) abandoned by user {ctx.user_id}"))

@@ -12,6 +12,7 @@ import logging
 import os
 import socket
 import threading
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -25,6 +26,7 @@ from fornace.conductor.dsl.workflows import load_workflows
 from fornace.conductor.executors.agents import AmqpAgents
 from fornace.conductor.executors.base import StackExecutor
 from fornace.conductor.jobs.lifecycle import Job, run_job
+from fornace.conductor.jobs.lock import AlreadyDone, Grant, JobLock
 from fornace.conductor.jobs.records import JobRecorder
 from fornace.conductor.session import Settings
 from fornace.conductor.templates import TemplateStore
@@ -54,17 +56,15 @@ class Conductor:
         if not types.exists():   # a 0.2 data folder: the built-in catalog, as the API does
             types = BUILTIN_DATA / "types.json"
         self.catalog: Catalog | None = load_catalog(types)
-        self.holder = f"{socket.gethostname()}:{os.getpid()}"
+        # who holds a lock: this process (a pid may come again after a restart)
+        self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.locks = None
         if settings.database_url:
-            from fornace.conductor.jobs.lock import JobLock
-
             self.locks = JobLock(settings.database_url)
         self.stop = threading.Event()
         self.consumers: list[Consumer] = []
         self._threads: list[threading.Thread] = []
-        self._running: dict[str, threading.Event] = {}
-        self._beating: dict[tuple[str, str], threading.Event] = {}
+        self._running: dict[str, _Run] = {}
         self._running_lock = threading.Lock()
 
     def start(self) -> None:
@@ -92,30 +92,38 @@ class Conductor:
         RabbitMQ hands a task back to the queue as soon as the connection that
         took it breaks, while its handler still runs; another consumer thread
         of this conductor may then get it.  That copy waits for the running
-        one to end (and is acked with it) instead of running it twice.
+        one to end: when the first sent its result, the copy is acknowledged
+        with nothing run; when it did not (it failed before), the copy runs.
+        A task without a message id cannot be told from another: refused.
         """
         task = contract.parse_task(body)
-        task_id = delivery.message_id or f"task-{task.environment_id}"
-        with self._running_lock:
-            running = self._running.get(task_id)
-            if running is None:
-                running = self._running[task_id] = threading.Event()
-                mine = True
-            else:
-                mine = False
-        if not mine:
+        if not delivery.message_id:
+            LOG.error("environment %s: a task without a message id is refused (a copy of "
+                      "it could not be told from another task); nothing was run",
+                      task.environment_id)
+            return
+        task_id = delivery.message_id
+        while True:
+            with self._running_lock:
+                running = self._running.get(task_id)
+                if running is None:
+                    running = self._running[task_id] = _Run()
+                    break
             LOG.info("environment %s: deployment %s is already running here; its "
                      "redelivered copy waits for it", task.environment_id, task_id)
-            running.wait()
-            return
+            running.ended.wait()
+            if running.answered:
+                return
         try:
-            self._deploy(task, task_id)
+            running.answered = self._deploy(task, task_id)
         finally:
             with self._running_lock:
                 del self._running[task_id]
-            running.set()
+            running.ended.set()
 
-    def _deploy(self, task: contract.Task, task_id: str) -> None:
+    def _deploy(self, task: contract.Task, task_id: str) -> bool:
+        """Run the task's job; True once it is answered (its result sent, or
+        refused, or found done before) -- False only if it raised first."""
         job_id = task.job_id or task_id
         LOG.info("environment %s: job %s (%s) started", task.environment_id, job_id,
                  task.action)
@@ -128,72 +136,130 @@ class Conductor:
                 # on the results queue: the API stores them before the result (one order)
                 lambda body, message_id: broker.publish(contract.RESULTS, body, message_id),
                 mask=lambda text: mask_text(text, secrets) if secrets else text)
-            if not self._lock(task, job_id, recorder):
-                return
+            grant = self._lock(task, job_id, recorder)
+            if grant is None:
+                return True
+            watch = self._beat(grant) if grant is not _NO_LOCK else None
+            counter = iter(range(1, 1 << 30))
+
+            def report(body: dict) -> None:
+                broker.publish(contract.REPORTS, body, f"{task_id}-report-{next(counter)}")
             try:
-                outcome = self._run(task, task_id, broker, recorder)
+                outcome = self._run(task, task_id, broker, recorder, report,
+                                    watch.reason if watch else None)
+                if watch is not None and watch.lost.is_set():
+                    text = (f"job {job_id} ({task.action}) stopped: {watch.lost_reason}; "
+                            f"it sends no result")
+                    LOG.warning("environment %s: %s", task.environment_id, text)
+                    report(contract.report_body(task.environment_id, "environment",
+                                                recorder.mask(text), "warning",
+                                                environment_id=task.environment_id))
+                    return True
                 broker.publish(contract.RESULTS, contract.result_body(outcome.model), task_id)
             finally:
-                self._unlock(task, job_id)
+                self._unlock(grant, watch)
         LOG.info("environment %s: job %s (%s) ended: %s after %d round(s)",
                  task.environment_id, job_id, task.action, outcome.status, outcome.rounds)
+        return True
 
     def _run(self, task: contract.Task, task_id: str, broker: Broker,
-             recorder: JobRecorder) -> Any:
-        counter = iter(range(1, 1 << 30))
-
-        def report(body: dict) -> None:
-            broker.publish(contract.REPORTS, body, f"{task_id}-report-{next(counter)}")
-
+             recorder: JobRecorder, report: Callable[[dict], None],
+             halted: Callable[[], str | None] | None) -> Any:
         engine = self.settings.engine or Settings()
         agents = AmqpAgents(broker, task.environment_id, engine.agent_timeout)
         return run_job(Job(task=task, workflows=self.workflows, store=self.store,
                            catalog=self.catalog, stacks=self.stacks(task), agents=agents,
                            recorder=recorder, engine=engine, reporter=report,
-                           plan_seed=task_id))
+                           plan_seed=task_id, halted=halted))
 
     # -- the job lock shared by conductors through the database -------------------
-    def _lock(self, task: contract.Task, job_id: str, recorder: JobRecorder) -> bool:
-        """Take the environment's lock; a refused job ends ``refused`` at once."""
+    def _lock(self, task: contract.Task, job_id: str, recorder: JobRecorder) -> Any:
+        """The environment's lock for the job: a Grant (or _NO_LOCK without a
+        database); None when the job must not run -- refused because another
+        job holds the lock (it ends ``refused`` at once), or ended before.
+        A copy of a job another conductor still runs waits here, unacknowledged,
+        until that one ends or goes stale."""
         if self.locks is None:
-            return True
-        try:
-            held = self.locks.acquire(task.environment_id, job_id, self.holder,
-                                      self.settings.lock_stale_after)
-        except Exception as exc:  # noqa: BLE001 -- no database: run, but say so
-            LOG.warning("environment %s: job lock unavailable (%s); running job %s "
-                        "without it", task.environment_id, exc, job_id)
-            return True
-        if held is None:
-            self._beat(task.environment_id, job_id)
-            return True
-        reason = (f"environment {task.environment_id} is locked by job {held.job_id} "
-                  f"(conductor {held.holder}, since {held.acquired}); job {job_id} refused, "
-                  f"nothing was run")
-        LOG.warning("%s", reason)
-        recorder.job_state("refused", reason)
-        return False
+            return _NO_LOCK
+        waiting = False
+        while True:
+            try:
+                found = self.locks.acquire(task.environment_id, job_id, self.holder,
+                                           self.settings.lock_stale_after)
+            except Exception as exc:  # noqa: BLE001 -- no database: run, but say so
+                LOG.warning("environment %s: job lock unavailable (%s); running job %s "
+                            "without it", task.environment_id, exc, job_id)
+                return _NO_LOCK
+            if isinstance(found, Grant):
+                return found
+            if isinstance(found, AlreadyDone):
+                LOG.info("environment %s: job %s already ended; its task came again and "
+                         "is acknowledged without running", task.environment_id, job_id)
+                return None
+            if found.job_id != job_id:
+                reason = (f"{found.describe(task.environment_id)}; job {job_id} refused, "
+                          f"nothing was run")
+                LOG.warning("%s", reason)
+                recorder.job_state("refused", reason)
+                return None
+            if not waiting:
+                LOG.info("environment %s: job %s runs at conductor %s; this copy waits "
+                         "until it ends or its heartbeat stops", task.environment_id,
+                         job_id, found.holder)
+                waiting = True
+            if self.stop.wait(min(1.0, self.settings.lock_stale_after / 10)):
+                raise RuntimeError("conductor stopping")  # unacknowledged: redelivered
 
-    def _beat(self, environment_id: str, job_id: str) -> None:
-        stop = threading.Event()
-        self._beating[(environment_id, job_id)] = stop
+    def _beat(self, grant: Grant) -> "_LockWatch":
+        watch = _LockWatch()
 
         def beat() -> None:
-            while not stop.wait(self.settings.lock_stale_after / 4):
+            while not watch.done.wait(self.settings.lock_stale_after / 4):
                 try:
-                    self.locks.heartbeat(environment_id, job_id)
+                    held = self.locks.heartbeat(grant)
                 except Exception as exc:  # noqa: BLE001 -- try again next beat
-                    LOG.warning("job %s: lock heartbeat failed: %s", job_id, exc)
+                    LOG.warning("job %s: lock heartbeat failed: %s", grant.job_id, exc)
+                    continue
+                if not held:
+                    watch.lost_reason = ("it lost the environment's lock (abandoned, or "
+                                         "taken over by another conductor)")
+                    watch.lost.set()
+                    LOG.warning("environment %s: job %s %s; it stops at its next step",
+                                grant.environment_id, grant.job_id, watch.lost_reason)
+                    return
 
-        threading.Thread(target=beat, name=f"lock-{job_id}", daemon=True).start()
+        threading.Thread(target=beat, name=f"lock-{grant.job_id}", daemon=True).start()
+        return watch
 
-    def _unlock(self, task: contract.Task, job_id: str) -> None:
-        if self.locks is None:
+    def _unlock(self, grant: Any, watch: "_LockWatch | None") -> None:
+        if watch is not None:
+            watch.done.set()
+        if grant is _NO_LOCK or (watch is not None and watch.lost.is_set()):
             return
-        stop = self._beating.pop((task.environment_id, job_id), None)
-        if stop is not None:
-            stop.set()
         try:
-            self.locks.release(task.environment_id, job_id)
+            self.locks.release(grant)
         except Exception as exc:  # noqa: BLE001 -- it goes stale and is taken over
-            LOG.warning("job %s: could not release the lock: %s", job_id, exc)
+            LOG.warning("job %s: could not release the lock: %s", grant.job_id, exc)
+
+
+_NO_LOCK = object()   # no lock table: the job runs alone as far as we know
+
+
+class _Run:
+    """A task running in this conductor, for redelivered copies to wait on."""
+
+    def __init__(self) -> None:
+        self.ended = threading.Event()
+        self.answered = False
+
+
+class _LockWatch:
+    """The heartbeat of one grant: ``lost`` is set when the grant is gone."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.lost = threading.Event()
+        self.lost_reason = ""
+
+    def reason(self) -> str | None:
+        return self.lost_reason if self.lost.is_set() else None

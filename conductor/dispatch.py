@@ -65,6 +65,10 @@ class NullHooks:
     def log(self, plan_id: str, lines: list[str]) -> None:
         pass
 
+    def halted(self) -> str | None:
+        """Why the job must stop at its next step (its lock was lost), or None."""
+        return None
+
 
 class ActionRunner:
     def __init__(self, store: TemplateStore, stacks: StackExecutor, agents: AgentExecutor,

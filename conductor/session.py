@@ -101,8 +101,10 @@ class Session:
     # -- used by DSL functions -------------------------------------------
     @property
     def stop_requested(self) -> bool:
+        """A workflow's <stop/>, or the job halted from outside (its lock was lost)."""
         temp = self.model.get("temp")
-        return isinstance(temp, dict) and bool(temp.get("_stop_requested"))
+        return (isinstance(temp, dict) and bool(temp.get("_stop_requested"))) \
+            or self.hooks.halted() is not None
 
     def request_stop(self) -> None:
         temp = self.model.get("temp")

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime
 import uuid
 
-from sqlalchemy import JSON, DateTime, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -127,7 +127,10 @@ class JobLock(Base):
     __tablename__ = "job_locks"
 
     environment_id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    job_id: Mapped[str] = mapped_column(String(64))
-    holder: Mapped[str] = mapped_column(String(255))  # which conductor (host, pid, thread)
+    job_id: Mapped[str | None] = mapped_column(String(64), nullable=True)   # None: free
+    holder: Mapped[str | None] = mapped_column(String(255), nullable=True)  # which conductor
     acquired: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
     heartbeat: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+    # grows with every grant and revocation (fencing: a newer holder has a larger one)
+    token: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    done_job: Mapped[str | None] = mapped_column(String(64), nullable=True)  # last ended job

@@ -60,6 +60,10 @@ class JobHooks(NullHooks):
                                                     # its <success>/<failure> block ran
         self._plans: dict[str, TaskRecord] = {}
         self._heat_rounds = 0
+        self.halted_by: Callable[[], str | None] | None = None   # the conductor's lock watch
+
+    def halted(self) -> str | None:
+        return self.halted_by() if self.halted_by is not None else None
 
     # -- ordering ------------------------------------------------------------
     def levels(self, actions: list[Action]) -> list[list[Action]]:

@@ -56,6 +56,7 @@ class Job:
     engine: Settings
     reporter: Reporter | None = None
     plan_seed: str | None = None
+    halted: Callable[[], str | None] | None = None   # why to stop now (the lock was lost)
 
     @property
     def model(self) -> dict[str, Any]:
@@ -106,7 +107,7 @@ def _deploy(job: Job, reasons: dict[str, str] | None = None) -> Outcome:
     found = changes.prepare(job.model, mode)
     found.update(reasons or {})
     hooks = JobHooks(lambda: job.model, job.recorder, job.catalog, mode, found)
-    _wire_log(job, hooks)
+    _wire(job, hooks)
     outcome = Session(job.model, job.workflows, job.store, job.stacks, job.agents, job.engine,
                       reporter=job.reporter, plan_seed=job.plan_seed, hooks=hooks).run()
     finish_statuses(job.model, hooks.failed_units, hooks.blocked_units)
@@ -115,7 +116,7 @@ def _deploy(job: Job, reasons: dict[str, str] | None = None) -> Outcome:
 
 def _delete(job: Job) -> Outcome:
     hooks = JobHooks(lambda: job.model, job.recorder, job.catalog)
-    _wire_log(job, hooks)
+    _wire(job, hooks)
     return Session(job.model, job.workflows, job.store, job.stacks, job.agents, job.engine,
                    reporter=job.reporter, plan_seed=job.plan_seed, hooks=hooks).run()
 
@@ -137,9 +138,10 @@ def _plan(job: Job) -> Outcome:
     return Outcome(clean_model(job.model), "success", outcome.rounds, [])
 
 
-def _wire_log(job: Job, hooks: JobHooks) -> None:
+def _wire(job: Job, hooks: JobHooks) -> None:
     if hasattr(job.agents, "on_log"):
         job.agents.on_log = hooks.log
+    hooks.halted_by = job.halted
 
 
 def finish_statuses(model: dict[str, Any], failed: set[str],

@@ -3,38 +3,45 @@
 Two conductors may get tasks of the same environment (two API workers, a
 redelivered task, an operator's retry); running both would have them fight
 over the same stacks and agents.  Before it runs a job the conductor takes
-the environment's row of ``job_locks`` (in the API's database), refreshes
-its heartbeat while the job runs and deletes it at the end.  As in Unfurl,
-a job that finds the lock taken does not wait: it is refused, and the user
-runs it again later.
+the environment's row of ``job_locks``, refreshes its heartbeat while the job
+runs and frees it at the end.  As in Unfurl, a job that finds the lock taken
+by another job does not wait: it is refused, and the user runs it again later.
 
-A row is taken over when it belongs to the same job (the conductor that ran
-it died and the broker handed the task to another one) or when its
-heartbeat is older than ``stale_after`` seconds (its conductor is gone).
+Each grant is identified by its holder (conductor and job) and a fencing
+token, a number that grows with every grant and every revocation (a user's
+abandon) and never goes back: rows are freed, not deleted.  Heartbeat and
+release only touch the lock when holder, job and token all still match, so a
+conductor that lost its lock (revoked, or taken over after a pause) can
+neither refresh nor free its successor's.  A lock is taken over only when
+its heartbeat is older than ``stale_after`` -- also by a copy of the same job
+(a redelivered task): while the first copy's conductor still beats, the
+second waits (:meth:`JobLock.acquire` says so with :class:`LockHeld`).
+
+Times: on PostgreSQL the database's clock (conductors on several machines
+compare one clock); on SQLite, a file on one machine, the machine's.
 Every step is a single conditional statement, so two conductors racing for
 the same environment cannot both win, on PostgreSQL as on SQLite.
-
-Times are the conductors' clocks (UTC): keep them in sync (NTP) and make
-``stale_after`` well above the heartbeat interval.
 """
 from __future__ import annotations
 
 import datetime
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any, Callable
 
-from sqlalchemy import Engine, delete, insert, or_, select, update
+from sqlalchemy import Engine, Interval, func, insert, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
+from fornace.common.db import locks
 from fornace.common.db.engine import make_engine
-from fornace.common.db.models import JobLock as LockRow, utcnow
+from fornace.common.db.models import JobLock as LockRow
+from fornace.common.db.models import utcnow
 
 Clock = Callable[[], datetime.datetime]
 
 
 @dataclass(frozen=True)
 class LockHeld:
-    """Who holds an environment's lock (why a job was refused)."""
+    """Who holds an environment's lock (why a job was refused, or waits)."""
 
     job_id: str
     holder: str
@@ -46,16 +53,38 @@ class LockHeld:
                 f"(conductor {self.holder}) since {when}")
 
 
+@dataclass(frozen=True)
+class Grant:
+    """The lock of ``environment_id`` held by ``job_id`` at ``holder``, with its token."""
+
+    environment_id: str
+    job_id: str
+    holder: str
+    token: int
+
+
+@dataclass(frozen=True)
+class AlreadyDone:
+    """The job ended earlier holding this lock (its task came again)."""
+
+    job_id: str
+
+
 class JobLock:
-    """The ``job_locks`` table of the database at ``url_or_engine``."""
+    """The ``job_locks`` table of the database at ``url_or_engine``.
 
-    _ATTEMPTS = 5  # a lock released between our insert and update: try again
+    ``clock`` replaces the lock's time source (tests); by default it is the
+    database's on PostgreSQL and this machine's on SQLite.
+    """
 
-    def __init__(self, url_or_engine: str | Engine, clock: Clock = utcnow) -> None:
+    _ATTEMPTS = 5  # a lock freed between our insert and update: try again
+
+    def __init__(self, url_or_engine: str | Engine, clock: Clock | None = None) -> None:
         self.engine = (make_engine(url_or_engine) if isinstance(url_or_engine, str)
                        else url_or_engine)
         self._owns_engine = isinstance(url_or_engine, str)
         self.clock = clock
+        self._database_clock = clock is None and self.engine.dialect.name == "postgresql"
 
     def close(self) -> None:
         """Dispose of the engine if this lock made it (from a URL)."""
@@ -68,17 +97,37 @@ class JobLock:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
+    # -- time ------------------------------------------------------------------
+    def _now(self) -> Any:
+        if self._database_clock:
+            return func.timezone("UTC", func.now())
+        return (self.clock or utcnow)()
+
+    def _ago(self, seconds: float) -> Any:
+        if self._database_clock:
+            return self._now() - literal(datetime.timedelta(seconds=seconds), Interval())
+        return self._now() - datetime.timedelta(seconds=seconds)
+
+    # -- the lock ----------------------------------------------------------------
     def acquire(self, environment_id: str, job_id: str, holder: str,
-                stale_after: float = 60.0) -> LockHeld | None:
-        """Take the environment's lock for ``job_id``: None when taken, else who holds it."""
+                stale_after: float = 60.0) -> Grant | LockHeld | AlreadyDone:
+        """Take the environment's lock for ``job_id``: a :class:`Grant`; else who
+        holds it (:class:`LockHeld`, maybe this same job elsewhere), or
+        :class:`AlreadyDone` when this job already ended holding it."""
         for _ in range(self._ATTEMPTS):
-            if self._insert(environment_id, job_id, holder):
-                return None
-            if self._take_over(environment_id, job_id, holder, stale_after):
-                return None
-            held = self.holder(environment_id)
-            if held is not None:
-                return held
+            token = self._insert(environment_id, job_id, holder)
+            if token is None:
+                token = self._take(environment_id, job_id, holder, stale_after)
+            if token is not None:
+                return Grant(environment_id, job_id, holder, token)
+            with self.engine.connect() as conn:
+                row = conn.execute(select(LockRow.job_id, LockRow.holder, LockRow.acquired,
+                                          LockRow.done_job).where(
+                    LockRow.environment_id == environment_id)).first()
+            if row is not None and row.job_id is not None:
+                return LockHeld(row.job_id, row.holder or "?", row.acquired)
+            if row is not None and row.done_job == job_id:
+                return AlreadyDone(job_id)
         raise RuntimeError(f"environment {environment_id}: the job lock kept changing hands "
                            f"while job {job_id} tried to take it")
 
@@ -86,48 +135,66 @@ class JobLock:
         """Who holds the environment's lock now (None: nobody)."""
         with self.engine.connect() as conn:
             row = conn.execute(select(LockRow.job_id, LockRow.holder, LockRow.acquired).where(
-                LockRow.environment_id == environment_id)).first()
+                LockRow.environment_id == environment_id, LockRow.job_id.is_not(None))).first()
         return LockHeld(row.job_id, row.holder, row.acquired) if row is not None else None
 
-    def heartbeat(self, environment_id: str, job_id: str) -> bool:
-        """Say the job still runs; False when it no longer holds the lock
-        (abandoned by a user, or taken over after a long pause)."""
-        with self.engine.begin() as conn:
-            return conn.execute(update(LockRow).where(
-                LockRow.environment_id == environment_id, LockRow.job_id == job_id).values(
-                heartbeat=self.clock())).rowcount == 1
+    def token(self, environment_id: str) -> int:
+        """The environment's current fencing token (0: never locked)."""
+        with self.engine.connect() as conn:
+            value = conn.execute(select(LockRow.token).where(
+                LockRow.environment_id == environment_id)).scalar()
+        return int(value or 0)
 
-    def release(self, environment_id: str, job_id: str) -> None:
-        """Give the lock back at the end of the job (only if the job still holds it)."""
+    def heartbeat(self, grant: Grant) -> bool:
+        """Say the job still runs; False when the grant is no longer the lock's
+        (revoked by an abandon, or taken over after a long pause)."""
         with self.engine.begin() as conn:
-            conn.execute(delete(LockRow).where(LockRow.environment_id == environment_id,
-                                               LockRow.job_id == job_id))
+            return conn.execute(update(LockRow).where(*self._held_by(grant)).values(
+                heartbeat=self._now())).rowcount == 1
 
-    def clear(self, environment_id: str) -> None:
-        """Drop the lock whoever holds it (the job was abandoned)."""
+    def release(self, grant: Grant, done: bool = True) -> bool:
+        """Free the lock at the end of the job if the grant still holds it
+        (``done``: remember the job as ended, so a copy of it is not run again)."""
+        values: dict[str, Any] = {"job_id": None, "holder": None}
+        if done:
+            values["done_job"] = grant.job_id
         with self.engine.begin() as conn:
-            conn.execute(delete(LockRow).where(LockRow.environment_id == environment_id))
+            return conn.execute(update(LockRow).where(*self._held_by(grant))
+                                .values(**values)).rowcount == 1
+
+    def clear(self, environment_id: str) -> int:
+        """Revoke the lock whoever holds it (the job was abandoned); the new token."""
+        with self.engine.begin() as conn:
+            return locks.revoke(conn, environment_id)
+
+    @staticmethod
+    def _held_by(grant: Grant) -> tuple:
+        return (LockRow.environment_id == grant.environment_id, LockRow.job_id == grant.job_id,
+                LockRow.holder == grant.holder, LockRow.token == grant.token)
 
     # -- the two race-free steps --------------------------------------------------
-    def _insert(self, environment_id: str, job_id: str, holder: str) -> bool:
-        now = self.clock()
+    def _insert(self, environment_id: str, job_id: str, holder: str) -> int | None:
+        now = self._now()
         try:
             with self.engine.begin() as conn:
                 conn.execute(insert(LockRow).values(
                     environment_id=environment_id, job_id=job_id, holder=holder,
-                    acquired=now, heartbeat=now))
-        except IntegrityError:  # the primary key: someone holds it
-            return False
-        return True
+                    acquired=now, heartbeat=now, token=1))
+        except IntegrityError:  # the primary key: the environment has its row
+            return None
+        return 1
 
-    def _take_over(self, environment_id: str, job_id: str, holder: str,
-                   stale_after: float) -> bool:
-        """Take a row of the same job or a stale one, in one conditional UPDATE:
-        of two racers the second sees the first's fresh heartbeat and matches nothing."""
-        now = self.clock()
-        cutoff = now - datetime.timedelta(seconds=stale_after)
+    def _take(self, environment_id: str, job_id: str, holder: str,
+              stale_after: float) -> int | None:
+        """Take a free row or a stale one, in one conditional UPDATE: of two racers
+        the second sees the first's fresh heartbeat and matches nothing."""
+        now = self._now()
         with self.engine.begin() as conn:
-            return conn.execute(update(LockRow).where(
+            row = conn.execute(update(LockRow).where(
                 LockRow.environment_id == environment_id,
-                or_(LockRow.job_id == job_id, LockRow.heartbeat < cutoff)).values(
-                job_id=job_id, holder=holder, acquired=now, heartbeat=now)).rowcount == 1
+                or_(LockRow.job_id.is_(None) & or_(LockRow.done_job.is_(None),
+                                                   LockRow.done_job != job_id),
+                    LockRow.heartbeat < self._ago(stale_after))).values(
+                job_id=job_id, holder=holder, acquired=now, heartbeat=now,
+                token=LockRow.token + 1).returning(LockRow.token)).first()
+        return int(row.token) if row is not None else None

@@ -340,12 +340,14 @@ def test_abandon_ends_the_running_job_and_ignores_what_it_sends_later(api):
     assert api.client.post(f"/environments/{env_id}/abandon").status_code == 409
     job = action(api, env_id, "check", {}).json()
     lock = JobLock(api.store.sessions.kw["bind"])
-    assert lock.acquire(env_id, job["id"], "conductor-1") is None
+    grant = lock.acquire(env_id, job["id"], "conductor-1")
     response = api.client.post(f"/environments/{env_id}/abandon")
     assert response.status_code == 200, response.text
     assert (response.json()["id"], response.json()["state"]) == (job["id"], "abandoned")
     assert response.json()["finished"]
     assert lock.holder(env_id) is None
+    # revoked, not deleted: the job's conductor finds it lost, the token went up
+    assert not lock.heartbeat(grant) and lock.token(env_id) == grant.token + 1
     assert api.client.get(f"/environments/{env_id}").json()["status"] == "deploy failure"
     assert api.client.post(f"/environments/{env_id}/abandon").status_code == 409
     # what the abandoned job still sends changes nothing

@@ -177,3 +177,154 @@ def test_a_task_redelivered_while_it_runs_here_is_not_run_twice():
         thread.join(30)
     assert not any(t.is_alive() for t in threads)    # ... and ends with it
     assert runs == [f"e{env_id}"]
+
+
+# -- exactly once: message ids, copies, the lock ----------------------------------------
+
+def one_unit_task(env_id: str) -> dict:
+    return contract.task_body({"id": env_id, "name": "x", "services": [{
+        "id": "s1", "name": "site", "type": "linuxWebServer", "units": [
+            {"id": "u1", "name": "site_instance_0"}]}]}, None, "t1")
+
+
+def wait_until(condition, timeout: float = 20.0) -> bool:
+    """Wait for ``condition`` on an event's clock (re-checked every 20 ms)."""
+    ticker = threading.Event()
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        ticker.wait(0.02)
+    return True
+
+
+def test_a_task_without_a_message_id_is_refused(caplog):
+    """Regression: tasks without an id were all 'task-<env>', so a deletion that
+    arrived while a deploy of the same environment ran waited, then never ran."""
+    from fornace.common.broker import Delivery
+    runs = []
+    env_id = "d" + uuid.uuid4().hex[:8]
+    daemon = Conductor(ConductorSettings(broker_url="memory://", data_dir=DATA),
+                       lambda task: runs.append(task) or SimulatedCloud().executors()[0])
+    daemon.handle_task(one_unit_task(env_id), Delivery(message_id=None, queue=contract.TASKS))
+    assert runs == []
+    assert any("without a message id is refused" in r.getMessage() for r in caplog.records)
+
+
+def test_a_copy_runs_when_the_first_failed_before_answering():
+    """Regression: the waiting copy was acknowledged even when the first run failed
+    before sending a result: the task was lost."""
+    from fornace.common.broker import Delivery
+    entered, fail_now = threading.Event(), threading.Event()
+    calls = []
+
+    def stacks(task):
+        calls.append(task.environment_id)
+        if len(calls) == 1:
+            entered.set()
+            fail_now.wait(10)
+            raise RuntimeError("the first run breaks before its result")
+        return SimulatedCloud().executors()[0]
+
+    env_id = "d" + uuid.uuid4().hex[:8]
+    daemon = Conductor(ConductorSettings(broker_url="memory://", data_dir=DATA,
+                                         engine=Settings(agent_timeout=1)), stacks)
+    body, delivery = one_unit_task(env_id), Delivery(message_id="t-" + env_id,
+                                                     queue=contract.TASKS)
+    errors = []
+
+    def handle():
+        try:
+            daemon.handle_task(body, delivery)
+        except RuntimeError as exc:
+            errors.append(exc)
+
+    first = threading.Thread(target=handle)
+    first.start()
+    assert entered.wait(10)
+    second = threading.Thread(target=handle)
+    second.start()
+    fail_now.set()
+    first.join(30)
+    second.join(30)
+    assert len(errors) == 1 and len(calls) == 2          # the copy ran the job
+    with Broker("memory://") as broker:
+        results = collect(broker, contract.RESULTS, lambda found: any(
+            message_id == "t-" + env_id for _, message_id in found), timeout=5)
+    assert any(message_id == "t-" + env_id for _, message_id in results)
+
+
+class GatedStacks(SimulatedStacks):
+    """Stacks whose apply waits for ``gate`` (and counts the applies)."""
+
+    def __init__(self, gate: threading.Event, applied: list) -> None:
+        super().__init__(SimulatedCloud())
+        self.gate, self.applied = gate, applied
+
+    def apply(self, request):
+        self.applied.append(request.stack_name)
+        self.gate.wait(20)
+        return super().apply(request)
+
+
+def test_a_job_that_loses_its_lock_stops_and_sends_no_result(tmp_path, caplog):
+    """Regression: a heartbeat that found the lock lost was ignored and the job
+    went on acting on the environment."""
+    from fornace.common.broker import Delivery
+    from fornace.common.db.engine import upgrade
+    from fornace.conductor.jobs.lock import JobLock
+    url = f"sqlite:///{tmp_path / 'locks.sqlite'}"
+    upgrade(url)
+    gate, applied = threading.Event(), []
+    env_id = "d" + uuid.uuid4().hex[:8]
+    daemon = Conductor(ConductorSettings(broker_url="memory://", data_dir=DATA, database_url=url,
+                                         lock_stale_after=0.4, engine=Settings(agent_timeout=2)),
+                       lambda task: GatedStacks(gate, applied))
+    delivery = Delivery(message_id="t-" + env_id, queue=contract.TASKS)
+    thread = threading.Thread(target=daemon.handle_task, args=(one_unit_task(env_id), delivery))
+    thread.start()
+    assert wait_until(lambda: applied)
+    with JobLock(url) as lock:
+        lock.clear(env_id)                                  # a user abandons the job
+    assert wait_until(lambda: any("lost the environment's lock" in r.getMessage()
+                                  for r in caplog.records))
+    gate.set()
+    thread.join(30)
+    assert not thread.is_alive()
+    with Broker("memory://") as broker:
+        results = [m for _, m in broker.drain(contract.RESULTS, timeout=0.5)]
+        reports = [b["text"] for b, _ in broker.drain(contract.REPORTS, timeout=0.5)
+                   if b.get("id") == env_id]
+        plans = broker.drain(contract.agent_queue(env_id, "s1", "u1"), timeout=0.2)
+    assert "t-" + env_id not in results
+    assert any("stopped: it lost the environment's lock" in t for t in reports), reports
+    assert plans == []                                      # nothing after the lost lock
+
+
+def test_a_copy_of_a_job_running_elsewhere_waits_then_is_not_run_again(tmp_path):
+    """Regression: a redelivered task taken by a second conductor ran beside the first."""
+    from fornace.common.broker import Delivery
+    from fornace.common.db.engine import upgrade
+    url = f"sqlite:///{tmp_path / 'locks.sqlite'}"
+    upgrade(url)
+    gate, applied = threading.Event(), []
+    env_id = "d" + uuid.uuid4().hex[:8]
+
+    def conductor():
+        return Conductor(ConductorSettings(broker_url="memory://", data_dir=DATA,
+                                           database_url=url, lock_stale_after=2,
+                                           engine=Settings(agent_timeout=1)),
+                         lambda task: GatedStacks(gate, applied))
+    body = one_unit_task(env_id)
+    delivery = Delivery(message_id="t-" + env_id, queue=contract.TASKS)
+    first = threading.Thread(target=conductor().handle_task, args=(body, delivery))
+    first.start()
+    assert wait_until(lambda: applied)
+    second = threading.Thread(target=conductor().handle_task, args=(body, delivery))
+    second.start()
+    second.join(3)                 # longer than the stale time: the first still beats
+    assert second.is_alive() and len(applied) == 1
+    gate.set()
+    first.join(30)
+    second.join(30)
+    assert not second.is_alive() and len(applied) == 1   # answered, not run again

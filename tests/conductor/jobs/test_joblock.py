@@ -5,10 +5,11 @@ import datetime
 import threading
 
 import pytest
+from sqlalchemy import text
 
 from fornace.common.db.engine import make_engine, upgrade
 from apikit import reset_postgres
-from fornace.conductor.jobs.lock import JobLock, LockHeld
+from fornace.conductor.jobs.lock import AlreadyDone, Grant, JobLock, LockHeld
 from services import postgres_url
 
 T0 = datetime.datetime(2024, 5, 1, 12, 0, 0)
@@ -52,53 +53,102 @@ def lock(url, clock):
 
 
 def test_free_lock_is_taken_then_refused_to_another_job(lock):
-    assert lock.acquire("env1", "job1", "conductor-a") is None
+    grant = lock.acquire("env1", "job1", "conductor-a")
+    assert grant == Grant("env1", "job1", "conductor-a", 1)
     held = lock.acquire("env1", "job2", "conductor-b")
     assert held == LockHeld("job1", "conductor-a", T0)
     assert "job job1" in held.describe("env1") and "conductor-a" in held.describe("env1")
-    assert lock.acquire("env2", "job2", "conductor-b") is None  # per environment
+    assert isinstance(lock.acquire("env2", "job2", "conductor-b"), Grant)  # per environment
 
 
-def test_the_same_job_takes_its_lock_over(lock, clock):
-    """A rerun of a job after its conductor died (the broker redelivered the task)."""
-    assert lock.acquire("env1", "job1", "conductor-a") is None
-    clock.advance(5)
-    assert lock.acquire("env1", "job1", "conductor-b") is None
-    assert lock.holder("env1") == LockHeld("job1", "conductor-b", clock.now)
-
-
-def test_a_stale_lock_is_taken_over(lock, clock):
-    assert lock.acquire("env1", "job1", "conductor-a") is None
+def test_a_copy_of_the_same_job_waits_while_the_first_beats(lock, clock):
+    """Regression: the same job used to take the lock over whoever held it, so a
+    redelivered task ran beside its first copy."""
+    first = lock.acquire("env1", "job1", "conductor-a")
     clock.advance(30)
-    assert lock.heartbeat("env1", "job1")
+    assert lock.heartbeat(first)
+    clock.advance(30)
+    assert lock.acquire("env1", "job1", "conductor-b", stale_after=60) == \
+        LockHeld("job1", "conductor-a", T0)
+    clock.advance(31)   # 61 s without a heartbeat: conductor-a is gone
+    second = lock.acquire("env1", "job1", "conductor-b", stale_after=60)
+    assert second == Grant("env1", "job1", "conductor-b", 2)
+
+
+def test_a_stale_lock_is_taken_over_and_its_old_holder_learns_it(lock, clock):
+    first = lock.acquire("env1", "job1", "conductor-a")
+    clock.advance(30)
+    assert lock.heartbeat(first)
     clock.advance(59)
-    assert lock.acquire("env1", "job2", "conductor-b", stale_after=60) is not None
+    assert isinstance(lock.acquire("env1", "job2", "conductor-b", stale_after=60), LockHeld)
     clock.advance(2)  # 61 s since the last heartbeat
-    assert lock.acquire("env1", "job2", "conductor-b", stale_after=60) is None
+    second = lock.acquire("env1", "job2", "conductor-b", stale_after=60)
+    assert isinstance(second, Grant) and second.token == first.token + 1
     assert lock.holder("env1").job_id == "job2"
-    assert not lock.heartbeat("env1", "job1")  # job1 learns it lost the lock
+    assert not lock.heartbeat(first)  # job1 learns it lost the lock
 
 
-def test_release_only_by_the_holder_and_clear_by_anyone(lock):
-    assert lock.acquire("env1", "job1", "a") is None
-    lock.release("env1", "job2")
-    assert lock.holder("env1").job_id == "job1"
-    lock.release("env1", "job1")
+def test_the_old_holder_cannot_free_its_successors_lock(lock, clock):
+    """Regression: release was keyed by the job id, so conductor A, whose task was
+    redelivered to B, deleted B's lock and a third job was granted it while B ran."""
+    a = lock.acquire("env1", "job1", "conductor-a")
+    clock.advance(61)
+    b = lock.acquire("env1", "job1", "conductor-b", stale_after=60)
+    assert isinstance(b, Grant)
+    assert not lock.release(a)                       # A comes back and ends: no effect
+    assert lock.holder("env1") == LockHeld("job1", "conductor-b", clock.now)
+    assert isinstance(lock.acquire("env1", "job2", "conductor-c"), LockHeld)
+    assert lock.heartbeat(b) and lock.release(b)
+
+
+def test_release_frees_the_row_and_keeps_the_token(lock):
+    first = lock.acquire("env1", "job1", "a")
+    assert lock.release(first)
+    assert lock.holder("env1") is None and lock.token("env1") == 1
+    second = lock.acquire("env1", "job2", "b")
+    assert second.token == 2                          # grows across releases
+
+
+def test_a_job_that_ended_is_not_run_again(lock):
+    grant = lock.acquire("env1", "job1", "a")
+    assert lock.release(grant)
+    assert lock.acquire("env1", "job1", "b") == AlreadyDone("job1")
+    assert isinstance(lock.acquire("env1", "job2", "b"), Grant)
+
+
+def test_revocation_raises_the_token_and_stops_the_holder(lock):
+    grant = lock.acquire("env1", "job1", "a")
+    assert lock.clear("env1") == 2
     assert lock.holder("env1") is None
-    assert lock.acquire("env1", "job2", "b") is None
-    lock.clear("env1")
-    assert lock.holder("env1") is None
-    assert lock.acquire("env1", "job3", "c") is None
+    assert not lock.heartbeat(grant) and not lock.release(grant)
+    assert lock.acquire("env1", "job3", "c").token == 3
+    assert lock.clear("never-locked") == 0
 
 
 def test_an_engine_can_be_shared(url):
     engine = make_engine(url)
     lock = JobLock(engine)
-    assert lock.acquire("env1", "job1", "a") is None
+    assert isinstance(lock.acquire("env1", "job1", "a"), Grant)
     lock.close()  # not ours: still usable
     with JobLock(engine) as again:
         assert again.holder("env1").job_id == "job1"
     engine.dispose()
+
+
+def test_postgres_times_are_the_databases(monkeypatch):
+    """Regression: lock times came from each conductor's clock."""
+    url = postgres_url()
+    reset_postgres(url)
+    upgrade(url)
+    from fornace.conductor.jobs import lock as module
+    monkeypatch.setattr(module, "utcnow", lambda: datetime.datetime(2000, 1, 1))  # a wrong clock
+    with JobLock(url) as lock:
+        lock.acquire("env1", "job1", "a")
+        acquired = lock.holder("env1").acquired
+        with lock.engine.connect() as conn:
+            now = conn.execute(text("SELECT timezone('UTC', now())")).scalar()
+    reset_postgres(url)
+    assert abs((now - acquired).total_seconds()) < 60 and acquired.year != 2000
 
 
 def race(url: str, clock: Clock, contenders: int, stale_after: float = 60.0) -> list:
@@ -128,9 +178,10 @@ def race(url: str, clock: Clock, contenders: int, stale_after: float = 60.0) -> 
 @pytest.mark.parametrize("attempt", range(3))
 def test_concurrent_acquirers_exactly_one_wins(url, clock, attempt):
     results = race(url, clock, 6)
-    winners = [i for i, held in enumerate(results) if held is None]
+    winners = [i for i, held in enumerate(results) if isinstance(held, Grant)]
     assert len(winners) == 1, results
-    assert {held.job_id for held in results if held is not None} == {f"job{winners[0]}"}
+    assert {held.job_id for held in results if isinstance(held, LockHeld)} == \
+        {f"job{winners[0]}"}
 
 
 @pytest.mark.parametrize("attempt", range(3))
@@ -139,6 +190,6 @@ def test_concurrent_takeovers_of_a_stale_lock_exactly_one_wins(url, clock, attem
         lock.acquire("env1", "dead-job", "dead-conductor")
         clock.advance(120)
         results = race(url, clock, 6)
-        winners = [i for i, held in enumerate(results) if held is None]
+        winners = [i for i, held in enumerate(results) if isinstance(held, Grant)]
         assert len(winners) == 1, results
         assert lock.holder("env1").job_id == f"job{winners[0]}"
