@@ -264,7 +264,7 @@ class Runner:
         descriptor = os.open(stdin_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
             handle.write(json.dumps(command.arguments))
-        timeout = self.settings.command_timeout
+        timeout = self.settings.command_timeout or None   # None or 0: no limit
         LOG.info("plan %s: running command %d: %s", plan.id, index, command.name)
         with open(stdin_path, "rb") as stdin, open(stdout_path, "wb") as stdout, \
                 open(stderr_path, "wb") as stderr:

@@ -215,6 +215,13 @@ def test_a_hung_command_is_killed_after_the_timeout(make_agent):
     assert "0.5 seconds" in message
 
 
+def test_a_command_timeout_of_zero_is_no_limit(make_agent):
+    """Regression: command_timeout=0 in code ("no limit") killed every command at once."""
+    agent, _ = make_agent(command_timeout=0)
+    result = agent.process(v2_plan({"nap.sh": "sleep 0.3\necho rested\n"}, [cmd("nap.sh")]))
+    assert result["Result"][0] == {"IsException": False, "Result": ["rested"]}
+
+
 def test_a_background_daemon_does_not_hold_the_agent(make_agent):
     agent, _ = make_agent(command_timeout=10)
     result = agent.process(v2_plan({"d.sh": "sleep 3 &\necho launched\n"}, [cmd("d.sh")]))
