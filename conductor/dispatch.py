@@ -14,8 +14,9 @@ from typing import Any, Callable, Iterator
 from fornace.common.errors import LocatedError, WorkflowError
 from fornace.conductor.dsl.functions.values import detached
 from fornace.conductor.dsl.pending import DELETE_STACK, SEND_COMMAND, UPDATE_STACK, Action
-from fornace.conductor.executors.base import (AgentExecutor, PlanReply, PlanRequest, StackExecutor,
-                        StackFailure, StackRequest, StackSource)
+from fornace.conductor.executors.base import (AgentExecutor, PlanRequest,
+                                              StackExecutor, StackFailure, StackRequest,
+                                              StackSource, run_plans)
 from fornace.conductor.plans import PlanIds, build_plan, read_reply
 from fornace.conductor.templates import TemplateStore, merge
 
@@ -179,16 +180,10 @@ class ActionRunner:
                 service=action.service, unit=action.unit, template=action.template,
                 plan=plan, timeout=action.timeout,
                 labels=labels.get(action.unit, frozenset({action.unit}))))
-        replies: list[PlanReply] = []
-        if requests:
-            try:
-                replies = self.agents.run(requests)
-            except Exception as exc:  # an executor bug must not kill the deployment
-                broken = {"IsException": True, "Result": [type(exc).__name__, str(exc)]}
-                replies = [PlanReply(broken) for _ in requests]
+        replies = run_plans(self.agents, requests)
         for action, ok, value in settled:
             self._finish(action, ok, value)
-        for (action, token), reply in zip(sent, replies):
+        for (action, token), reply in zip(sent, replies, strict=True):
             ok, value = read_reply(reply, action.timeout)
             self.hooks.command_finished(token, action, ok, value)
             self._finish(action, ok, value)

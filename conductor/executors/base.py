@@ -7,9 +7,12 @@ one it talks to.
 from __future__ import annotations
 
 import abc
+import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+
+LOG = logging.getLogger(__name__)
 
 class StackFailure(Exception):
     """A stack create/update/delete did not end as expected."""
@@ -91,3 +94,25 @@ class AgentExecutor(abc.ABC):
     @abc.abstractmethod
     def run(self, requests: list[PlanRequest]) -> list[PlanReply]:
         """Run the plans (in order per unit) and return one reply each."""
+
+
+def run_plans(agents: AgentExecutor, requests: list[PlanRequest]) -> list[PlanReply]:
+    """``agents.run(requests)``, one reply per request whatever happens: an
+    executor that raises, or answers fewer plans than it was given, yields
+    error replies naming each plan left without an answer (never a silent
+    drop); surplus replies are ignored."""
+    if not requests:
+        return []
+    try:
+        replies = list(agents.run(requests))
+    except Exception as exc:  # an executor bug must not kill the deployment
+        LOG.exception("the agent executor failed on %d plan(s)", len(requests))
+        broken = {"IsException": True, "Result": [type(exc).__name__, str(exc)]}
+        return [PlanReply(broken) for _ in requests]
+    if len(replies) != len(requests):
+        LOG.error("the agent executor answered %d of %d plan(s)", len(replies), len(requests))
+    missing = [PlanReply({"IsException": True, "Result": [
+        "NoReply", f"no reply for {request.template} on unit {request.unit}: the agent "
+                   f"executor answered {len(replies)} of {len(requests)} plan(s)"]})
+        for request in requests[len(replies):]]
+    return replies[:len(requests)] + missing

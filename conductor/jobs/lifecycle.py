@@ -27,7 +27,8 @@ from fornace.common.errors import FornaceError
 from fornace.common.modelview import hostname_of, iter_units, service_type, services_of
 from fornace.common.topology import build
 from fornace.conductor.dsl.workflows import Workflow
-from fornace.conductor.executors.base import AgentExecutor, PlanRequest, StackExecutor, StackFailure
+from fornace.conductor.executors.base import (AgentExecutor, PlanRequest, StackExecutor,
+                                              StackFailure, run_plans)
 from fornace.conductor.executors.simulator import SimulatedCloud
 from fornace.conductor.jobs import changes
 from fornace.conductor.jobs.hooks import JobHooks
@@ -206,15 +207,9 @@ def run_commands(job: Job, commands: list[Command], ids: PlanIds) -> list[tuple[
         by_plan = {r.plan["ID"]: t for r, t in zip(requests, tasks)}
         job.agents.on_log = lambda plan_id, lines: by_plan[plan_id].add_log(lines) \
             if plan_id in by_plan else None
-    try:
-        replies = job.agents.run(requests) if requests else []
-    except Exception as exc:  # an executor bug must not kill the job
-        LOG.exception("job %s: sending commands failed", job.recorder.job_id)
-        replies = []
-        results = [(False, [{"messages": [f"{type(exc).__name__}: {exc}"]}])] * len(requests)
-    else:
-        results = [read_reply(reply, job.engine.agent_timeout) for reply in replies]
-    for task, (ok, value) in zip(tasks, results):
+    results = [read_reply(reply, job.engine.agent_timeout)
+               for reply in run_plans(job.agents, requests)]
+    for task, (ok, value) in zip(tasks, results, strict=True):
         task.finish("ok" if ok else "error", result_summary(ok, value))
     return results
 
@@ -413,8 +408,9 @@ def _scale(job: Job) -> Outcome:
     units = service.setdefault("units", [])
     delta = int(params.get("delta", 1))
     if delta > 0:
-        for _ in range(delta):
-            units.append(_new_unit(service))
+        seed = job.task.job_id or job.plan_seed or ""
+        for index in range(delta):
+            units.append(_new_unit(service, f"{seed}/{service['id']}/{index}"))
         job.report(f"Scaling {service.get('name')} out by {delta} unit(s)", "info", "service",
                    str(service["id"]))
         return _deploy(job)
@@ -433,14 +429,17 @@ def _scale(job: Job) -> Outcome:
     return Outcome(clean_model(job.model), "success", 1, [])
 
 
-def _new_unit(service: dict[str, Any]) -> dict[str, Any]:
-    """A unit named as the API names them: ``<service name>_instance_<n>``."""
+def _new_unit(service: dict[str, Any], seed: str) -> dict[str, Any]:
+    """A unit named as the API names them: ``<service name>_instance_<n>``; its id
+    comes from ``seed`` (job, service, ordinal), so a repeated task -- the broker
+    redelivered it to another conductor -- adds the same units, not others."""
     base = f"{service.get('name')}_instance_"
     names = {u.get("name") for u in service.get("units") or [] if isinstance(u, dict)}
     number = len(service.get("units") or [])
     while f"{base}{number}" in names:
         number += 1
-    return {"id": uuid.uuid4().hex, "name": f"{base}{number}"}
+    return {"id": uuid.uuid5(uuid.NAMESPACE_URL, f"fornace:unit:{seed}").hex,
+            "name": f"{base}{number}"}
 
 
 _HANDLERS: dict[str, Callable[[Job], Outcome]] = {

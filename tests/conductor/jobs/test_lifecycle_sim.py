@@ -195,3 +195,15 @@ def test_scale_in_leaves_protected_units_and_heal_reinstalls_one() -> None:
     assert [(t.target, t.reason) for t in recorder.tasks if t.target] == [("s1-u0", "repair")]
     assert unit(model, "s1-u0")["status"]["local"] == "ok"
     assert "web1" in cloud.stacks.stacks["eenvsim01"]["Resources"]   # created again
+
+
+def test_a_repeated_scale_out_adds_the_same_units() -> None:
+    """Regression: new units got random ids, so a scale task redelivered to another
+    conductor added other units (and replaced the first run's instance)."""
+    model, _ = Cloud().run(environment(web("s1", "site", 8080, 1, "web#")))
+    first, _ = Cloud().run(model, action="scale", node_id="s1", delta=2)
+    again, _ = Cloud().run(model, action="scale", node_id="s1", delta=2)
+    ids = [[u["id"] for u in m["services"][0]["units"]] for m in (first, again)]
+    assert ids[0] == ids[1] and len(set(ids[0])) == 3
+    other, _ = Cloud().run(model, action="scale", node_id="s1", delta=1)  # same job id "job1"
+    assert other["services"][0]["units"][1]["id"] == ids[0][1]       # ordinal 0 of job1
