@@ -31,7 +31,7 @@ from fornace.common.db.models import (ConfigSession, Deployment, Environment, Jo
                         new_id, utcnow)
 from fornace.api.errors import BadRequest, Conflict, NotFound
 from fornace.api.store import (BUSY, Context, Store, could_be_id, iso, job_secrets, lookup_id,
-                    running_job, settled_state)
+                               running_job, settle_tasks, settled_state)
 
 LOG = logging.getLogger(__name__)
 
@@ -315,6 +315,7 @@ class Jobs:
                 raise Conflict(f"environment {env_id} runs no job: nothing to abandon")
             now = utcnow()
             job.state, job.finished, job.updated = "abandoned", now, now
+            settle_tasks(db, job, now)
             env.state, env.updated = self._after_abandon(db, env, job), now
             _reopen_session(db, job, now)
             locks.revoke(db, env.id)   # its conductor finds the lock lost and stops
@@ -413,6 +414,7 @@ class Jobs:
         ends as ``refused``, the environment as it was, the reason kept as a report."""
         now = utcnow()
         job.state, job.finished, job.updated = "refused", now, now
+        settle_tasks(db, job, now)
         text = mask_text(summary, job_secrets(db, job)) or f"job {job.id} was refused"
         db.add(Status(id=new_id(), deployment_id=job.id, entity="environment",
                       entity_id=job.environment_id, level="error", text=text))

@@ -28,8 +28,8 @@ from fornace.common.actionparams import ActionError, check_parameters
 from fornace.common.catalog import Catalog, load_catalog
 from fornace.common.resources import BUILTIN_DATA
 from fornace.common.secrets import find_secrets, mask_text, masked
-from fornace.common.db.models import (ConfigSession, Deployment, Environment, JobLock, Status, new_id,
-                        utcnow)
+from fornace.common.db.models import (ConfigSession, Deployment, Environment, JobLock, JobTask,
+                                     Status, new_id, utcnow)
 from fornace.api.errors import BadRequest, Forbidden, NotFound, Unavailable
 
 LOG = logging.getLogger(__name__)
@@ -461,6 +461,7 @@ class Store:
             deployment.finished = now
             deployment.updated = now
             deployment.state = "completed_w_errors" if errors else "success"
+            settle_tasks(db, deployment, now)
             if env is None:
                 return
             if deployment.kind == "delete":
@@ -602,6 +603,19 @@ def _late_error(db: DbSession, deployment: Deployment) -> None:
     env = db.get(Environment, deployment.environment_id)
     if env is not None and env.state == "ready" and deployment.kind not in ("delete", "plan"):
         env.state = "deploy failure"
+
+
+UNSETTLED = ("pending", "running")
+
+
+def settle_tasks(db: DbSession, job: Deployment, now: datetime.datetime) -> int:
+    """Close the task rows a job left open when it ends (a conductor that died or
+    lost its lock never finished them): ``cancelled``, with why; how many."""
+    return db.execute(update(JobTask).where(
+        JobTask.deployment_id == job.id, JobTask.status.in_(UNSETTLED)).values(
+        status="cancelled", finished=now, updated=now,
+        summary=f"superseded: job {job.id} ended ({job.state}) while this task was still "
+                f"open (the run that started it stopped)")).rowcount
 
 
 def running_job(db: DbSession, env_id: str) -> Deployment | None:

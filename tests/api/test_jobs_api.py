@@ -634,3 +634,18 @@ def test_concurrent_actions_on_postgres_exactly_one_runs(postgres_api, attempt):
     for refused in (r for r in responses if r.status_code == 409):
         assert f"busy: job {winner['id']} ({winner['action']})" in message(refused)
     assert len(api.client.get(f"/environments/{env_id}/jobs").json()["jobs"]) == 2
+
+
+def test_rows_a_job_left_open_are_closed_when_it_ends(api):
+    """Regression: a dead conductor's task rows stayed 'running' for ever beside the
+    rows of the conductor that finished the job, while the job said 'success'."""
+    env_id, model = deployed(api)
+    job = action(api, env_id, "check", {}).json()
+    event(api, env_id, job["id"], "dead-run", target="u1", status="running")
+    event(api, env_id, job["id"], "second-run", target="u1", status="ok")
+    finish(api, job["id"], copy.deepcopy(model))
+    tasks = {t["change_id"]: t for t in
+             api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()["tasks"]}
+    assert tasks["second-run"]["status"] == "ok"
+    assert tasks["dead-run"]["status"] == "cancelled" and tasks["dead-run"]["finished"]
+    assert "superseded" in tasks["dead-run"]["summary"]
