@@ -40,6 +40,7 @@ def run(conf: cfg.ConfigOpts) -> int:
     settings = ConductorSettings(
         broker_url=conf.broker.url, data_dir=Path(conf.data_dir),
         max_environments=command.max_environments or conf.conductor.max_environments,
+        lock_stale_after=conf.conductor.lock_stale_after,
         engine=engine_settings(conf), database_url=database_url(conf))
     warn_if_in_memory(settings.broker_url, "this conductor gets no task from an API process")
     daemon = Conductor(settings, stacks_factory(command.stacks or conf.conductor.stacks, conf))

@@ -52,6 +52,7 @@ class OneBox:
         settings = ConductorSettings(
             broker_url=self.broker_url, data_dir=Path(conf.data_dir),
             max_environments=max_environments or conf.conductor.max_environments,
+            lock_stale_after=conf.conductor.lock_stale_after,
             engine=engine_settings(conf), database_url=db or database_url(conf))
         self.conductor = Conductor(settings, lambda task: self.cloud)
         self.host = host or conf.api.host

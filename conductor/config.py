@@ -99,6 +99,11 @@ conductor_opts = [
     cfg.StrOpt("cloud_dir", default="",
                help="State folder of the local cloud (stacks = local); default "
                     "<[api] state_dir>/cloud."),
+    cfg.FloatOpt("lock_stale_after", default=60.0, min=1.0,
+                 help="Seconds without a heartbeat after which a conductor's job lock is "
+                      "taken to be dead and may be taken over (by a copy of the same job, "
+                      "or another job); the heartbeat runs every quarter of it. The "
+                      "database's clock on PostgreSQL."),
 ]
 
 
