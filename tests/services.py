@@ -8,8 +8,10 @@ into failures.  URLs can be overridden with ``FORNACE_TEST_AMQP_URL``,
 """
 from __future__ import annotations
 
+import importlib
 import os
 import socket
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
@@ -36,7 +38,16 @@ def require(name: str, available: bool) -> None:
     message = f"{name} is not available"
     if os.environ.get("FORNACE_REQUIRE_SERVICES") == "1":
         pytest.fail(f"{message} and FORNACE_REQUIRE_SERVICES=1")
-    pytest.skip(message)
+    pytest.skip(message, allow_module_level=True)
+
+
+def import_or_require(module: str) -> Any:
+    """The module, or a skip (a failure under FORNACE_REQUIRE_SERVICES=1) when a
+    test extra is not installed -- the one switch, as for the services."""
+    try:
+        return importlib.import_module(module)
+    except ImportError:
+        require(f"Python module {module} (pip install -e '.[test]')", False)
 
 
 def amqp_url() -> str:

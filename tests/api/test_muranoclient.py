@@ -9,9 +9,10 @@ import uvicorn
 
 from apikit import free_port, make_api, web_server
 from fornace.common import contract
+from services import import_or_require
 
-mc_client = pytest.importorskip("muranoclient.v1.client")
-mc_exc = pytest.importorskip("muranoclient.common.exceptions")
+mc_client = import_or_require("muranoclient.v1.client")
+mc_exc = import_or_require("muranoclient.common.exceptions")
 
 
 

@@ -19,10 +19,10 @@ from oslo_config import cfg
 from fornace.conductor import config
 from fornace.conductor.executors.base import StackFailure, StackRequest
 from fornace.conductor.executors.heat import HeatStacks, load_environment
-from services import heat_url
+from services import heat_url, import_or_require
 
-heatclient = pytest.importorskip("heatclient.client")
-heat_exc = pytest.importorskip("heatclient.exc")
+heatclient = import_or_require("heatclient.client")
+heat_exc = import_or_require("heatclient.exc")
 
 INSTANCE_TO_NONE = {"AWS::EC2::Instance": "OS::Heat::None",
                     "AWS::ElasticLoadBalancing::LoadBalancer": "OS::Heat::None"}
