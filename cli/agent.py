@@ -39,7 +39,6 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
 def run(conf: cfg.ConfigOpts) -> int:
     command = conf.command
-    logs.setup(conf)
     settings = config.AgentSettings.from_conf(conf)
     if command.work_dir:
         settings = config.AgentSettings(**{**settings.__dict__, "work_dir": command.work_dir,
@@ -51,6 +50,7 @@ def run(conf: cfg.ConfigOpts) -> int:
         print(f"fornace agent: set {' and '.join(missing)} in the config file",
               file=sys.stderr)
         return 2
+    logs.setup(conf)   # after the checks: a refused command leaves logging as it was
     try:
         from fornace.agent.service import Agent
 

@@ -34,17 +34,17 @@ def run(conf: cfg.ConfigOpts) -> int:
 
     from fornace.common.broker import is_in_memory, warn_if_in_memory
 
-    logs.setup(conf)
     command = conf.command
     workers = command.workers or conf.api.workers
+    if workers > 1 and is_in_memory(conf.broker.url):   # refused before logging is set up
+        print("fornace api: --workers above 1 needs a broker shared by the processes: "
+              "set [broker] url = filesystem:///folder or amqp://...", file=sys.stderr)
+        return 2
+    logs.setup(conf)
     options = {"host": command.host or conf.api.host, "port": command.port or conf.api.port,
                "log_level": "info", "access_log": conf.api.access_log,
                "log_config": None}   # uvicorn's lines go where oslo.log sends the others
     if workers > 1:
-        if is_in_memory(conf.broker.url):
-            print("fornace api: --workers above 1 needs a broker shared by the processes: "
-                  "set [broker] url = filesystem:///folder or amqp://...", file=sys.stderr)
-            return 2
         from fornace.common.db.engine import upgrade
 
         upgrade(command.db or database_url(conf))  # once, before the workers start

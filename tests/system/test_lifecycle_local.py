@@ -395,11 +395,11 @@ def test_a_second_job_is_refused_while_one_runs(box):
     env.wait(job["id"])
 
     # the conductors' own lock: a job holding it elsewhere refuses this one
-    box.conductor.locks.acquire(env.id, "someone-else", "other-conductor")
+    grant = box.conductor.locks.acquire(env.id, "someone-else", "other-conductor")
     try:
         job = env.action("check")
     finally:
-        box.conductor.locks.release(env.id, "someone-else")
+        assert box.conductor.locks.release(grant)
     assert job["state"] == "refused"
     assert env.client.get(f"/environments/{env.id}")["status"] == "ready"
     assert env.action("check")["state"] == "success"
