@@ -139,15 +139,20 @@ class Conductor:
             grant = self._lock(task, job_id, recorder)
             if grant is None:
                 return True
-            watch = self._beat(grant) if grant is not _NO_LOCK else None
+            watch = self._beat(grant) if grant is not _NO_LOCK else _LockWatch()
+            watch.stopping = self.stop
             counter = iter(range(1, 1 << 30))
 
             def report(body: dict) -> None:
                 broker.publish(contract.REPORTS, body, f"{task_id}-report-{next(counter)}")
             try:
-                outcome = self._run(task, task_id, broker, recorder, report,
-                                    watch.reason if watch else None)
-                if watch is not None and watch.lost.is_set():
+                outcome = self._run(task, task_id, broker, recorder, report, watch.reason)
+                if watch.stop_seen and not watch.lost.is_set():
+                    # halted by the shutdown: not answered; another conductor runs it
+                    LOG.warning("environment %s: job %s stopped with the conductor; its task "
+                                "goes back to the queue", task.environment_id, job_id)
+                    raise Interrupted(f"job {job_id} stopped with the conductor")
+                if watch.lost.is_set():
                     text = (f"job {job_id} ({task.action}) stopped: {watch.lost_reason}; "
                             f"it sends no result")
                     LOG.warning("environment %s: %s", task.environment_id, text)
@@ -156,6 +161,7 @@ class Conductor:
                                                 environment_id=task.environment_id))
                     return True
                 broker.publish(contract.RESULTS, contract.result_body(outcome.model), task_id)
+                watch.answered = True
             finally:
                 self._unlock(grant, watch)
         LOG.info("environment %s: job %s (%s) ended: %s after %d round(s)",
@@ -166,7 +172,7 @@ class Conductor:
              recorder: JobRecorder, report: Callable[[dict], None],
              halted: Callable[[], str | None] | None) -> Any:
         engine = self.settings.engine or Settings()
-        agents = AmqpAgents(broker, task.environment_id, engine.agent_timeout)
+        agents = AmqpAgents(broker, task.environment_id, engine.agent_timeout, halted=halted)
         return run_job(Job(task=task, workflows=self.workflows, store=self.store,
                            catalog=self.catalog, stacks=self.stacks(task), agents=agents,
                            recorder=recorder, engine=engine, reporter=report,
@@ -208,7 +214,7 @@ class Conductor:
                          job_id, found.holder)
                 waiting = True
             if self.stop.wait(min(1.0, self.settings.lock_stale_after / 10)):
-                raise RuntimeError("conductor stopping")  # unacknowledged: redelivered
+                raise Interrupted("conductor stopping")  # unacknowledged: redelivered
 
     def _beat(self, grant: Grant) -> "_LockWatch":
         watch = _LockWatch()
@@ -231,18 +237,21 @@ class Conductor:
         threading.Thread(target=beat, name=f"lock-{grant.job_id}", daemon=True).start()
         return watch
 
-    def _unlock(self, grant: Any, watch: "_LockWatch | None") -> None:
-        if watch is not None:
-            watch.done.set()
-        if grant is _NO_LOCK or (watch is not None and watch.lost.is_set()):
+    def _unlock(self, grant: Any, watch: "_LockWatch") -> None:
+        watch.done.set()
+        if grant is _NO_LOCK or watch.lost.is_set():
             return
-        try:
-            self.locks.release(grant)
+        try:   # a job that sent no result is not done: its next copy must run it
+            self.locks.release(grant, done=watch.answered)
         except Exception as exc:  # noqa: BLE001 -- it goes stale and is taken over
             LOG.warning("job %s: could not release the lock: %s", grant.job_id, exc)
 
 
 _NO_LOCK = object()   # no lock table: the job runs alone as far as we know
+
+
+class Interrupted(RuntimeError):
+    """The conductor stopped in the middle of a job: its task is requeued."""
 
 
 class _Run:
@@ -260,6 +269,15 @@ class _LockWatch:
         self.done = threading.Event()
         self.lost = threading.Event()
         self.lost_reason = ""
+        self.answered = False   # its result was sent
+        self.stop_seen = False
+
+    stopping: threading.Event | None = None   # the conductor's stop
 
     def reason(self) -> str | None:
-        return self.lost_reason if self.lost.is_set() else None
+        if self.lost.is_set():
+            return self.lost_reason
+        if self.stopping is not None and self.stopping.is_set():
+            self.stop_seen = True   # the job acted on it: it did not run to its end
+            return "the conductor is stopping (the task goes back to the queue)"
+        return None

@@ -26,15 +26,19 @@ LogHandler = Callable[[str, list[str]], None]   # (plan id, lines)
 class AmqpAgents(AgentExecutor):
     def __init__(self, broker: Broker, environment_id: str, default_timeout: float | None = 3600.0,
                  poll: float = 0.5, clock: Callable[[], float] = time.monotonic,
-                 on_log: LogHandler | None = None) -> None:
+                 on_log: LogHandler | None = None,
+                 halted: Callable[[], str | None] | None = None) -> None:
         """``on_log(plan_id, lines)`` gets the log lines of running plans (from this
-        thread, as they come; an exception in it is logged and ignored)."""
+        thread, as they come; an exception in it is logged and ignored);
+        ``halted()`` says why to stop waiting for answers (the job lost its lock,
+        the conductor stops): the plans still unanswered then fail with it."""
         self.broker = broker
         self.environment_id = environment_id
         self.default_timeout = default_timeout
         self.poll = poll
         self.clock = clock
         self.on_log = on_log
+        self.halted = halted
 
     def run(self, requests: list[PlanRequest]) -> list[PlanReply]:
         started = self.clock()
@@ -56,6 +60,12 @@ class AmqpAgents(AgentExecutor):
                 received = inbox.get(timeout=self.poll)
                 if received is not None:
                     self._accept(received, waiting, replies)
+                reason = self.halted() if self.halted is not None else None
+                if reason is not None:
+                    for index in waiting.values():
+                        replies[index] = PlanReply({"IsException": True,
+                                                    "Result": ["Halted", reason]})
+                    break
                 now = self.clock()
                 for plan_id, index in list(waiting.items()):
                     limit = requests[index].timeout or self.default_timeout

@@ -328,3 +328,42 @@ def test_a_copy_of_a_job_running_elsewhere_waits_then_is_not_run_again(tmp_path)
     first.join(30)
     second.join(30)
     assert not second.is_alive() and len(applied) == 1   # answered, not run again
+
+
+def test_a_stopping_conductor_does_not_wait_for_a_silent_agent(tmp_path):
+    """Regression: a conductor waiting on a dead agent ignored SIGTERM (for the whole
+    agent_timeout); now the wait ends, the task is requeued (not answered) and the
+    lock is freed for the next copy, which runs the job."""
+    from fornace.common.broker import Delivery
+    from fornace.common.db.engine import upgrade
+    from fornace.conductor.daemon import Interrupted
+    from fornace.conductor.jobs.lock import Grant, JobLock
+    url = f"sqlite:///{tmp_path / 'locks.sqlite'}"
+    upgrade(url)
+    env_id = "d" + uuid.uuid4().hex[:8]
+    daemon = Conductor(ConductorSettings(broker_url="memory://", data_dir=DATA, database_url=url,
+                                         engine=Settings(agent_timeout=3600)),
+                       lambda task: SimulatedCloud().executors()[0])
+    outcome = []
+
+    def handle():
+        try:
+            daemon.handle_task(one_unit_task(env_id),
+                               Delivery(message_id="t-" + env_id, queue=contract.TASKS))
+            outcome.append("answered")
+        except Interrupted as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=handle)
+    thread.start()
+    with Broker("memory://") as broker:     # the plan reached the (silent) agent's queue
+        assert collect(broker, contract.agent_queue(env_id, "s1", "u1"), lambda found: found)
+    started = time.monotonic()
+    daemon.stop.set()
+    thread.join(10)
+    assert not thread.is_alive() and time.monotonic() - started < 5
+    assert len(outcome) == 1 and isinstance(outcome[0], Interrupted)
+    with Broker("memory://") as broker:
+        assert "t-" + env_id not in [m for _, m in broker.drain(contract.RESULTS, timeout=0.3)]
+    with JobLock(url) as lock:                       # free, and not marked done
+        assert isinstance(lock.acquire(env_id, "t-" + env_id, "next-conductor"), Grant)
