@@ -31,11 +31,11 @@ class Outcome:
 
     job: dict[str, Any]
     reports: list[dict[str, Any]] = field(default_factory=list)
-    gone: bool = False      # a delete job whose environment no longer exists
+    gone: bool = False      # the environment no longer exists
 
     @property
     def ok(self) -> bool:
-        return self.gone or self.job["state"] == "success"
+        return self.job["state"] == "success"
 
     def document(self) -> dict[str, Any]:
         """What ``--json`` prints."""
@@ -117,12 +117,15 @@ class Follower:
             job = self.client.get(f"{base}/jobs/{self.job_id}")
             reports = self.client.get(f"{base}/deployments/{self.job_id}")["reports"]
         except ClientError as exc:
-            if exc.status == 404 and self.deleting:
-                # the API removes the environment (and its jobs) only when its
-                # deletion succeeded: the job's last view, as it ended
-                last = self._last or Outcome({"id": self.job_id, "action": "delete"})
-                return Outcome({**last.job, "state": "success"}, last.reports, gone=True)
-            raise
+            if exc.status != 404:
+                raise
+            # the environment is gone (and its jobs with it): a deletion that
+            # succeeded, or -- for any other job -- one abandoned by a user's
+            # ``env delete --abandon`` while it ran; the job's last view
+            last = self._last or Outcome({"id": self.job_id,
+                                          "action": "delete" if self.deleting else "job"})
+            state = "success" if self.deleting else "abandoned"
+            return Outcome({**last.job, "state": state}, last.reports, gone=True)
         self._last = Outcome(job, reports)
         return self._last
 
@@ -152,8 +155,12 @@ class Follower:
     def ending(self, outcome: Outcome) -> str:
         """The last line: what happened and how long it took."""
         seconds = time.monotonic() - self.started
-        if outcome.gone:
+        if outcome.gone and self.deleting:
             return f"environment {self.name} deleted in {seconds:.0f} s"
+        if outcome.gone:
+            return (f"{outcome.job.get('action', 'job')} FAILED (abandoned): environment "
+                    f"{self.name} was deleted while job {self.job_id} ran, after "
+                    f"{seconds:.0f} s")
         job = outcome.job
         verdict = "succeeded" if outcome.ok else f"FAILED ({job['state']})"
         return (f"{job['action']} {verdict}: job {job['id']} in {seconds:.0f} s, tasks: "
