@@ -240,3 +240,11 @@ def send_command(template: str, *, body: str = "", result: str | None = None,
 
 
 UNITS = "$.services[*].units[*]"
+
+
+@pytest.fixture
+def amqp_vhost():
+    """The URL of a RabbitMQ virtual host of this test's own (deleted after it)."""
+    from services import private_vhost
+    with private_vhost() as rabbit:
+        yield rabbit.url

@@ -8,11 +8,17 @@ into failures.  URLs can be overridden with ``FORNACE_TEST_AMQP_URL``,
 """
 from __future__ import annotations
 
+import contextlib
+import functools
 import importlib
 import os
+import shutil
 import socket
-from typing import Any
-from urllib.parse import urlsplit
+import subprocess
+import uuid
+from dataclasses import dataclass
+from typing import Any, Iterator
+from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import pytest
 
@@ -51,6 +57,8 @@ def import_or_require(module: str) -> Any:
 
 
 def amqp_url() -> str:
+    """The test broker's base URL (its default vhost): only for what makes vhosts;
+    tests use :func:`private_vhost` (the ``amqp_vhost`` fixture)."""
     require("RabbitMQ", _reachable(AMQP_URL, 5672))
     return AMQP_URL
 
@@ -64,3 +72,55 @@ def heat_url() -> str:
     url = os.environ.get("FORNACE_HEAT_URL", "")
     require("Heat (FORNACE_HEAT_URL)", bool(url) and _reachable(url, 8004))
     return url
+
+
+# -- a virtual host of its own for every RabbitMQ test --------------------------------
+
+def rabbitmqctl(*args: str, timeout: float = 120.0, check: bool = True) -> str:
+    done = subprocess.run(["rabbitmqctl", *args], capture_output=True, text=True,
+                          timeout=timeout)
+    if check and done.returncode != 0:
+        raise AssertionError(f"rabbitmqctl {' '.join(args)} failed ({done.returncode}): "
+                             f"{done.stdout}{done.stderr}")
+    return done.stdout
+
+
+@functools.lru_cache(maxsize=1)
+def rabbitmqctl_works() -> bool:
+    if shutil.which("rabbitmqctl") is None:
+        return False
+    try:
+        return subprocess.run(["rabbitmqctl", "list_vhosts"], capture_output=True,
+                              timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+@dataclass
+class Rabbit:
+    url: str            # the test's own virtual host
+    host: str
+    port: int
+    login: str
+    password: str
+    vhost: str
+
+
+@contextlib.contextmanager
+def private_vhost(prefix: str = "fornace-test") -> Iterator[Rabbit]:
+    """A virtual host of its own on the real RabbitMQ (queues no other test
+    sees), deleted afterwards; skip/fail as the services do without it."""
+    base = urlsplit(amqp_url())
+    require("rabbitmqctl (to make a virtual host on the test broker)", rabbitmqctl_works())
+    vhost = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    login, password = unquote(base.username or "guest"), unquote(base.password or "guest")
+    rabbitmqctl("add_vhost", vhost)
+    try:
+        rabbitmqctl("set_permissions", "-p", vhost, login, ".*", ".*", ".*")
+        netloc = base.netloc.rsplit("@", 1)[-1]
+        url = urlunsplit(("amqp", f"{quote(login, safe='')}:{quote(password, safe='')}@{netloc}",
+                          "/" + quote(vhost, safe=""), "", ""))
+        yield Rabbit(url, base.hostname or "127.0.0.1", base.port or 5672, login, password,
+                     vhost)
+    finally:
+        rabbitmqctl("delete_vhost", vhost, check=False)

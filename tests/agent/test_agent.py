@@ -18,7 +18,6 @@ from fornace.agent.service import EXIT_REBOOT, Agent
 from fornace.cli.main import build_conf
 from fornace.common import contract
 from fornace.common.broker import Broker
-from services import amqp_url  # tests/ is on sys.path (rootdir conftest, no package)
 
 
 def b64(text: str) -> str:
@@ -313,7 +312,7 @@ def test_the_cli_refuses_a_config_without_queues(tmp_path, capsys):
 
 @pytest.fixture(params=["memory", "rabbitmq"])
 def broker_url(request) -> str:
-    return "memory://" if request.param == "memory" else amqp_url()
+    return "memory://" if request.param == "memory" else request.getfixturevalue("amqp_vhost")
 
 
 def _queues():

@@ -12,7 +12,6 @@ from apikit import web_server
 from fornace.cli.main import build_conf
 from fornace.common import contract
 from fornace.common.broker import Broker
-from services import amqp_url
 
 
 def wait_for(check, timeout=10.0):
@@ -27,7 +26,7 @@ def wait_for(check, timeout=10.0):
 
 @pytest.fixture(params=["memory", "rabbitmq"])
 def service(request, tmp_path):
-    url = "memory://" if request.param == "memory" else amqp_url()
+    url = "memory://" if request.param == "memory" else request.getfixturevalue("amqp_vhost")
     conf = build_conf()
     conf(["api"], default_config_files=[])
     conf.set_override("url", url, group="broker")

@@ -24,7 +24,7 @@ from apikit import free_port, reset_postgres
 from fornace.cli.demo import Demo
 from fornace.cli.main import build_conf
 from localkit import instance_processes, running_onebox
-from services import amqp_url, postgres_url
+from services import postgres_url
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 120.0
@@ -92,7 +92,7 @@ def box(request, tmp_path):
     conf(["up"], project="fornace", default_config_files=[], default_config_dirs=[])
     db = None
     if request.param.startswith("rabbitmq"):
-        url = amqp_url()
+        url = request.getfixturevalue("amqp_vhost")
         parts = urlsplit(url)
         conf.set_override("url", url, group="broker")
         for key, value in (("host", parts.hostname), ("port", parts.port or 5672),

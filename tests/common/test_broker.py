@@ -1,8 +1,8 @@
 """Tests of fornace.common.broker: in memory, and against the RabbitMQ of this machine.
 
-The RabbitMQ tests use ``services.amqp_url()`` (skip, or fail under
-``FORNACE_REQUIRE_SERVICES=1``, when RabbitMQ is absent), unique queue names
-that are deleted afterwards, and a small TCP proxy to cut connections the
+The RabbitMQ tests each use a virtual host of their own (the ``amqp_vhost``
+fixture: skip, or fail under ``FORNACE_REQUIRE_SERVICES=1``, when RabbitMQ is
+absent), and a small TCP proxy to cut connections the
 way a broker restart or a network failure does.
 """
 from __future__ import annotations
@@ -21,7 +21,6 @@ import pytest
 from fornace.common import broker as broker_module
 from fornace.common.broker import Broker, Consumer, Delivery, kombu_queue
 from fornace.common.contract import TASKS, ContractError, parse_report, report_body
-from services import amqp_url  # tests/ is on sys.path (rootdir conftest, no package)
 
 WAIT = 10.0  # upper bound for anything that should happen "soon"
 
@@ -94,7 +93,7 @@ def record_acks(monkeypatch, log: list) -> None:
 def url(request, tmp_path) -> str:
     if request.param == "folder":
         return f"filesystem://{tmp_path}/broker"
-    return "memory://" if request.param == "memory" else amqp_url()
+    return "memory://" if request.param == "memory" else request.getfixturevalue("amqp_vhost")
 
 
 @pytest.fixture
@@ -418,8 +417,8 @@ class Proxy:
 
 
 @pytest.fixture
-def rabbit() -> str:
-    return amqp_url()
+def rabbit(amqp_vhost) -> str:
+    return amqp_vhost
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from fornace.common.broker import Broker
 from fornace.conductor.daemon import Conductor, ConductorSettings
 from fornace.conductor.executors.simulator import SimulatedCloud, SimulatedStacks
 from fornace.conductor.session import Settings
-from services import amqp_url
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 
@@ -54,7 +53,7 @@ class StandInAgents:
 
 @pytest.fixture(params=["memory", "rabbitmq"])
 def conductor(request):
-    url = "memory://" if request.param == "memory" else amqp_url()
+    url = "memory://" if request.param == "memory" else request.getfixturevalue("amqp_vhost")
     stacks_seen = []
 
     def stacks(task):

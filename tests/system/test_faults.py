@@ -33,7 +33,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
-from urllib.parse import quote, unquote, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import kombu
 import pytest
@@ -47,7 +47,7 @@ from fornace.cli.main import build_conf
 from fornace.common import contract
 from fornace.common.broker import Broker
 from fornace.conductor.executors.localcloud import TOKEN_VARIABLE, LocalStacks
-from services import amqp_url, require
+from services import Rabbit, amqp_url, private_vhost, rabbitmqctl
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data"
@@ -77,25 +77,6 @@ def _fault_hook():
 
 # ----------------------------------------------------------------------- RabbitMQ
 
-def rabbitmqctl(*args: str, timeout: float = 120.0, check: bool = True) -> str:
-    done = subprocess.run(["rabbitmqctl", *args], capture_output=True, text=True,
-                          timeout=timeout)
-    if check and done.returncode != 0:
-        raise AssertionError(f"rabbitmqctl {' '.join(args)} failed ({done.returncode}): "
-                             f"{done.stdout}{done.stderr}")
-    return done.stdout
-
-
-def rabbitmqctl_works() -> bool:
-    if shutil.which("rabbitmqctl") is None:
-        return False
-    try:
-        return subprocess.run(["rabbitmqctl", "list_vhosts"], capture_output=True,
-                              timeout=60).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-
-
 def broker_accepts(url: str) -> bool:
     conn = kombu.Connection(url, connect_timeout=2)
     try:
@@ -111,36 +92,17 @@ def broker_accepts(url: str) -> bool:
             pass
 
 
-@dataclass
-class Rabbit:
-    url: str            # the test's own virtual host
-    host: str
-    port: int
-    login: str
-    password: str
-    vhost: str
-
-
 @pytest.fixture
 def rabbit():
     """A virtual host of its own on the real RabbitMQ, deleted afterwards."""
-    base = urlsplit(amqp_url())
-    require("rabbitmqctl (to make a virtual host on the test broker)", rabbitmqctl_works())
-    vhost = f"fornace-faults-{uuid.uuid4().hex[:10]}"
-    login, password = unquote(base.username or "guest"), unquote(base.password or "guest")
-    rabbitmqctl("add_vhost", vhost)
-    try:
-        rabbitmqctl("set_permissions", "-p", vhost, login, ".*", ".*", ".*")
-        netloc = base.netloc.rsplit("@", 1)[-1]
-        url = urlunsplit(("amqp", f"{quote(login, safe='')}:{quote(password, safe='')}@{netloc}",
-                          "/" + quote(vhost, safe=""), "", ""))
-        yield Rabbit(url, base.hostname or "127.0.0.1", base.port or 5672, login, password,
-                     vhost)
-    finally:
-        if not broker_accepts(urlunsplit(base)):   # a test left it stopped
-            rabbitmqctl("start_app", check=False)
-            rabbitmqctl("await_startup", check=False)
-        rabbitmqctl("delete_vhost", vhost, check=False)
+    with private_vhost("fornace-faults") as rabbit:
+        try:
+            yield rabbit
+        finally:
+            base = urlsplit(amqp_url())
+            if not broker_accepts(urlunsplit(base)):   # a test left it stopped
+                rabbitmqctl("start_app", check=False)
+                rabbitmqctl("await_startup", check=False)
 
 
 # ----------------------------------------------------------------------- processes

@@ -12,7 +12,6 @@ from fornace.cli.main import build_conf
 from fornace.conductor.daemon import Conductor, ConductorSettings
 from fornace.conductor.executors.simulator import SimulatedCloud
 from fornace.conductor.session import Settings
-from services import amqp_url
 from test_daemon import StandInAgents
 
 DATA = Path(__file__).resolve().parents[2] / "data"
@@ -20,7 +19,7 @@ DATA = Path(__file__).resolve().parents[2] / "data"
 
 @pytest.fixture(params=["memory", "rabbitmq"])
 def stack(request, tmp_path):
-    url = "memory://" if request.param == "memory" else amqp_url()
+    url = "memory://" if request.param == "memory" else request.getfixturevalue("amqp_vhost")
     conf = build_conf()
     conf(["api"], default_config_files=[])
     conf.set_override("url", url, group="broker")

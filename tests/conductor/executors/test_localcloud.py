@@ -15,7 +15,6 @@ from fornace.common import contract
 from fornace.common.broker import Broker
 from fornace.conductor.executors.base import StackFailure, StackRequest
 from fornace.conductor.executors.localcloud import TOKEN_VARIABLE, LocalStacks, evaluate_outputs
-from services import amqp_url
 
 DATA = Path(__file__).resolve().parents[3] / "data"
 
@@ -207,7 +206,9 @@ def test_bad_names_are_refused(cloud):
 @pytest.fixture(params=["amqp", "folder"])
 def shared_broker(request, tmp_path):
     """A broker URL other processes reach: RabbitMQ, or a folder."""
-    return amqp_url() if request.param == "amqp" else f"filesystem://{tmp_path}/broker"
+    if request.param == "amqp":
+        return request.getfixturevalue("amqp_vhost")
+    return f"filesystem://{tmp_path}/broker"
 
 
 def test_two_agents_answer_plans_then_stop(cloud, shared_broker):
