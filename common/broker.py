@@ -265,6 +265,25 @@ class Broker:
         """The messages of ``queue`` as the broker pushes them (see :class:`Inbox`)."""
         return Inbox(self, queue, prefetch)
 
+    def consumers(self, queues: list[str]) -> dict[str, int] | None:
+        """How many consumers listen on each queue (0 for a queue that does not
+        exist); None where the transport cannot tell (memory, folder)."""
+        if self.local:
+            return None
+        counts: dict[str, int] = {}
+        conn = self.connection(heartbeat=0)
+        try:
+            channel = None
+            for queue in queues:
+                channel = channel or conn.channel()
+                try:
+                    counts[queue] = channel.queue_declare(queue=queue, passive=True).consumer_count
+                except conn.channel_errors:   # no such queue: the broker closed the channel
+                    counts[queue], channel = 0, None
+        finally:
+            _close_quietly(conn)
+        return counts
+
     def delete(self, queue: str) -> None:
         """Delete ``queue`` and its messages (tests and tools)."""
         conn = self.connection(heartbeat=0)

@@ -23,6 +23,11 @@ engine_opts = [
     cfg.FloatOpt("agent_timeout", default=3600.0, min=0,
                  help="Seconds to wait for an agent result when a send-command gives no "
                       "timeout (0 waits without limit, as Murano 0.2 did)."),
+    cfg.FloatOpt("agent_absent_after", default=30.0, min=0,
+                 help="Seconds after which an agent that was listening on its queue and "
+                      "stopped (its process died, its VM stopped) is taken to be gone: its "
+                      "plans fail then instead of at agent_timeout. Agents never seen "
+                      "listening are waited for (new VMs boot). RabbitMQ only; 0: off."),
 ]
 
 rabbit_opts = [
@@ -138,6 +143,7 @@ def engine_settings(conf: cfg.ConfigOpts) -> Settings:
     return Settings(
         max_rounds=conf.engine.max_rounds, max_passes=conf.engine.max_passes,
         agent_timeout=timeout or None, config=config_mapping(conf),
+        agent_absent_after=conf.engine.agent_absent_after or None,
         broker={"host": rabbit.host, "port": rabbit.port, "login": rabbit.login,
                 "password": rabbit.password, "virtual_host": rabbit.virtual_host,
                 "ssl": rabbit.ssl, "server_address": rabbit.server_address,

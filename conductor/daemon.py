@@ -172,7 +172,8 @@ class Conductor:
              recorder: JobRecorder, report: Callable[[dict], None],
              halted: Callable[[], str | None] | None) -> Any:
         engine = self.settings.engine or Settings()
-        agents = AmqpAgents(broker, task.environment_id, engine.agent_timeout, halted=halted)
+        agents = AmqpAgents(broker, task.environment_id, engine.agent_timeout, halted=halted,
+                            absent_after=engine.agent_absent_after)
         return run_job(Job(task=task, workflows=self.workflows, store=self.store,
                            catalog=self.catalog, stacks=self.stacks(task), agents=agents,
                            recorder=recorder, engine=engine, reporter=report,

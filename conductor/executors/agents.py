@@ -27,11 +27,18 @@ class AmqpAgents(AgentExecutor):
     def __init__(self, broker: Broker, environment_id: str, default_timeout: float | None = 3600.0,
                  poll: float = 0.5, clock: Callable[[], float] = time.monotonic,
                  on_log: LogHandler | None = None,
-                 halted: Callable[[], str | None] | None = None) -> None:
+                 halted: Callable[[], str | None] | None = None,
+                 absent_after: float | None = 30.0) -> None:
         """``on_log(plan_id, lines)`` gets the log lines of running plans (from this
         thread, as they come; an exception in it is logged and ignored);
         ``halted()`` says why to stop waiting for answers (the job lost its lock,
-        the conductor stops): the plans still unanswered then fail with it."""
+        the conductor stops): the plans still unanswered then fail with it.
+
+        ``absent_after``: an agent that was listening on its queue and has not
+        been for that many seconds is gone (its process died, its VM stopped):
+        its plans fail then, not at the end of ``default_timeout``.  An agent
+        never seen listening is waited for (a new VM boots).  Only brokers that
+        count consumers (RabbitMQ) tell; None turns the watch off."""
         self.broker = broker
         self.environment_id = environment_id
         self.default_timeout = default_timeout
@@ -39,6 +46,7 @@ class AmqpAgents(AgentExecutor):
         self.clock = clock
         self.on_log = on_log
         self.halted = halted
+        self.absent_after = absent_after
 
     def run(self, requests: list[PlanRequest]) -> list[PlanReply]:
         started = self.clock()
@@ -51,6 +59,11 @@ class AmqpAgents(AgentExecutor):
             except Exception as exc:  # noqa: BLE001 -- inbox.get() reconnects
                 LOG.warning("environment %s: cannot subscribe to the results yet (%s)",
                             self.environment_id, exc)
+            queues = {index: contract.agent_queue(self.environment_id, request.service,
+                                                  request.unit)
+                      for index, request in enumerate(requests)}
+            watch = _AgentWatch(self.broker, self.absent_after, self.clock)
+            watch.gone(set(queues.values()))   # who listens before the plans go out
             for index, request in enumerate(requests):
                 plan_id = request.plan["ID"]
                 waiting[plan_id] = index
@@ -66,6 +79,17 @@ class AmqpAgents(AgentExecutor):
                         replies[index] = PlanReply({"IsException": True,
                                                     "Result": ["Halted", reason]})
                     break
+                gone = watch.gone({queues[index] for index in waiting.values()})
+                for plan_id, index in list(waiting.items()):
+                    if queues[index] in gone:
+                        del waiting[plan_id]
+                        replies[index] = PlanReply({"IsException": True, "Result": [
+                            "AgentGone", f"the agent of unit {requests[index].unit} stopped "
+                                         f"listening on its queue {gone[queues[index]]:.0f} s "
+                                         f"ago and did not come back"]})
+                        LOG.warning("environment %s: the agent of unit %s is gone; plan %s "
+                                    "failed", self.environment_id, requests[index].unit,
+                                    plan_id)
                 now = self.clock()
                 for plan_id, index in list(waiting.items()):
                     limit = requests[index].timeout or self.default_timeout
@@ -106,3 +130,40 @@ class AmqpAgents(AgentExecutor):
         except Exception:  # noqa: BLE001 -- the log must never stop a deployment
             LOG.exception("environment %s: the log handler failed on %d line(s) of plan %s",
                           self.environment_id, len(lines), plan_id)
+
+
+class _AgentWatch:
+    """Which agents stopped listening on their queues, and since when."""
+
+    def __init__(self, broker: Broker, absent_after: float | None,
+                 clock: Callable[[], float]) -> None:
+        self.broker, self.absent_after, self.clock = broker, absent_after, clock
+        self.every = min(absent_after / 3, 5.0) if absent_after else None
+        self.next_check = clock()
+        self.seen: set[str] = set()
+        self.absent_since: dict[str, float] = {}
+
+    def gone(self, queues: set[str]) -> dict[str, float]:
+        """queue -> seconds absent, for the agents gone longer than ``absent_after``."""
+        now = self.clock()
+        if self.every is None or now < self.next_check or not queues:
+            return {}
+        self.next_check = now + self.every
+        try:
+            counts = self.broker.consumers(sorted(queues))
+        except Exception as exc:  # noqa: BLE001 -- a broker hiccup: the next check
+            LOG.info("cannot count the agents' consumers: %s", exc)
+            return {}
+        if counts is None:        # this transport cannot tell: watch nothing more
+            self.every = None
+            return {}
+        found = {}
+        for queue, count in counts.items():
+            if count:
+                self.seen.add(queue)
+                self.absent_since.pop(queue, None)
+            elif queue in self.seen:
+                since = self.absent_since.setdefault(queue, now)
+                if now - since >= self.absent_after:
+                    found[queue] = now - since
+        return found

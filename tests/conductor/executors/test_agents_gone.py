@@ -1,0 +1,59 @@
+"""A gone agent is noticed in seconds, not at the end of agent_timeout (RabbitMQ)."""
+from __future__ import annotations
+
+import threading
+import time
+
+from fornace.common import contract
+from fornace.common.broker import Broker
+from fornace.conductor.executors.agents import AmqpAgents
+from fornace.conductor.executors.base import PlanRequest
+
+
+def request(unit: str) -> PlanRequest:
+    return PlanRequest(service="s1", unit=unit, template="T", plan={"ID": f"plan-{unit}",
+                                                                     "Commands": []})
+
+
+def test_an_agent_that_stops_listening_fails_its_plan_in_seconds(amqp_vhost):
+    """Regression: a killed agent left its plan waiting the whole agent_timeout
+    (an hour by default) with no error."""
+    took, stop = threading.Event(), threading.Event()
+
+    def agent() -> None:   # listens, takes the plan, dies without answering
+        with Broker(amqp_vhost) as broker, broker.inbox(
+                contract.agent_queue("e1", "s1", "u1")) as inbox:
+            inbox.open()
+            while not stop.is_set():
+                if inbox.get(timeout=0.2) is not None:
+                    took.set()
+                    return
+
+    thread = threading.Thread(target=agent, daemon=True)
+    thread.start()
+    with Broker(amqp_vhost) as broker:
+        agents = AmqpAgents(broker, "e1", default_timeout=120, poll=0.1, absent_after=1.0)
+        deadline = time.monotonic() + 20      # the agent subscribed before the plan goes
+        while not broker.consumers([contract.agent_queue("e1", "s1", "u1")])[
+                contract.agent_queue("e1", "s1", "u1")] and time.monotonic() < deadline:
+            stop.wait(0.05)
+        started = time.monotonic()
+        [reply] = agents.run([request("u1")])
+    stop.set()
+    assert took.is_set()
+    assert time.monotonic() - started < 15
+    assert reply.result["IsException"] and reply.result["Result"][0] == "AgentGone"
+    assert "unit u1 stopped listening" in reply.result["Result"][1]
+
+
+def test_an_agent_never_seen_is_waited_for(amqp_vhost):
+    """A new VM's agent is not listening yet: that is no reason to fail."""
+    with Broker(amqp_vhost) as broker:
+        agents = AmqpAgents(broker, "e1", default_timeout=2.5, poll=0.1, absent_after=0.5)
+        started = time.monotonic()
+        [reply] = agents.run([request("u2")])
+    assert reply.timed_out and time.monotonic() - started >= 2.5
+
+
+def test_transports_that_cannot_count_consumers_are_not_watched():
+    assert Broker("memory://").consumers(["q"]) is None
