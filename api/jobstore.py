@@ -31,7 +31,7 @@ from fornace.common.db.models import (ConfigSession, Deployment, Environment, Jo
                         new_id, utcnow)
 from fornace.api.errors import BadRequest, Conflict, NotFound
 from fornace.api.store import (BUSY, Context, Store, could_be_id, iso, job_secrets, lookup_id,
-                               running_job, settle_tasks, settled_state)
+                               fenced_off, running_job, settle_tasks, settled_state)
 
 LOG = logging.getLogger(__name__)
 
@@ -336,9 +336,15 @@ class Jobs:
         """Store a ``job-events`` message; a malformed one is logged and dropped."""
         try:
             event = contract.parse_job_event(body)
+            fence = contract.fence_of(body, "job event")
         except contract.ContractError as exc:
             LOG.warning("job event %s dropped: %s", message_id, exc)
             return
+        with self._sessions.begin() as db:
+            if fenced_off(db, event.environment_id, fence):
+                LOG.warning("job event %s of job %s dropped: sent by a run that lost the "
+                            "environment's lock (token %s)", message_id, event.job_id, fence)
+                return
         if event.kind == "task":
             self._task_event(event, message_id)
         else:

@@ -41,6 +41,9 @@ the earlier ones, and a Murano 0.2 agent or API speaks 1.0)::
           job events {environment_id, job_id, kind} on job-events
     1.2 - Job events also travel on task-results (told apart by
           is_job_event), so a job's last task events come before its result
+    1.3 - "fence" on job events, reports and results of a job that holds the
+          environment's lock: its token; the API drops what carries an older
+          one than the environment's lock has now (fenced)
 """
 from __future__ import annotations
 
@@ -49,7 +52,7 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-CONTRACT_VERSION = "1.2"   # see the history above; bump it with every change of a body
+CONTRACT_VERSION = "1.3"   # see the history above; bump it with every change of a body
 
 TASKS = "tasks"            # exchange, queue and routing key
 RESULTS = "task-results"
@@ -206,6 +209,24 @@ def result_body(model: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
+FENCE = "fence"
+
+
+def fenced(body: dict[str, Any], token: int | None) -> dict[str, Any]:
+    """``body`` with the sender's lock token (unchanged without one)."""
+    return {**body, FENCE: token} if token else body
+
+
+def fence_of(body: Any, kind: str) -> int | None:
+    """The lock token a job event, report or result carries (None: none)."""
+    if not isinstance(body, dict) or body.get(FENCE) is None:
+        return None
+    token = body[FENCE]
+    if not isinstance(token, int) or isinstance(token, bool) or token < 1:
+        raise _error(kind, f"must be a positive integer, got {_kind(token)}", FENCE)
+    return token
+
+
 def report_body(id: Any, entity: str | None, text: str, level: str,
                 environment_id: str, details: Any = None) -> dict[str, Any]:
     """A ``task-reports`` message (numbers given as ``id`` become strings)."""
@@ -302,10 +323,11 @@ def parse_job_event(body: Any) -> JobEvent:
 
 
 def parse_result(body: Any) -> dict[str, Any]:
-    """A ``task-results`` message -> the final object model."""
+    """A ``task-results`` message -> the final object model (without its fence)."""
     body = _object(body, "result")
     _check_result(body)
-    return body
+    fence_of(body, "result")
+    return {key: value for key, value in body.items() if key != FENCE}
 
 
 def parse_report(body: Any) -> Report:

@@ -131,20 +131,25 @@ class Conductor:
             secrets = find_secrets(task.model)
             if task.token:
                 secrets.add(task.token)
+            fence: list[int | None] = [None]   # the grant's token, once the lock is held
             recorder = JobRecorder(
                 task.environment_id, job_id,
                 # on the results queue: the API stores them before the result (one order)
-                lambda body, message_id: broker.publish(contract.RESULTS, body, message_id),
+                lambda body, message_id: broker.publish(
+                    contract.RESULTS, contract.fenced(body, fence[0]), message_id),
                 mask=lambda text: mask_text(text, secrets) if secrets else text)
             grant = self._lock(task, job_id, recorder)
             if grant is None:
                 return True
+            if grant is not _NO_LOCK:
+                fence[0] = grant.token
             watch = self._beat(grant) if grant is not _NO_LOCK else _LockWatch()
             watch.stopping = self.stop
             counter = iter(range(1, 1 << 30))
 
             def report(body: dict) -> None:
-                broker.publish(contract.REPORTS, body, f"{task_id}-report-{next(counter)}")
+                broker.publish(contract.REPORTS, contract.fenced(body, fence[0]),
+                               f"{task_id}-report-{next(counter)}")
             try:
                 outcome = self._run(task, task_id, broker, recorder, report, watch.reason)
                 if watch.stop_seen and not watch.lost.is_set():
@@ -160,7 +165,9 @@ class Conductor:
                                                 recorder.mask(text), "warning",
                                                 environment_id=task.environment_id))
                     return True
-                broker.publish(contract.RESULTS, contract.result_body(outcome.model), task_id)
+                broker.publish(contract.RESULTS,
+                               contract.fenced(contract.result_body(outcome.model), fence[0]),
+                               task_id)
                 watch.answered = True
             finally:
                 self._unlock(grant, watch)

@@ -649,3 +649,43 @@ def test_rows_a_job_left_open_are_closed_when_it_ends(api):
     assert tasks["second-run"]["status"] == "ok"
     assert tasks["dead-run"]["status"] == "cancelled" and tasks["dead-run"]["finished"]
     assert "superseded" in tasks["dead-run"]["summary"]
+
+
+def test_writes_of_a_run_that_lost_the_lock_are_dropped(api):
+    """Regression: when a redelivered job was taken over, both conductors' task rows,
+    reports and results were stored; now what carries an older lock token than the
+    environment's is dropped (fencing)."""
+    import datetime
+    env_id, model = deployed(api)
+    job = action(api, env_id, "check", {}).json()
+    now = [datetime.datetime(2030, 1, 1)]
+    lock = JobLock(api.store.sessions.kw["bind"], clock=lambda: now[0])
+    old = lock.acquire(env_id, job["id"], "conductor-a")
+    now[0] += datetime.timedelta(seconds=120)                 # conductor-a went silent
+    new = lock.acquire(env_id, job["id"], "conductor-b", stale_after=60)
+    assert (old.token, new.token) == (1, 2)
+
+    def task_event(change_id, fence):
+        api.jobs.apply_job_event(contract.fenced(contract.task_event_body(
+            env_id, job["id"], {"change_id": change_id, "status": "ok"}), fence), change_id)
+
+    def report(text, fence):
+        api.store.add_report(contract.fenced(contract.report_body(
+            env_id, "environment", text, "info", env_id), fence), text)
+
+    task_event("from-a", old.token)
+    task_event("from-b", new.token)
+    report("report of a", old.token)
+    report("report of b", new.token)
+    late = dict(copy.deepcopy(model), services=[])
+    api.store.apply_result(contract.fenced(contract.result_body(late), old.token), job["id"])
+    shown = api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()
+    assert [t["change_id"] for t in shown["tasks"]] == ["from-b"]
+    assert shown["state"] == "running"                         # a's result changed nothing
+    api.store.apply_result(contract.fenced(contract.result_body(model), new.token), job["id"])
+    done = api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()
+    assert done["state"] == "success"
+    texts = [r["text"] for r in
+             api.client.get(f"/environments/{env_id}/deployments/{job['id']}").json()["reports"]]
+    assert "report of b" in texts and "report of a" not in texts
+    assert len(api.client.get(f"/environments/{env_id}").json()["services"]) == 2

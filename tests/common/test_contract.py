@@ -253,3 +253,17 @@ def test_the_version_is_the_last_of_the_history():
     versions = re.findall(r"^    (\d+\.\d+) - ", contract.__doc__, re.M)
     assert versions[0] == "1.0" and versions[-1] == contract.CONTRACT_VERSION
     assert versions == sorted(versions, key=lambda v: tuple(map(int, v.split("."))))
+
+
+def test_fences_travel_and_are_checked():
+    body = contract.fenced(contract.report_body("e1", "environment", "t", "info", "e1"), 7)
+    assert contract.fence_of(body, "report") == 7
+    assert contract.fenced({"a": 1}, None) == {"a": 1}
+    assert contract.fence_of({"a": 1}, "report") is None
+    result = contract.fenced(contract.result_body({"id": "e1", "services": []}), 3)
+    assert contract.parse_result(result) == {"id": "e1", "services": []}   # not stored
+    for bad in (0, -1, "3", True, 1.5):
+        with pytest.raises(contract.ContractError, match="fence"):
+            contract.fence_of({"fence": bad}, "report")
+    with pytest.raises(contract.ContractError, match="fence"):
+        contract.parse_result({"id": "e1", "fence": "x"})

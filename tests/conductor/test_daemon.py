@@ -366,3 +366,29 @@ def test_a_stopping_conductor_does_not_wait_for_a_silent_agent(tmp_path):
         assert "t-" + env_id not in [m for _, m in broker.drain(contract.RESULTS, timeout=0.3)]
     with JobLock(url) as lock:                       # free, and not marked done
         assert isinstance(lock.acquire(env_id, "t-" + env_id, "next-conductor"), Grant)
+
+
+def test_what_a_locked_job_sends_carries_its_token(tmp_path):
+    from fornace.common.broker import Delivery
+    from fornace.common.db.engine import upgrade
+    from fornace.conductor.jobs.lock import JobLock
+    url = f"sqlite:///{tmp_path / 'locks.sqlite'}"
+    upgrade(url)
+    env_id = "d" + uuid.uuid4().hex[:8]
+    with JobLock(url) as lock:               # two earlier grants: this run gets token 3
+        for job in ("old1", "old2"):
+            lock.release(lock.acquire(env_id, job, "x"))
+    daemon = Conductor(ConductorSettings(broker_url="memory://", data_dir=DATA, database_url=url,
+                                         engine=Settings(agent_timeout=0.5)),
+                       lambda task: SimulatedCloud().executors()[0])
+    daemon.handle_task(one_unit_task(env_id), Delivery(message_id="t-" + env_id,
+                                                       queue=contract.TASKS))
+    with Broker("memory://") as broker:
+        results = [(b, m) for b, m in broker.drain(contract.RESULTS, timeout=0.5)]
+        reports = [b for b, _ in broker.drain(contract.REPORTS, timeout=0.5)
+                   if b.get("environment_id") == env_id]
+    final = [b for b, m in results if m == "t-" + env_id]
+    events = [b for b, _ in results if contract.is_job_event(b) and b["environment_id"] == env_id]
+    assert final and contract.fence_of(final[0], "result") == 3
+    assert reports and all(contract.fence_of(b, "report") == 3 for b in reports)
+    assert events and all(contract.fence_of(b, "job event") == 3 for b in events)
