@@ -211,6 +211,10 @@ class LocalStacks(StackExecutor):
             if info.get("user_data_sha256") == digest:
                 if _running(info) or not user_data:
                     return False
+                if not info.get("pid"):
+                    LOG.warning("stack %s: instance %s was being started by a conductor that "
+                                "stopped; what it started is stopped first", stack,
+                                sandbox.name)
                 LOG.info("stack %s: restarting instance %s", stack, sandbox.name)
                 self._destroy(sandbox, keep=True)   # its orphans, if any; files stay
             else:
@@ -224,6 +228,10 @@ class LocalStacks(StackExecutor):
             _write_json(sandbox / "instance.json", info)
             return False
         info["token"] = uuid.uuid4().hex
+        # the token is on disk before the boot process starts: if this conductor
+        # dies before it writes the pid, the next apply still finds (by token)
+        # and stops what was started, instead of starting a second agent
+        _write_json(sandbox / "instance.json", info)
         script = sandbox / "user-data"
         script.write_text(user_data)
         (sandbox / "etc").mkdir(exist_ok=True)
@@ -497,7 +505,7 @@ def _members(infos: list[dict[str, Any]]) -> list[int]:
     carrying its ``FORNACE_INSTANCE_TOKEN`` (commands run by the agent start
     their own sessions, and servers they leave behind belong to the instance
     too), started no earlier than its boot process.  One pass over /proc."""
-    groups = {int(i["pid"]): i.get("start_time") for i in infos}
+    groups = {int(i["pid"]): i.get("start_time") for i in infos if i.get("pid")}
     tokens = {f"{TOKEN_VARIABLE}={i['token']}".encode(): i.get("start_time")
               for i in infos if i.get("token")}
     members = []
@@ -534,13 +542,14 @@ def _signal_all(infos: list[dict[str, Any]], signum: int) -> None:
 
 def _stop_instances(infos: list[dict[str, Any]], timeout: float) -> None:
     """SIGTERM to every process of the instances at once, SIGKILL after ``timeout`` s."""
-    infos = [i for i in infos if i.get("pid")]
+    infos = [i for i in infos if i.get("pid") or i.get("token")]
     if not infos:
         return
 
     def gone() -> bool:
         for info in infos:
-            _poll(int(info["pid"]))
+            if info.get("pid"):
+                _poll(int(info["pid"]))
         return not _members(infos)
 
     if not gone():
@@ -550,13 +559,14 @@ def _stop_instances(infos: list[dict[str, Any]], timeout: float) -> None:
             time.sleep(0.05)
         if not gone():
             LOG.warning("instance(s) %s did not stop on SIGTERM; killing them",
-                        ", ".join(str(i.get("instance", i["pid"])) for i in infos))
+                        ", ".join(str(i.get("instance", i.get("pid"))) for i in infos))
             _signal_all(infos, signal.SIGKILL)
             deadline = time.monotonic() + 5
             while not gone() and time.monotonic() < deadline:
                 time.sleep(0.05)
     for info in infos:
-        _forget(int(info["pid"]))
+        if info.get("pid"):
+            _forget(int(info["pid"]))
 
 
 def _forget(pid: int) -> None:

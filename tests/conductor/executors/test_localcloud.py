@@ -192,6 +192,25 @@ def test_a_process_that_died_is_started_again(cloud):
     assert again["running"] and again["pid"] != pid
 
 
+def test_an_instance_half_started_by_a_dead_conductor_is_not_started_twice(cloud):
+    """Regression: a conductor killed while the local cloud started an instance
+    (its boot process running, its pid not yet written) left an agent nobody
+    tracked, and the next apply started a second one for the same unit."""
+    stacks, made = cloud
+    made.append("ehalf")
+    script = "#!/bin/sh\nexec sleep 300\n"
+    stacks.apply(request("ehalf", {"Resources": {"a": instance(script)}}))
+    info_path = stacks.state_dir / "ehalf" / "a" / "instance.json"
+    info = json.loads(info_path.read_text())
+    orphan = info.pop("pid")
+    info.pop("start_time", None)
+    info_path.write_text(json.dumps(info))        # as the dead conductor left it
+    stacks.apply(request("ehalf", {"Resources": {"a": instance(script)}}))
+    assert wait_for(lambda: not alive(orphan))      # found by its token and stopped
+    again = stacks.instances("ehalf")["a"]
+    assert again["running"] and again["pid"] != orphan
+
+
 def test_bad_names_are_refused(cloud):
     stacks, _ = cloud
     with pytest.raises(StackFailure):
