@@ -11,17 +11,36 @@ if [ "${FORNACE_SET_HOSTNAME:-1}" != 0 ]; then
     hostname '%INTERNAL_HOSTNAME%' 2>/dev/null || true
 fi
 echo '%MURANO_SERVER_ADDRESS%' > "$etc/server"
-# The agent's exit code says what comes next: 3 is a reboot (or a restart for
-# an incomplete plan), after which the agent runs again -- in the local cloud
-# a reboot of the unit is this restart.  Any other code ends the unit's agent:
-# 0 stopped, 4 powered off, 5 stopped by a plan, 2 bad configuration, a crash.
+# The agent's exit code says what comes next, as an init system would act on
+# it: 3 is a reboot (or a restart for an incomplete plan), after which the
+# agent runs again -- in the local cloud a reboot of the unit is this restart;
+# 0 stopped, 4 powered off, 5 stopped by a plan and 2 bad configuration end
+# the unit's agent; anything else is a crash (killed, a bug): the agent is
+# started again after a second -- its journal answers a plan it had already
+# finished -- unless it crashed 5 times within 60 seconds.
+crashes=""
 while :; do
     code=0
     fornace --config-file "$etc/agent.conf" agent \
         ${FORNACE_AGENT_WORK_DIR:+--work-dir "$FORNACE_AGENT_WORK_DIR"} || code=$?
-    if [ "$code" -ne 3 ]; then
-        echo "init.sh: the agent exited with code $code; it is not started again" >&2
+    case "$code" in
+        3)
+            echo "init.sh: the agent exited with code 3 (reboot); starting it again" >&2
+            continue ;;
+        0|2|4|5)
+            echo "init.sh: the agent exited with code $code; it is not started again" >&2
+            exit "$code" ;;
+    esac
+    now=$(date +%s)
+    recent=""
+    for t in $crashes; do
+        [ $((now - t)) -lt 60 ] && recent="$recent $t"
+    done
+    crashes="$recent $now"
+    if [ "$(echo $crashes | wc -w)" -ge 5 ]; then
+        echo "init.sh: the agent crashed 5 times within 60 s (last code $code); it is not started again" >&2
         exit "$code"
     fi
-    echo "init.sh: the agent exited with code 3 (reboot); starting it again" >&2
+    echo "init.sh: the agent crashed (code $code); starting it again" >&2
+    sleep 1
 done

@@ -9,6 +9,8 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import os
+import signal
 import sys
 import threading
 import time
@@ -509,3 +511,24 @@ def test_log_lines_reach_the_conductor_while_the_script_runs(unit):
     assert received[0] == (plan["ID"], ["line 1"])
     assert [line for _, lines in received for line in lines] == ["line 1", "go seen"]
     assert json.dumps(received).count("line 1") == 1
+
+
+def test_a_killed_agent_is_started_again_and_answers_from_its_journal(unit):
+    """Regression: an agent killed -9 stayed dead (init.sh ended), so its unit's
+    plans waited the whole agent_timeout; init.sh now starts a crashed agent
+    again, as an init system would, and the journal answers a finished plan."""
+    pid = unit.agent_pid()
+    done = v2_plan({"d.sh": f"echo x >> {unit.sandbox}/runs\necho done once"}, [cmd("d.sh")])
+    unit.send(done)
+    assert unit.answer(done["ID"])["Result"][0]["Result"] == ["done once"]
+    os.kill(pid, signal.SIGKILL)
+    assert wait_for(lambda: unit.agent_pids() not in ([], [pid])), unit.console()[-3000:]
+    assert "the agent crashed (code 137); starting it again" in unit.console()
+    unit.send(done)                               # the same plan again: from the journal
+    assert wait_for(lambda: unit.collect() or len(unit.answered.get(done["ID"], [])) == 2,
+                    TIMEOUT)
+    assert unit.answered[done["ID"]][1]["Result"][0]["Result"] == ["done once"]
+    assert (unit.sandbox / "runs").read_text() == "x\n"   # the script ran once
+    fresh = v2_plan({"n.sh": "echo new agent"}, [cmd("n.sh")])
+    unit.send(fresh)
+    assert unit.answer(fresh["ID"])["Result"][0]["Result"] == ["new agent"]
