@@ -31,7 +31,7 @@ while :; do
             echo "init.sh: the agent exited with code $code; it is not started again" >&2
             exit "$code" ;;
     esac
-    now=$(date +%s)
+    now=$(cut -d. -f1 /proc/uptime)   # seconds since boot
     recent=""
     for t in $crashes; do
         [ $((now - t)) -lt 60 ] && recent="$recent $t"
