@@ -205,6 +205,8 @@ class Conductor:
                             "without it", task.environment_id, exc, job_id)
                 return _NO_LOCK
             if isinstance(found, Grant):
+                LOG.info("environment %s: job %s holds the lock (token %d)",
+                         task.environment_id, job_id, found.token)
                 return found
             if isinstance(found, AlreadyDone):
                 LOG.info("environment %s: job %s already ended; its task came again and "
@@ -251,6 +253,8 @@ class Conductor:
             return
         try:   # a job that sent no result is not done: its next copy must run it
             self.locks.release(grant, done=watch.answered)
+            LOG.info("environment %s: job %s released the lock (token %d)",
+                     grant.environment_id, grant.job_id, grant.token)
         except Exception as exc:  # noqa: BLE001 -- it goes stale and is taken over
             LOG.warning("job %s: could not release the lock: %s", grant.job_id, exc)
 
