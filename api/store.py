@@ -26,6 +26,7 @@ from fornace.api import specs, tree
 from fornace.common import contract
 from fornace.common.actionparams import ActionError, check_parameters
 from fornace.common.catalog import Catalog, load_catalog
+from fornace.common.db import locks
 from fornace.common.resources import BUILTIN_DATA
 from fornace.common.secrets import find_secrets, mask_text, masked
 from fornace.common.db.models import (ConfigSession, Deployment, Environment, JobLock, JobTask,
@@ -199,26 +200,46 @@ class Store:
             return env_view(env, self._status(db, env))
 
     def delete_environment(self, ctx: Context, env_id: str, abandon: bool = False) -> None:
-        """Tear down (send a deletion task) or, never deployed / abandoned, just forget."""
+        """Tear down (send a deletion task) or, never deployed, just forget.
+
+        With ``abandon`` the environment is forgotten at once, whatever runs:
+        its running job's lock is revoked (its conductor stops it at its next
+        step) and a clean-up deletion task still goes out, so a conductor
+        removes what was made for it (its stack: instances, local-cloud
+        processes); what that task reports back is ignored.
+        """
         with self._sessions.begin() as db:
             env = self.environment(db, ctx, env_id, lock=True)
-            if abandon or (env.version == 0 and env.state == "ready"):
+            if env.version == 0 and env.state == "ready":
                 db.execute(delete(JobLock).where(JobLock.environment_id == env.id))
                 db.delete(env)
                 return
-            previous = env.state
-            claimed = db.execute(update(Environment).where(
-                Environment.id == env_id, Environment.state.not_in(BUSY)).values(
-                state="deleting", updated=utcnow())).rowcount
-            if claimed != 1:
-                raise Forbidden(f"environment {env_id} is {env.state}; wait for it to end "
-                                f"or delete it with abandon=true")
-            deployment = Deployment(id=new_id(), environment_id=env.id,
-                                    tenant_id=env.tenant_id, kind="delete", parameters={},
-                                    description=masked(env.description))
-            db.add(deployment)
-            body = contract.deletion_task_body(env.id, env.name, ctx.token, env.tenant_id,
-                                               job_id=deployment.id)
+            if abandon:
+                locks.revoke(db, env.id)   # the row (and its token) stays: fencing
+                cleanup = contract.deletion_task_body(env.id, env.name, ctx.token,
+                                                      env.tenant_id, job_id=new_id())
+                db.delete(env)
+            else:
+                previous = env.state
+                claimed = db.execute(update(Environment).where(
+                    Environment.id == env_id, Environment.state.not_in(BUSY)).values(
+                    state="deleting", updated=utcnow())).rowcount
+                if claimed != 1:
+                    raise Forbidden(f"environment {env_id} is {env.state}; wait for it to end "
+                                    f"or delete it with abandon=true")
+                deployment = Deployment(id=new_id(), environment_id=env.id,
+                                        tenant_id=env.tenant_id, kind="delete", parameters={},
+                                        description=masked(env.description))
+                db.add(deployment)
+                body = contract.deletion_task_body(env.id, env.name, ctx.token, env.tenant_id,
+                                                   job_id=deployment.id)
+        if abandon:
+            try:
+                self._publish(cleanup, cleanup["job"]["id"])
+            except Exception as exc:  # the environment is gone either way: say what is left
+                LOG.error("environment %s abandoned, but its clean-up task could not be sent "
+                          "(%s): its stack stays until it is removed by hand", env_id, exc)
+            return
         self.send_task(body, deployment.id, env_id, previous)
 
     def send_task(self, body: dict, message_id: str, env_id: str, previous: str,

@@ -26,7 +26,7 @@ from fornace.conductor.dsl.workflows import load_workflows
 from fornace.conductor.executors.agents import AmqpAgents
 from fornace.conductor.executors.base import StackExecutor
 from fornace.conductor.jobs.lifecycle import Job, run_job
-from fornace.conductor.jobs.lock import AlreadyDone, Grant, JobLock
+from fornace.conductor.jobs.lock import AlreadyDone, Grant, JobLock, Revoked
 from fornace.conductor.jobs.records import JobRecorder
 from fornace.conductor.session import Settings
 from fornace.conductor.templates import TemplateStore
@@ -208,6 +208,14 @@ class Conductor:
                 LOG.info("environment %s: job %s holds the lock (token %d)",
                          task.environment_id, job_id, found.token)
                 return found
+            if isinstance(found, Revoked):
+                if not waiting:
+                    LOG.info("environment %s: its lock was just revoked; job %s waits for "
+                             "the revoked job to stop", task.environment_id, job_id)
+                    waiting = True
+                if self.stop.wait(0.5):
+                    raise Interrupted("conductor stopping")
+                continue
             if isinstance(found, AlreadyDone):
                 LOG.info("environment %s: job %s already ended; its task came again and "
                          "is acknowledged without running", task.environment_id, job_id)
@@ -230,7 +238,8 @@ class Conductor:
         watch = _LockWatch()
 
         def beat() -> None:
-            while not watch.done.wait(self.settings.lock_stale_after / 4):
+            # often enough that a revoked job stops within the lock's revoke grace
+            while not watch.done.wait(min(self.settings.lock_stale_after / 4, 2.0)):
                 try:
                     held = self.locks.heartbeat(grant)
                 except Exception as exc:  # noqa: BLE001 -- try again next beat

@@ -10,15 +10,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import update
+from sqlalchemy import func, update
 
-from fornace.common.db.models import JobLock
+from fornace.common.db.models import JobLock, utcnow
+
+REVOKED = "(revoked)"   # the holder of a revoked lock until its job has had time to stop
 
 
-def revoke(connection: Any, environment_id: str) -> int:
+def revoke(connection: Any, environment_id: str, now: Any = None) -> int:
     """Free the environment's lock whoever holds it; return the new token
-    (0 when the environment never had a lock)."""
+    (0 when the environment never had a lock).  The next job may take it once
+    the revoked one has had time to notice (``JobLock``'s ``revoke_grace``)."""
+    if now is None:   # the database's clock on PostgreSQL, as the conductors' locks
+        dialect = getattr(connection, "dialect", None) or connection.get_bind().dialect
+        now = func.timezone("UTC", func.now()) if dialect.name == "postgresql" else utcnow()
     row = connection.execute(update(JobLock).where(JobLock.environment_id == environment_id)
-                             .values(job_id=None, holder=None, token=JobLock.token + 1)
+                             .values(job_id=None, holder=REVOKED, heartbeat=now,
+                                     token=JobLock.token + 1)
                              .returning(JobLock.token)).first()
     return row.token if row is not None else 0

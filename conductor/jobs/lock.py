@@ -64,6 +64,11 @@ class Grant:
 
 
 @dataclass(frozen=True)
+class Revoked:
+    """The lock was just revoked: its job may still be stopping; wait a moment."""
+
+
+@dataclass(frozen=True)
 class AlreadyDone:
     """The job ended earlier holding this lock (its task came again)."""
 
@@ -79,12 +84,14 @@ class JobLock:
 
     _ATTEMPTS = 5  # a lock freed between our insert and update: try again
 
-    def __init__(self, url_or_engine: str | Engine, clock: Clock | None = None) -> None:
+    def __init__(self, url_or_engine: str | Engine, clock: Clock | None = None,
+                 revoke_grace: float = 5.0) -> None:
         self.engine = (make_engine(url_or_engine) if isinstance(url_or_engine, str)
                        else url_or_engine)
         self._owns_engine = isinstance(url_or_engine, str)
         self.clock = clock
         self._database_clock = clock is None and self.engine.dialect.name == "postgresql"
+        self.revoke_grace = revoke_grace   # seconds a revoked job has to notice and stop
 
     def close(self) -> None:
         """Dispose of the engine if this lock made it (from a URL)."""
@@ -110,7 +117,7 @@ class JobLock:
 
     # -- the lock ----------------------------------------------------------------
     def acquire(self, environment_id: str, job_id: str, holder: str,
-                stale_after: float = 60.0) -> Grant | LockHeld | AlreadyDone:
+                stale_after: float = 60.0) -> Grant | LockHeld | AlreadyDone | Revoked:
         """Take the environment's lock for ``job_id``: a :class:`Grant`; else who
         holds it (:class:`LockHeld`, maybe this same job elsewhere), or
         :class:`AlreadyDone` when this job already ended holding it."""
@@ -126,6 +133,8 @@ class JobLock:
                     LockRow.environment_id == environment_id)).first()
             if row is not None and row.job_id is not None:
                 return LockHeld(row.job_id, row.holder or "?", row.acquired)
+            if row is not None and row.holder == locks.REVOKED:
+                return Revoked()
             if row is not None and row.done_job == job_id:
                 return AlreadyDone(job_id)
         raise RuntimeError(f"environment {environment_id}: the job lock kept changing hands "
@@ -165,7 +174,7 @@ class JobLock:
     def clear(self, environment_id: str) -> int:
         """Revoke the lock whoever holds it (the job was abandoned); the new token."""
         with self.engine.begin() as conn:
-            return locks.revoke(conn, environment_id)
+            return locks.revoke(conn, environment_id, self._now())
 
     @staticmethod
     def _held_by(grant: Grant) -> tuple:
@@ -187,14 +196,17 @@ class JobLock:
     def _take(self, environment_id: str, job_id: str, holder: str,
               stale_after: float) -> int | None:
         """Take a free row or a stale one, in one conditional UPDATE: of two racers
-        the second sees the first's fresh heartbeat and matches nothing."""
+        the second sees the first's fresh heartbeat and matches nothing.  A row
+        revoked less than ``revoke_grace`` ago is not free yet."""
         now = self._now()
+        free = LockRow.job_id.is_(None) & or_(LockRow.done_job.is_(None),
+                                              LockRow.done_job != job_id)
+        settled = or_(LockRow.holder.is_(None), LockRow.holder != locks.REVOKED,
+                      LockRow.heartbeat < self._ago(self.revoke_grace))
         with self.engine.begin() as conn:
             row = conn.execute(update(LockRow).where(
                 LockRow.environment_id == environment_id,
-                or_(LockRow.job_id.is_(None) & or_(LockRow.done_job.is_(None),
-                                                   LockRow.done_job != job_id),
-                    LockRow.heartbeat < self._ago(stale_after))).values(
+                or_(free & settled, LockRow.heartbeat < self._ago(stale_after))).values(
                 job_id=job_id, holder=holder, acquired=now, heartbeat=now,
                 token=LockRow.token + 1).returning(LockRow.token)).first()
         return int(row.token) if row is not None else None

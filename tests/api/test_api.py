@@ -332,8 +332,15 @@ def test_abandon_removes_a_busy_environment(api):
     assert api.client.delete(f"/environments/{env['id']}",
                              params={"abandon": "true"}).status_code == 200
     assert api.client.get(f"/environments/{env['id']}").status_code == 404
-    api.store.apply_result(contract.result_body(api.published.tasks[-1][0]),
-                           api.published.tasks[-1][1])  # late result: ignored, no crash
+    # a clean-up deletion still goes out, so a conductor removes the stack it made
+    cleanup, cleanup_id = api.published.tasks[-1]
+    task = contract.parse_task(cleanup)
+    assert task.deleted and task.environment_id == env["id"] and task.action == "delete"
+    deploy_body, deploy_id = api.published.tasks[-2]
+    api.store.apply_result(contract.result_body(deploy_body), deploy_id)  # late: ignored
+    finish(api, {"id": env["id"], "name": "env1", "services": {}, "deleted": True},
+           cleanup_id)                                                     # ignored too
+    assert api.client.get(f"/environments/{env['id']}").status_code == 404
 
 
 def test_unknown_route_and_method_are_json(api):

@@ -186,6 +186,8 @@ class World:
         path.write_text(
             f"[DEFAULT]\ndata_dir = {self.catalog}\n"
             f"[api]\nstate_dir = {self.root / 'state'}\n"
+            # the API's database: the conductors' job locks are the API's
+            f"[database]\nconnection = sqlite:///{self.root / 'api.sqlite'}\n"
             f"[broker]\nurl = {r.url}\n"
             f"[conductor]\ncloud_dir = {self.cloud_dir}\nmax_environments = 2\n"
             f"[engine]\nagent_timeout = {agent_timeout:g}\n"
@@ -579,3 +581,25 @@ def test_deleting_an_environment_removes_its_stack_and_stops_its_agents(world):
     for url in urls:
         with pytest.raises(urllib.error.URLError):
             urllib.request.urlopen(url, timeout=5)
+
+
+def test_abandoning_a_running_deployment_stops_it_and_removes_what_it_made(world):
+    """Regression: `env delete --abandon` during a deployment left the units'
+    processes running for ever and the job went on; now the job stops (its lock
+    is revoked) and a clean-up deletion removes the stack and its processes."""
+    port = free_port()
+    conductor = world.start_conductor(agent_timeout=300)
+    env_id, _ = world.deploy("abandon", units=2, port=port)
+    wait_for(lambda: world.started("web1") and world.started("web2"),
+             "both units to be in their agent step", explain=world.explain)
+    tokens = [info["token"] for info in world.instances(env_id).values()]
+    assert all(token_processes(token) for token in tokens)
+    response = world.client.delete(f"/environments/{env_id}", params={"abandon": "true"})
+    assert response.status_code == 200, response.text
+    assert world.status(env_id) is None
+    wait_for(lambda: all(token_processes(token) == [] for token in tokens),
+             "the abandoned environment's processes to be stopped", explain=world.explain)
+    wait_for(lambda: not (world.cloud_dir / f"e{env_id}").exists(),
+             "its sandboxes to be removed", explain=world.explain)
+    log = world.log(conductor)
+    assert "lost the environment's lock" in log and "it sends no result" in log

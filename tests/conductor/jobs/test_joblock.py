@@ -9,7 +9,7 @@ from sqlalchemy import text
 
 from fornace.common.db.engine import make_engine, upgrade
 from apikit import reset_postgres
-from fornace.conductor.jobs.lock import AlreadyDone, Grant, JobLock, LockHeld
+from fornace.conductor.jobs.lock import AlreadyDone, Grant, JobLock, LockHeld, Revoked
 from services import postgres_url
 
 T0 = datetime.datetime(2024, 5, 1, 12, 0, 0)
@@ -116,11 +116,14 @@ def test_a_job_that_ended_is_not_run_again(lock):
     assert isinstance(lock.acquire("env1", "job2", "b"), Grant)
 
 
-def test_revocation_raises_the_token_and_stops_the_holder(lock):
+def test_revocation_raises_the_token_and_stops_the_holder(lock, clock):
     grant = lock.acquire("env1", "job1", "a")
     assert lock.clear("env1") == 2
     assert lock.holder("env1") is None
     assert not lock.heartbeat(grant) and not lock.release(grant)
+    # the revoked job has revoke_grace (5 s) to notice before another job may start
+    assert lock.acquire("env1", "job3", "c") == Revoked()
+    clock.advance(6)
     assert lock.acquire("env1", "job3", "c").token == 3
     assert lock.clear("never-locked") == 0
 
