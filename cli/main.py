@@ -40,6 +40,7 @@ COMMANDS = {
     "topology": "fornace.cli.client.views",
     "workflow": "fornace.cli.workflow",
     "db": "fornace.cli.db",
+    "gc": "fornace.cli.gc",
 }
 
 # the option modules (each with register(conf)) a command's configuration has:
@@ -55,7 +56,7 @@ GROUPS = (
      ("env", "service", "deploy", "action", "plan", "jobs", "logs", "deployments", "status",
       "topology")),
     ("Workflow files", ("workflow",)),
-    ("Operators", ("db",)),
+    ("Operators", ("db", "gc")),
 )
 
 DESCRIPTION = "Fornace deploys environments of services from Murano 0.2 style XML workflows."
