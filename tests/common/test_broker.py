@@ -143,8 +143,22 @@ def test_ack_comes_only_after_the_handler_returned(url, queue, consumers, monkey
     assert log == [("start", "m1"), ("end", "m1"), ("ack", "m1")]
 
 
-def test_contract_error_drops_the_message(url, queue, consumers, caplog):
+def acked(log: list, message_id: str, times: int = 1) -> bool:
+    """Wait (on the consumer's own acks, with a timeout) until ``message_id`` was
+    acknowledged ``times`` times: the barrier for "it was not requeued"."""
+    ticker = threading.Event()
+    deadline = time.monotonic() + WAIT
+    while log.count(("ack", message_id)) < times:
+        if time.monotonic() > deadline:
+            return False
+        ticker.wait(0.01)
+    return True
+
+
+def test_contract_error_drops_the_message(url, queue, consumers, caplog, monkeypatch):
     name = queue()
+    acks: list = []
+    record_acks(monkeypatch, acks)
 
     def handler(body, delivery):
         if body.get("bad"):
@@ -155,7 +169,7 @@ def test_contract_error_drops_the_message(url, queue, consumers, caplog):
         broker.publish(name, {"bad": True, "token": "tok-secret-123"}, message_id="poison")
         broker.publish(name, {"good": True}, message_id="fine")
         calls = running.wait_calls(2)
-        time.sleep(0.15)  # a requeued poison message would come back in this time
+        assert acked(acks, "poison") and acked(acks, "fine")   # dropped = acked, not requeued
     assert [d.message_id for _, d in running.calls] == ["poison", "fine"]
     assert [d.message_id for _, d in calls] == ["poison", "fine"]
     dropped = [r.getMessage() for r in caplog.records if "dropping" in r.getMessage()]
@@ -184,8 +198,11 @@ def test_a_body_that_is_not_json_is_dropped_without_calling_the_handler(
     assert "invalid JSON at line 1:2" in caplog.text
 
 
-def test_other_errors_requeue_and_redeliver_with_the_same_id(url, queue, consumers, caplog):
+def test_other_errors_requeue_and_redeliver_with_the_same_id(url, queue, consumers, caplog,
+                                                              monkeypatch):
     name = queue()
+    acks: list = []
+    record_acks(monkeypatch, acks)
     failures = {"count": 0}
 
     def handler(body, delivery):
@@ -202,7 +219,7 @@ def test_other_errors_requeue_and_redeliver_with_the_same_id(url, queue, consume
         assert [d.redelivered for _, d in calls] == [False, True, True]
     assert "RuntimeError: database down, token was ***" in caplog.text
     assert "tok-secret-456" not in caplog.text
-    time.sleep(0.1)
+    assert acked(acks, "retry-me")
     assert len(running.calls) == 3  # acked after the success
     assert Broker(url).drain(name, timeout=0.05) == []
 
@@ -561,9 +578,12 @@ def test_two_consumers_on_one_queue_share_the_messages(rabbit, rabbit_queue, con
     assert one.calls and two.calls      # and both had some
 
 
-def test_a_long_handler_keeps_the_heartbeats_going(rabbit, rabbit_queue, consumers):
+def test_a_long_handler_keeps_the_heartbeats_going(rabbit, rabbit_queue, consumers,
+                                                   monkeypatch):
     """A deployment can last longer than two heartbeats without losing its message."""
     name = rabbit_queue()
+    acks: list = []
+    record_acks(monkeypatch, acks)
     finished = threading.Event()
 
     def deploy(body, delivery):
@@ -576,7 +596,7 @@ def test_a_long_handler_keeps_the_heartbeats_going(rabbit, rabbit_queue, consume
     with Broker(rabbit) as broker:
         broker.publish(name, {"deploy": 1}, message_id="long")
         assert finished.wait(WAIT)
-        time.sleep(0.3)  # the ack, or the redelivery if the connection was lost
+        assert acked(acks, "long")     # the ack came (a lost connection would redeliver)
         assert [d.message_id for _, d in running.calls] == ["long"]
         assert running.consumer.ready.is_set()
         assert broker.drain(name, timeout=0.1) == []  # acked
