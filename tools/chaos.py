@@ -17,8 +17,10 @@ random moment of the deployment, does one of:
 
 After each run it checks what happened, from the outside:
 
-* finished: the deployment ended ``ready`` and every unit's site answers
-  (or ended ``deploy failure`` with an error report saying why: truthful);
+* finished: the deployment ended ``ready`` and every unit's site answers; a
+  run that ended ``deploy failure`` must have an error report saying why (an
+  agent killed in the middle of a plan answers it as interrupted: it is not
+  run twice), else it counts as untruthful;
 * doubled: a plan id started twice in one agent's journal;
 * lost: the job did not end (or left a task row open) within ``--timeout``;
 * two-holders: two conductors held the environment's lock at once (their
@@ -333,7 +335,7 @@ def main() -> int:
         parser.error(f"unknown fault(s): {', '.join(sorted(unknown))}")
     rng = random.Random(args.seed)
     root = Path(tempfile.mkdtemp(prefix="fornace-chaos-"))
-    totals = {"finished": 0, "doubled": 0, "lost": 0, "two": 0}
+    totals = {"finished": 0, "doubled": 0, "lost": 0, "two": 0, "untruthful": 0}
     worst = 0.0
     with private_services() as (amqp, db_url):
         vhost = urlsplit(amqp).path.lstrip("/")
@@ -374,12 +376,20 @@ def main() -> int:
                     units = [u for s in env["services"] for u in s["units"]]
                     finished = all(answers(u["state"]["address"], port) for u in units
                                    if u.get("state", {}).get("address"))
+                why = ""
+                if env is not None and env["status"] != "ready":   # truthful: says why
+                    with contextlib.suppress(ClientError):
+                        reports = world.client.get(
+                            f"/environments/{env_id}/deployments/{job_id}")["reports"]
+                        errors = [r["text"] for r in reports if r["level"] == "error"]
+                        why = f" ({errors[0][:120]})" if errors else " (NO ERROR REPORT)"
+                    totals["untruthful"] += why in ("", " (NO ERROR REPORT)")
                 worst = max(worst, recovery if env is not None else args.timeout)
                 totals["finished"] += finished
                 totals["doubled"] += doubled
                 totals["lost"] += lost
                 totals["two"] += two
-                print(f"run {run:>2}: {what}; status {env['status'] if env else 'NOT ENDED'}, "
+                print(f"run {run:>2}: {what}; status {env['status'] if env else 'NOT ENDED'}{why}, "
                       f"{recovery:.1f} s after the fault, doubled {doubled}, "
                       f"two holders {'YES' if two else 'no'}", flush=True)
                 with contextlib.suppress(ClientError):
@@ -392,7 +402,10 @@ def main() -> int:
                 print(f"work folder kept: {root}")
     print(f"{args.runs} runs: {totals['finished']} finished, {totals['doubled']} doubled, "
           f"{totals['lost']} lost, {totals['two']} two-holders, worst recovery {worst:.1f} s")
-    return 0 if not (totals["doubled"] or totals["lost"] or totals["two"]) else 1
+    if totals["untruthful"]:
+        print(f"{totals['untruthful']} run(s) failed without an error report saying why")
+    return 0 if not (totals["doubled"] or totals["lost"] or totals["two"]
+                     or totals["untruthful"]) else 1
 
 
 if __name__ == "__main__":
