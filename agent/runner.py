@@ -32,6 +32,7 @@ from typing import Any, Callable, Sequence
 
 from fornace.agent.config import AgentSettings
 from fornace.agent.plan import V2, Command, Plan
+from fornace.common import contract
 
 LOG = logging.getLogger(__name__)
 
@@ -148,7 +149,7 @@ class Runner:
             except CommandError as exc:
                 LOG.warning("plan %s: command %d (%s) failed: %s: %s", plan.id, index,
                             command.name, exc.kind, exc)
-                entries.append({"IsException": True, "Result": [exc.kind, str(exc)]})
+                entries.append(contract.exception_result(exc.kind, str(exc)))
                 break
             asked = EXIT_SIGNALS.get(code)
             if asked is None:

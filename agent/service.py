@@ -38,13 +38,9 @@ __all__ = ["Agent", "AgentBroker", "Outcome", "EXIT_REBOOT", "EXIT_POWEROFF", "E
 Publisher = Callable[[str, dict[str, Any]], None]   # (plan id, result)
 
 
-def exception_result(kind: str, message: str) -> dict[str, Any]:
-    return {"IsException": True, "Result": [kind, message]}
-
-
 def interrupted_result() -> dict[str, Any]:
-    return exception_result("AgentInterrupted", "the agent stopped while this plan ran; it is "
-                                                "not run a second time")
+    return contract.exception_result("AgentInterrupted", "the agent stopped while this plan "
+                                                         "ran; it is not run a second time")
 
 
 @dataclass
@@ -101,7 +97,7 @@ class Agent:
             plan = parse_plan(parsed_body if parsed_body is not None else body)
         except PlanError as exc:
             LOG.warning("plan %s cannot run: %s: %s", key, exc.kind, exc)
-            return self._answer(None, key, exception_result(exc.kind, str(exc)),
+            return self._answer(None, key, contract.exception_result(exc.kind, str(exc)),
                                 f"plan {key} cannot run: {exc.kind}")
         return self._finish(plan, key, self._run(plan, key), incompletes=0)
 
@@ -112,7 +108,7 @@ class Agent:
             plan = parse_plan(self.runner.load_plan(key))
         except (OSError, ValueError, PlanError) as exc:
             LOG.error("incomplete plan %s cannot be run again: %s", key, exc)
-            return self._answer(None, key, exception_result(
+            return self._answer(None, key, contract.exception_result(
                 "IncompletePlanLost", f"the incomplete plan cannot be run again: {exc}"),
                 f"incomplete plan {key} is lost: answered as failed")
         LOG.info("plan %s: running it again from command %d (incomplete %d time(s))", key,
@@ -132,7 +128,8 @@ class Agent:
                                         on_line=stream.add if stream else None)
         except Exception as exc:   # noqa: BLE001 -- the agent itself failed
             LOG.exception("plan %s: the agent failed running it", key)
-            return PlanRun(exception_result(type(exc).__name__, f"the agent failed: {exc}"))
+            return PlanRun(contract.exception_result(type(exc).__name__,
+                                                     f"the agent failed: {exc}"))
         finally:
             if stream is not None:
                 stream.close()    # the last lines go out before the answer
@@ -151,10 +148,10 @@ class Agent:
                          key, count, action)
                 return Outcome(key, None, action, f"plan {key}: {what}, incomplete: "
                                                   f"{action} and run it again")
-            run.result["Result"].append({"IsException": True, "Result": [
+            run.result["Result"].append(contract.exception_result(
                 "TooManyIncompleteRuns", f"{run.name} reported 'incomplete' (exit "
                 f"{run.code}) {count} times, more than [agent] max_incomplete = "
-                f"{self.settings.max_incomplete}"]})
+                f"{self.settings.max_incomplete}"))
             asked = None
         result = run.result
         failed = result["IsException"] or any(e["IsException"] for e in result["Result"])

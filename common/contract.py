@@ -195,6 +195,11 @@ def plan_log_body(plan_id: str, lines: list[str]) -> dict[str, Any]:
     return {"PlanId": plan_id, "Log": [str(line) for line in lines]}
 
 
+def exception_result(kind: str, message: str) -> dict[str, Any]:
+    """A 0.2 answer (or command entry) saying ``kind: message`` went wrong."""
+    return {"IsException": True, "Result": [kind, message]}
+
+
 def is_plan_log(body: Any) -> bool:
     """Whether a results-queue body is log lines (not an answer)."""
     return isinstance(body, dict) and "Log" in body and "IsException" not in body

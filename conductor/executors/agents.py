@@ -67,36 +67,35 @@ class AmqpAgents(AgentExecutor):
             for index, request in enumerate(requests):
                 plan_id = request.plan["ID"]
                 waiting[plan_id] = index
-                self.broker.publish(contract.agent_queue(self.environment_id, request.service,
-                                                         request.unit), request.plan, plan_id)
+                self.broker.publish(queues[index], request.plan, plan_id)
             while waiting:
                 received = inbox.get(timeout=self.poll)
                 if received is not None:
                     self._accept(received, waiting, replies)
-                reason = self.halted() if self.halted is not None else None
-                if reason is not None:
-                    for index in waiting.values():
-                        replies[index] = PlanReply({"IsException": True,
-                                                    "Result": ["Halted", reason]})
-                    break
+                halted = self.halted() if self.halted is not None else None
                 gone = watch.gone({queues[index] for index in waiting.values()})
+                elapsed = self.clock() - started
                 for plan_id, index in list(waiting.items()):
-                    if queues[index] in gone:
+                    reply = self._unanswered(requests[index], halted,
+                                             gone.get(queues[index]), elapsed)
+                    if reply is not None:
                         del waiting[plan_id]
-                        replies[index] = PlanReply({"IsException": True, "Result": [
-                            "AgentGone", f"the agent of unit {requests[index].unit} stopped "
-                                         f"listening on its queue {gone[queues[index]]:.0f} s "
-                                         f"ago and did not come back"]})
-                        LOG.warning("environment %s: the agent of unit %s is gone; plan %s "
-                                    "failed", self.environment_id, requests[index].unit,
-                                    plan_id)
-                now = self.clock()
-                for plan_id, index in list(waiting.items()):
-                    limit = requests[index].timeout or self.default_timeout
-                    if limit is not None and now - started >= limit:
-                        del waiting[plan_id]
-                        replies[index] = PlanReply(timed_out=True)
+                        replies[index] = reply
         return [reply or PlanReply(timed_out=True) for reply in replies]
+
+    def _unanswered(self, request: PlanRequest, halted: str | None, gone_for: float | None,
+                    elapsed: float) -> PlanReply | None:
+        """The reply of a plan that will get no answer any more, or None (wait on)."""
+        if halted is not None:
+            return PlanReply.failure("Halted", halted)
+        if gone_for is not None:
+            LOG.warning("environment %s: the agent of unit %s is gone; plan %s failed",
+                        self.environment_id, request.unit, request.plan["ID"])
+            return PlanReply.failure("AgentGone", f"the agent of unit {request.unit} stopped "
+                                                  f"listening on its queue {gone_for:.0f} s ago "
+                                                  f"and did not come back")
+        limit = request.timeout or self.default_timeout
+        return PlanReply(timed_out=True) if limit is not None and elapsed >= limit else None
 
     def _accept(self, received: tuple, waiting: dict[str, int],
                 replies: list[PlanReply | None]) -> None:
@@ -112,8 +111,7 @@ class AmqpAgents(AgentExecutor):
         try:
             replies[index] = PlanReply(contract.parse_plan_result(body))
         except contract.ContractError as exc:
-            replies[index] = PlanReply({"IsException": True,
-                                        "Result": ["MalformedResult", str(exc)]})
+            replies[index] = PlanReply.failure("MalformedResult", str(exc))
 
     def _log(self, body: dict[str, Any], message_id: str | None) -> None:
         """Hand log lines to ``on_log``; a bad message or a failing handler is only logged."""

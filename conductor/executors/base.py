@@ -11,6 +11,8 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from fornace.common import contract
+
 
 LOG = logging.getLogger(__name__)
 
@@ -55,6 +57,11 @@ class PlanRequest:
 class PlanReply:
     result: Any = None  # the 0.2 result document
     timed_out: bool = False
+
+    @classmethod
+    def failure(cls, kind: str, message: str) -> "PlanReply":
+        """The answer of a plan that failed before (or without) its agent answered."""
+        return cls(contract.exception_result(kind, message))
 
 
 class StackExecutor(abc.ABC):
@@ -107,12 +114,11 @@ def run_plans(agents: AgentExecutor, requests: list[PlanRequest]) -> list[PlanRe
         replies = list(agents.run(requests))
     except Exception as exc:  # an executor bug must not kill the deployment
         LOG.exception("the agent executor failed on %d plan(s)", len(requests))
-        broken = {"IsException": True, "Result": [type(exc).__name__, str(exc)]}
-        return [PlanReply(broken) for _ in requests]
+        return [PlanReply.failure(type(exc).__name__, str(exc)) for _ in requests]
     if len(replies) != len(requests):
         LOG.error("the agent executor answered %d of %d plan(s)", len(replies), len(requests))
-    missing = [PlanReply({"IsException": True, "Result": [
-        "NoReply", f"no reply for {request.template} on unit {request.unit}: the agent "
-                   f"executor answered {len(replies)} of {len(requests)} plan(s)"]})
-        for request in requests[len(replies):]]
+    missing = [PlanReply.failure("NoReply", f"no reply for {request.template} on unit "
+                                           f"{request.unit}: the agent executor answered "
+                                           f"{len(replies)} of {len(requests)} plan(s)")
+               for request in requests[len(replies):]]
     return replies[:len(requests)] + missing
