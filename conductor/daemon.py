@@ -26,7 +26,7 @@ from fornace.conductor.dsl.workflows import load_workflows
 from fornace.conductor.executors.agents import AmqpAgents
 from fornace.conductor.executors.base import StackExecutor
 from fornace.conductor.jobs.lifecycle import Job, run_job
-from fornace.conductor.jobs.lock import AlreadyDone, Grant, JobLock, Revoked
+from fornace.conductor.jobs.lock import AlreadyDone, Grant, JobLock, LockHeld, Revoked
 from fornace.conductor.jobs.records import JobRecorder
 from fornace.conductor.session import Settings
 from fornace.conductor.templates import TemplateStore
@@ -115,15 +115,16 @@ class Conductor:
             if running.answered:
                 return
         try:
-            running.answered = self._deploy(task, task_id)
+            self._deploy(task, task_id)
+            running.answered = True   # result sent, refused, or found done before
         finally:
             with self._running_lock:
                 del self._running[task_id]
             running.ended.set()
 
-    def _deploy(self, task: contract.Task, task_id: str) -> bool:
-        """Run the task's job; True once it is answered (its result sent, or
-        refused, or found done before) -- False only if it raised first."""
+    def _deploy(self, task: contract.Task, task_id: str) -> None:
+        """Run the task's job; it is answered when this returns (its result sent,
+        refused, found done before, or its lock lost); it raises otherwise."""
         job_id = task.job_id or task_id
         LOG.info("environment %s: job %s (%s) started", task.environment_id, job_id,
                  task.action)
@@ -140,11 +141,11 @@ class Conductor:
                 mask=lambda text: mask_text(text, secrets) if secrets else text)
             grant = self._lock(task, job_id, recorder)
             if grant is None:
-                return True
+                return
+            watch = _LockWatch(self.stop)
             if grant is not _NO_LOCK:
                 fence[0] = grant.token
-            watch = self._beat(grant) if grant is not _NO_LOCK else _LockWatch()
-            watch.stopping = self.stop
+                self._beat(grant, watch)
             counter = iter(range(1, 1 << 30))
 
             def report(body: dict) -> None:
@@ -158,13 +159,12 @@ class Conductor:
                                 "goes back to the queue", task.environment_id, job_id)
                     raise Interrupted(f"job {job_id} stopped with the conductor")
                 if watch.lost.is_set():
-                    text = (f"job {job_id} ({task.action}) stopped: {watch.lost_reason}; "
-                            f"it sends no result")
+                    text = f"job {job_id} ({task.action}) stopped: {LOST}; it sends no result"
                     LOG.warning("environment %s: %s", task.environment_id, text)
                     report(contract.report_body(task.environment_id, "environment",
                                                 recorder.mask(text), "warning",
                                                 environment_id=task.environment_id))
-                    return True
+                    return
                 broker.publish(contract.RESULTS,
                                contract.fenced(contract.result_body(outcome.model), fence[0]),
                                task_id)
@@ -173,7 +173,6 @@ class Conductor:
                 self._unlock(grant, watch)
         LOG.info("environment %s: job %s (%s) ended: %s after %d round(s)",
                  task.environment_id, job_id, task.action, outcome.status, outcome.rounds)
-        return True
 
     def _run(self, task: contract.Task, task_id: str, broker: Broker,
              recorder: JobRecorder, report: Callable[[dict], None],
@@ -208,35 +207,26 @@ class Conductor:
                 LOG.info("environment %s: job %s holds the lock (token %d)",
                          task.environment_id, job_id, found.token)
                 return found
-            if isinstance(found, Revoked):
-                if not waiting:
-                    LOG.info("environment %s: its lock was just revoked; job %s waits for "
-                             "the revoked job to stop", task.environment_id, job_id)
-                    waiting = True
-                if self.stop.wait(0.5):
-                    raise Interrupted("conductor stopping")
-                continue
             if isinstance(found, AlreadyDone):
                 LOG.info("environment %s: job %s already ended; its task came again and "
                          "is acknowledged without running", task.environment_id, job_id)
                 return None
-            if found.job_id != job_id:
+            if isinstance(found, LockHeld) and found.job_id != job_id:
                 reason = (f"{found.describe(task.environment_id)}; job {job_id} refused, "
                           f"nothing was run")
                 LOG.warning("%s", reason)
                 recorder.job_state("refused", reason)
                 return None
+            # revoked a moment ago, or this job runs at another conductor: wait
             if not waiting:
-                LOG.info("environment %s: job %s runs at conductor %s; this copy waits "
-                         "until it ends or its heartbeat stops", task.environment_id,
-                         job_id, found.holder)
+                LOG.info("environment %s: job %s waits for %s", task.environment_id, job_id,
+                         "the revoked job to stop" if isinstance(found, Revoked) else
+                         f"its run at conductor {found.holder} to end or go stale")
                 waiting = True
             if self.stop.wait(min(1.0, self.settings.lock_stale_after / 10)):
                 raise Interrupted("conductor stopping")  # unacknowledged: redelivered
 
-    def _beat(self, grant: Grant) -> "_LockWatch":
-        watch = _LockWatch()
-
+    def _beat(self, grant: Grant, watch: "_LockWatch") -> None:
         def beat() -> None:
             # often enough that a revoked job stops within the lock's revoke grace
             while not watch.done.wait(min(self.settings.lock_stale_after / 4, 2.0)):
@@ -246,15 +236,12 @@ class Conductor:
                     LOG.warning("job %s: lock heartbeat failed: %s", grant.job_id, exc)
                     continue
                 if not held:
-                    watch.lost_reason = ("it lost the environment's lock (abandoned, or "
-                                         "taken over by another conductor)")
                     watch.lost.set()
                     LOG.warning("environment %s: job %s %s; it stops at its next step",
-                                grant.environment_id, grant.job_id, watch.lost_reason)
+                                grant.environment_id, grant.job_id, LOST)
                     return
 
         threading.Thread(target=beat, name=f"lock-{grant.job_id}", daemon=True).start()
-        return watch
 
     def _unlock(self, grant: Any, watch: "_LockWatch") -> None:
         watch.done.set()
@@ -269,6 +256,7 @@ class Conductor:
 
 
 _NO_LOCK = object()   # no lock table: the job runs alone as far as we know
+LOST = "it lost the environment's lock (abandoned, or taken over by another conductor)"
 
 
 class Interrupted(RuntimeError):
@@ -284,21 +272,20 @@ class _Run:
 
 
 class _LockWatch:
-    """The heartbeat of one grant: ``lost`` is set when the grant is gone."""
+    """Why one job must stop: its grant is gone (``lost``, set by the heartbeat),
+    or the conductor stops (``stopping``)."""
 
-    def __init__(self) -> None:
-        self.done = threading.Event()
+    def __init__(self, stopping: threading.Event) -> None:
+        self.stopping = stopping
+        self.done = threading.Event()   # the job ended: the heartbeat stops
         self.lost = threading.Event()
-        self.lost_reason = ""
-        self.answered = False   # its result was sent
+        self.answered = False           # its result was sent
         self.stop_seen = False
-
-    stopping: threading.Event | None = None   # the conductor's stop
 
     def reason(self) -> str | None:
         if self.lost.is_set():
-            return self.lost_reason
-        if self.stopping is not None and self.stopping.is_set():
+            return LOST
+        if self.stopping.is_set():
             self.stop_seen = True   # the job acted on it: it did not run to its end
             return "the conductor is stopping (the task goes back to the queue)"
         return None

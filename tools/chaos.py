@@ -64,7 +64,7 @@ AMQP = os.environ.get("FORNACE_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:567
 POSTGRES = os.environ.get("FORNACE_TEST_DB_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)")
 HOLDS = re.compile(r"environment (\S+): job (\S+) holds the lock \(token (\d+)\)")
-RELEASED = re.compile(r"environment (\S+): job (\S+) (?:released the lock|lost the environment)")
+RELEASED = re.compile(r"environment (\S+): job (\S+) (?:released the lock|it lost the environment)")
 
 
 def rabbitmqctl(*args: str, check: bool = True) -> str:
