@@ -336,15 +336,9 @@ class Jobs:
         """Store a ``job-events`` message; a malformed one is logged and dropped."""
         try:
             event = contract.parse_job_event(body)
-            fence = contract.fence_of(body, "job event")
         except contract.ContractError as exc:
             LOG.warning("job event %s dropped: %s", message_id, exc)
             return
-        with self._sessions.begin() as db:
-            if fenced_off(db, event.environment_id, fence):
-                LOG.warning("job event %s of job %s dropped: sent by a run that lost the "
-                            "environment's lock (token %s)", message_id, event.job_id, fence)
-                return
         if event.kind == "task":
             self._task_event(event, message_id)
         else:
@@ -397,6 +391,8 @@ class Jobs:
         if job is None or job.environment_id != event.environment_id:
             LOG.info("job event %s for unknown job %.80r of environment %.80r dropped",
                      message_id, event.job_id, event.environment_id)
+            return None
+        if fenced_off(db, event.environment_id, event.fence, f"job event {message_id}"):
             return None
         return job
 

@@ -469,9 +469,7 @@ class Store:
         model = contract.parse_result(body)
         fence = contract.fence_of(body, "result")
         with self._sessions.begin() as db:
-            if fenced_off(db, model["id"], fence):
-                LOG.warning("result %s for environment %s dropped: sent by a run that lost "
-                            "the environment's lock (token %s)", message_id, model["id"], fence)
+            if fenced_off(db, model["id"], fence, f"result {message_id}"):
                 return
             deployment = db.get(Deployment, message_id) if message_id else None
             if deployment is None:
@@ -514,10 +512,7 @@ class Store:
         fence = contract.fence_of(body, "report")
         try:
             with self._sessions.begin() as db:
-                if fenced_off(db, report.environment_id, fence):
-                    LOG.warning("report %s dropped: sent by a run that lost the lock of "
-                                "environment %s (token %s)", message_id,
-                                report.environment_id, fence)
+                if fenced_off(db, report.environment_id, fence, f"report {message_id}"):
                     return
                 if message_id and db.scalar(select(Status.id).where(
                         Status.message_id == message_id)):
@@ -640,15 +635,20 @@ def _late_error(db: DbSession, deployment: Deployment) -> None:
 UNSETTLED = ("pending", "running")
 
 
-def fenced_off(db: DbSession, environment_id: str, fence: int | None) -> bool:
+def fenced_off(db: DbSession, environment_id: str, fence: int | None, what: str) -> bool:
     """Whether a write carrying the lock token ``fence`` comes from a job run that
     no longer holds the environment's lock (a newer grant, or an abandon, raised
-    the token since): such writes are dropped.  Writes without a token (no lock
-    table at the conductor, 0.2 senders) are taken as they come."""
+    the token since): such writes are dropped, and said so (``what`` was
+    dropped).  Writes without a token (no lock table at the conductor, 0.2
+    senders) are taken as they come."""
     if fence is None:
         return False
     current = db.scalar(select(JobLock.token).where(JobLock.environment_id == environment_id))
-    return current is not None and fence < current
+    if current is None or fence >= current:
+        return False
+    LOG.warning("%s dropped: sent by a run that lost the lock of environment %s (token %s, "
+                "now %s)", what, environment_id, fence, current)
+    return True
 
 
 def settle_tasks(db: DbSession, job: Deployment, now: datetime.datetime) -> int:

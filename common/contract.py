@@ -316,6 +316,7 @@ class JobEvent:
     task: dict[str, Any] | None = None
     state: str | None = None
     summary: str = ""
+    fence: int | None = None       # the sender's lock token (contract 1.3)
 
 
 def parse_job_event(body: Any) -> JobEvent:
@@ -324,7 +325,7 @@ def parse_job_event(body: Any) -> JobEvent:
     _check_event(body)
     return JobEvent(environment_id=body["environment_id"], job_id=body["job_id"],
                     kind=body["kind"], task=body.get("task"), state=body.get("state"),
-                    summary=body.get("summary") or "")
+                    summary=body.get("summary") or "", fence=fence_of(body, "job event"))
 
 
 def parse_result(body: Any) -> dict[str, Any]:

@@ -17,13 +17,20 @@ from fornace.common.db.models import JobLock, utcnow
 REVOKED = "(revoked)"   # the holder of a revoked lock until its job has had time to stop
 
 
+def lock_now(dialect_name: str) -> Any:
+    """The time locks are stamped and compared with: the database's clock on
+    PostgreSQL (conductors on several machines read one clock), this machine's
+    on SQLite (a file on one machine)."""
+    return func.timezone("UTC", func.now()) if dialect_name == "postgresql" else utcnow()
+
+
 def revoke(connection: Any, environment_id: str, now: Any = None) -> int:
     """Free the environment's lock whoever holds it; return the new token
     (0 when the environment never had a lock).  The next job may take it once
     the revoked one has had time to notice (``JobLock``'s ``revoke_grace``)."""
-    if now is None:   # the database's clock on PostgreSQL, as the conductors' locks
+    if now is None:
         dialect = getattr(connection, "dialect", None) or connection.get_bind().dialect
-        now = func.timezone("UTC", func.now()) if dialect.name == "postgresql" else utcnow()
+        now = lock_now(dialect.name)
     row = connection.execute(update(JobLock).where(JobLock.environment_id == environment_id)
                              .values(job_id=None, holder=REVOKED, heartbeat=now,
                                      token=JobLock.token + 1)

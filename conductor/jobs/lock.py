@@ -28,13 +28,12 @@ import datetime
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from sqlalchemy import Engine, Interval, func, insert, literal, or_, select, update
+from sqlalchemy import Engine, Interval, insert, literal, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from fornace.common.db import locks
 from fornace.common.db.engine import make_engine
 from fornace.common.db.models import JobLock as LockRow
-from fornace.common.db.models import utcnow
 
 Clock = Callable[[], datetime.datetime]
 
@@ -90,7 +89,6 @@ class JobLock:
                        else url_or_engine)
         self._owns_engine = isinstance(url_or_engine, str)
         self.clock = clock
-        self._database_clock = clock is None and self.engine.dialect.name == "postgresql"
         self.revoke_grace = revoke_grace   # seconds a revoked job has to notice and stop
 
     def close(self) -> None:
@@ -106,14 +104,13 @@ class JobLock:
 
     # -- time ------------------------------------------------------------------
     def _now(self) -> Any:
-        if self._database_clock:
-            return func.timezone("UTC", func.now())
-        return (self.clock or utcnow)()
+        return self.clock() if self.clock else locks.lock_now(self.engine.dialect.name)
 
     def _ago(self, seconds: float) -> Any:
-        if self._database_clock:
-            return self._now() - literal(datetime.timedelta(seconds=seconds), Interval())
-        return self._now() - datetime.timedelta(seconds=seconds)
+        now, delta = self._now(), datetime.timedelta(seconds=seconds)
+        if isinstance(now, datetime.datetime):
+            return now - delta
+        return now - literal(delta, Interval())   # the database's clock, in SQL
 
     # -- the lock ----------------------------------------------------------------
     def acquire(self, environment_id: str, job_id: str, holder: str,
