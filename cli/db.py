@@ -31,14 +31,14 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 def run(conf: cfg.ConfigOpts) -> int:
     from sqlalchemy import make_url
 
-    from fornace.common.db.engine import current, upgrade
+    from fornace.common.db.engine import current, head_revision, upgrade
 
     command = conf.command
     url = command.db or database_url(conf)
     shown = make_url(url).render_as_string(hide_password=True)
     if command.action == "upgrade":
         before = upgrade(url)
-        head = current(url)[1]
+        head = head_revision()
         if before == head:
             print(f"{shown}: already at revision {head}")
         else:

@@ -26,16 +26,13 @@ def register(conf: cfg.ConfigOpts) -> None:
     log.set_defaults(default_log_levels=log.get_default_log_levels() + list(QUIET))
 
 
-def setup(conf: cfg.ConfigOpts, *, debug: bool = False, level: str | None = None) -> None:
-    """Configure logging from ``conf``; ``debug`` (a command's own flag) adds to
-    ``--debug``; ``level`` is the root level when not debugging (``WARNING``
-    for ``fornace demo``, whose output is its report)."""
+def setup(conf: cfg.ConfigOpts, *, level: str | None = None) -> None:
+    """Configure logging from ``conf``; ``level`` is the root level when not
+    debugging (``WARNING`` for ``fornace demo``, whose output is its report)."""
     import logging
 
     from oslo_log import log
 
-    if debug:
-        conf.set_override("debug", True)
     log.setup(conf, "fornace")
     if level and not conf.debug:
         logging.getLogger().setLevel(level)

@@ -213,20 +213,25 @@ def _version() -> str:
         return "(not installed)"
 
 
-def command_line(argv: list[str]) -> list[str]:
-    """The arguments as oslo.config reads them: global options (and a daemon's
-    logging options) in front, a client command's options after it."""
+def _arrange(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(global options -- and a daemon's logging options --, the command and the
+    rest, a client command's options moved after it)."""
     front, rest = _split_global_options(argv)
     rest = sink_client_options(rest)
     if rest and rest[0] in logs.DAEMONS:   # fornace api --debug --log-file F: oslo.log's
         more, rest = _split_global_options(rest, LOG_OPTIONS, LOG_FLAGS)
         front += more
+    return front, rest
+
+
+def command_line(argv: list[str]) -> list[str]:
+    """The arguments as oslo.config reads them (see :func:`_arrange`)."""
+    front, rest = _arrange(argv)
     return front + rest
 
 
 def main(argv: list[str] | None = None) -> int:
-    front, rest = _split_global_options(sys.argv[1:] if argv is None else argv)
-    rest = sink_client_options(rest)
+    front, rest = _arrange(sys.argv[1:] if argv is None else argv)
     if not rest or rest[0] in ("-h", "--help"):
         print(overview(), file=sys.stdout if rest else sys.stderr)
         return 0 if rest else 2
@@ -242,9 +247,8 @@ def main(argv: list[str] | None = None) -> int:
         print(completion.script(shell, _add_command_parsers), end="")
         return 0
     conf = build_conf(rest[0])
-    args = command_line(front + rest)
     try:
-        conf(args, project="fornace", prog="fornace", description=DESCRIPTION)
+        conf(front + rest, project="fornace", prog="fornace", description=DESCRIPTION)
     except cfg.Error as exc:
         print(f"fornace: {exc}", file=sys.stderr)
         return 2

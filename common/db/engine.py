@@ -76,23 +76,33 @@ def upgrade(url: str, revision: str = "head") -> str | None:
     ones find the schema done and change nothing.
     """
     with _upgrade_lock(url):
-        before = current(url)[0]
+        before = schema_revision(url)
         command.upgrade(alembic_config(url), revision)
     return before
 
 
-def current(url: str) -> tuple[str | None, str]:
-    """(the revision of the database at ``url`` or None when empty, the newest one)."""
+def schema_revision(url: str) -> str | None:
+    """The revision of the database at ``url`` (None: an empty schema)."""
     from alembic.runtime.migration import MigrationContext
-    from alembic.script import ScriptDirectory
 
-    head = ScriptDirectory.from_config(alembic_config(url)).get_current_head()
     engine = make_engine(url)
     try:
         with engine.connect() as connection:
-            return MigrationContext.configure(connection).get_current_revision(), head
+            return MigrationContext.configure(connection).get_current_revision()
     finally:
         engine.dispose()
+
+
+def head_revision() -> str:
+    """The newest revision of the migrations shipped with Fornace (no database)."""
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory(str(MIGRATIONS)).get_current_head()
+
+
+def current(url: str) -> tuple[str | None, str]:
+    """(the revision of the database at ``url`` or None when empty, the newest one)."""
+    return schema_revision(url), head_revision()
 
 
 @contextlib.contextmanager
