@@ -105,7 +105,6 @@ def private_services() -> Iterator[tuple[str, str]]:
 class Holder:
     pid: int
     log: Path
-    started: float
     killed_at: float | None = None
 
 
@@ -143,8 +142,7 @@ class World:
     def start_conductor(self) -> Holder:
         log = self.root / f"conductor-{len(self.all_conductors) + 1}.log"
         process = self.spawn("conductor", "--stacks", "local", log=log)
-        holder = Holder(process.pid, log, time.time())
-        holder.process = process  # type: ignore[attr-defined]
+        holder = Holder(process.pid, log)
         self.conductors.append(holder)
         self.all_conductors.append(holder)
         wait(lambda: "consumer(s) on" in log.read_text(errors="replace"), 60,
