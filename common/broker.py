@@ -267,8 +267,10 @@ class Broker:
 
     def consumers(self, queues: list[str]) -> dict[str, int] | None:
         """How many consumers listen on each queue (0 for a queue that does not
-        exist); None where the transport cannot tell (memory, folder)."""
-        if self.local:
+        exist); None where the transport cannot tell (memory)."""
+        if self.in_folder:
+            return folderbroker.consumer_counts(self.url, queues)
+        if self.in_memory:
             return None
         counts: dict[str, int] = {}
         conn = self.connection(heartbeat=0)
@@ -285,7 +287,7 @@ class Broker:
         return counts
 
     def delete(self, queue: str) -> None:
-        """Delete ``queue`` and its messages (tests and tools)."""
+        """Delete ``queue`` and its messages."""
         conn = self.connection(heartbeat=0)
         try:
             kombu_queue(queue)(conn.channel()).delete()

@@ -16,11 +16,18 @@ Limits: a message is removed when it is taken, before it is acknowledged; a
 process killed while it holds an unacknowledged message loses it (a clean
 stop gives it back).  At-least-once delivery through crashes needs RabbitMQ.
 
+Who listens: a consumer leaves a file in ``control/consumers/`` (named for
+its process and consumer tag, holding the queue's name) while it consumes;
+:func:`consumer_counts` counts the files of live processes, so a consumer
+killed with -9 stops counting at once (as RabbitMQ's consumer count does when
+its connection drops).  Deleting a queue deletes its messages.
+
 Layout of ``/path``: ``messages/`` (one ``<time>_<uuid>.<queue>.msg`` file per
-message) and ``control/`` (exchange bindings, kombu's format).
+message) and ``control/`` (exchange bindings, kombu's format; ``consumers/``).
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 import time
@@ -60,8 +67,76 @@ def transport_options(url: str) -> dict[str, Any]:
             "control_folder": str(control), "polling_interval": POLLING_INTERVAL}
 
 
+def _consumers_folder(control_folder: str | Path) -> Path:
+    return Path(control_folder) / "consumers"
+
+
+def _alive(pid: int) -> bool:
+    """True while ``pid`` runs; a zombie (killed, not yet reaped) does not count."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:   # someone else's process: it exists
+        pass
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:           # no /proc here: the signal's answer is all we know
+        return True
+    return stat.rpartition(")")[2].split()[:1] not in (["Z"], ["X"])
+
+
+def consumer_counts(url: str, queues: list[str]) -> dict[str, int]:
+    """How many live processes consume each of ``queues`` (0 when none)."""
+    counts = dict.fromkeys(queues, 0)
+    folder = _consumers_folder(transport_options(url)["control_folder"])
+    try:
+        names = os.listdir(folder)
+    except FileNotFoundError:
+        return counts
+    for name in names:
+        pid, _, _ = name.partition(".")
+        try:
+            queue = (folder / name).read_text()
+        except OSError:
+            continue        # cancelled meanwhile
+        if not pid.isdigit():
+            continue
+        if not _alive(int(pid)):
+            (folder / name).unlink(missing_ok=True)   # its consumer was killed
+        elif queue in counts:
+            counts[queue] += 1
+    return counts
+
+
 class Channel(filesystem.Channel):
-    """kombu's filesystem channel with atomic writes and claims."""
+    """kombu's filesystem channel with atomic writes and claims, consumers
+    that can be counted, and queues deleted with their messages."""
+
+    def _presence(self, consumer_tag: str) -> Path:
+        tag = hashlib.sha1(f"{id(self)}:{consumer_tag}".encode()).hexdigest()[:16]
+        return _consumers_folder(self.control_folder) / f"{os.getpid()}.{tag}"
+
+    def basic_consume(self, queue: str, no_ack: bool, callback: Any, consumer_tag: str,
+                      **kwargs: Any) -> Any:
+        result = super().basic_consume(queue, no_ack, callback, consumer_tag, **kwargs)
+        presence = self._presence(consumer_tag)
+        presence.parent.mkdir(parents=True, exist_ok=True)
+        partial = presence.with_name(f".{presence.name}.part")
+        partial.write_text(queue)
+        os.replace(partial, presence)
+        return result
+
+    def basic_cancel(self, consumer_tag: str) -> Any:
+        try:
+            return super().basic_cancel(consumer_tag)
+        finally:
+            self._presence(consumer_tag).unlink(missing_ok=True)
+
+    def queue_delete(self, queue: str, *args: Any, **kwargs: Any) -> Any:
+        result = super().queue_delete(queue, *args, **kwargs)
+        self._purge(queue)
+        return result
 
     def _put(self, queue: str, payload: Any, **kwargs: Any) -> None:
         name = f"{time.time_ns():020d}_{uuid.uuid4().hex}.{queue}.msg"

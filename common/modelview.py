@@ -58,6 +58,15 @@ def find_object(model: dict[str, Any], object_id: Any) -> dict[str, Any] | None:
     return find_service(model, object_id) or find_unit(model, object_id)
 
 
+def unit_labels(unit: dict[str, Any]) -> frozenset[str]:
+    """The names a unit goes by: its id, name and hostname."""
+    names = {str(unit["id"])}
+    for value in (unit.get("name"), get_path(unit, "state.hostname")):
+        if isinstance(value, str):
+            names.add(value)
+    return frozenset(names)
+
+
 def hostname_of(unit: dict[str, Any] | None) -> str | None:
     """A unit's hostname (its name before it has one)."""
     if unit is None:

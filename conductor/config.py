@@ -27,7 +27,8 @@ engine_opts = [
                  help="Seconds after which an agent that was listening on its queue and "
                       "stopped (its process died, its VM stopped) is taken to be gone: its "
                       "plans fail then instead of at agent_timeout. Agents never seen "
-                      "listening are waited for (new VMs boot). RabbitMQ only; 0: off."),
+                      "listening are waited for (new VMs boot). RabbitMQ and the folder broker "
+                      "(not memory://); 0: off."),
 ]
 
 rabbit_opts = [

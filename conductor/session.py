@@ -21,6 +21,7 @@ from typing import Any, Callable, Mapping
 from fornace.common.contract import clean_model
 from fornace.common.cursor import Cursor, get_path
 from fornace.common.errors import FornaceError
+from fornace.common.modelview import iter_units, unit_labels
 from fornace.common.secrets import find_secrets, mask_text, masked
 from fornace.conductor.dispatch import ActionRunner, NullHooks
 from fornace.conductor.dsl.engine import Evaluator
@@ -231,17 +232,7 @@ class Session:
                     level="error", details=None)
 
     def _unit_labels(self) -> dict[str, frozenset[str]]:
-        labels = {}
-        services = self.model.get("services")
-        for service in services if isinstance(services, list) else []:
-            for unit in (service.get("units") or []) if isinstance(service, dict) else []:
-                if isinstance(unit, dict) and unit.get("id") is not None:
-                    names = {str(unit["id"])}
-                    for value in (unit.get("name"), get_path(unit, "state.hostname")):
-                        if isinstance(value, str):
-                            names.add(value)
-                    labels[str(unit["id"])] = frozenset(names)
-        return labels
+        return {str(unit["id"]): unit_labels(unit) for _, unit in iter_units(self.model)}
 
 
 class _NotConverging(Exception):

@@ -38,7 +38,7 @@ class AmqpAgents(AgentExecutor):
         been for that many seconds is gone (its process died, its VM stopped):
         its plans fail then, not at the end of ``default_timeout``.  An agent
         never seen listening is waited for (a new VM boots).  Only brokers that
-        count consumers (RabbitMQ) tell; None turns the watch off."""
+        count consumers (RabbitMQ, the folder broker) tell; None turns the watch off."""
         self.broker = broker
         self.environment_id = environment_id
         self.default_timeout = default_timeout
@@ -89,9 +89,9 @@ class AmqpAgents(AgentExecutor):
         if halted is not None:
             return PlanReply.failure("Halted", halted)
         if gone_for is not None:
-            LOG.warning("environment %s: the agent of unit %s is gone; plan %s failed",
-                        self.environment_id, request.unit, request.plan["ID"])
-            return PlanReply.failure("AgentGone", f"the agent of unit {request.unit} stopped "
+            LOG.warning("environment %s: the agent of unit %s (%s) is gone; plan %s failed",
+                        self.environment_id, request.unit_name, request.unit, request.plan["ID"])
+            return PlanReply.failure("AgentGone", f"the agent of unit {request.unit_name} stopped "
                                                   f"listening on its queue {gone_for:.0f} s ago "
                                                   f"and did not come back")
         limit = request.timeout or self.default_timeout

@@ -52,6 +52,11 @@ class PlanRequest:
     timeout: float | None = None
     labels: frozenset[str] = frozenset()  # unit id, name and hostname
 
+    @property
+    def unit_name(self) -> str:
+        """How a person knows the unit: its name and hostname, else its id."""
+        return " / ".join(sorted(self.labels - {self.unit})) or self.unit
+
 
 @dataclass
 class PlanReply:

@@ -24,7 +24,8 @@ from fornace.common.actionparams import check_parameters, operation_mappings, se
 from fornace.common.catalog import Catalog, Operation, render, truthy, unit_cursor
 from fornace.common.contract import Task, clean_model
 from fornace.common.errors import FornaceError
-from fornace.common.modelview import hostname_of, iter_units, service_type, services_of
+from fornace.common.modelview import (hostname_of, iter_units, service_type, services_of,
+                                      unit_labels)
 from fornace.common.topology import build
 from fornace.conductor.dsl.workflows import Workflow
 from fornace.conductor.executors.base import (AgentExecutor, PlanRequest, StackExecutor,
@@ -202,7 +203,7 @@ def run_commands(job: Job, commands: list[Command], ids: PlanIds) -> list[tuple[
         requests.append(PlanRequest(service=str(command.service["id"]), unit=command.agent_unit,
                                     template=str(command.operation.template), plan=plan,
                                     timeout=job.engine.agent_timeout,
-                                    labels=frozenset({command.agent_unit})))
+                                    labels=unit_labels(command.unit) | {command.agent_unit}))
     if hasattr(job.agents, "on_log"):
         by_plan = {r.plan["ID"]: t for r, t in zip(requests, tasks)}
         job.agents.on_log = lambda plan_id, lines: by_plan[plan_id].add_log(lines) \

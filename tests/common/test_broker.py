@@ -636,3 +636,43 @@ def test_confirms_are_on_for_amqp():
     assert Broker(rabbit).connection().transport_options.get("confirm_publish") is True
     assert "confirm_publish" not in Broker(rabbit, confirm=False).connection().transport_options
     assert broker_module.RETRY_POLICY["max_retries"] >= 10
+
+
+# ======================================================= the folder broker's consumers
+
+def test_folder_broker_counts_live_consumers_and_forgets_killed_ones(tmp_path):
+    """The local cloud without RabbitMQ tells a gone agent by its consumer
+    count too: a consumer killed with -9 leaves its file, which no longer counts."""
+    import signal
+    import subprocess
+    import sys
+
+    url = f"filesystem://{tmp_path}/broker"
+    listener = subprocess.Popen([sys.executable, "-c", (
+        "import sys, threading\n"
+        "from fornace.common.broker import Broker\n"
+        f"broker = Broker({url!r})\n"
+        "with broker.inbox('agent-q') as inbox:\n"
+        "    inbox.open()\n"
+        "    print('listening', flush=True)\n"
+        "    threading.Event().wait()\n")], stdout=subprocess.PIPE, text=True)
+    try:
+        assert listener.stdout.readline().strip() == "listening"
+        broker = Broker(url)
+        assert broker.consumers(["agent-q", "other"]) == {"agent-q": 1, "other": 0}
+        listener.send_signal(signal.SIGKILL)
+        listener.wait(timeout=10)
+        assert broker.consumers(["agent-q"]) == {"agent-q": 0}
+    finally:
+        listener.kill()
+        listener.wait()
+
+
+def test_folder_broker_delete_removes_the_queues_messages(tmp_path):
+    url = f"filesystem://{tmp_path}/broker"
+    with Broker(url) as broker:
+        broker.publish("gone-q", {"n": 1}, "m1")
+        broker.publish("kept-q", {"n": 2}, "m2")
+        broker.delete("gone-q")
+        assert broker.drain("gone-q", timeout=0.2) == []
+        assert broker.drain("kept-q", timeout=0.5) == [({"n": 2}, "m2")]

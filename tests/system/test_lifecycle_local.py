@@ -24,9 +24,17 @@ TIMEOUT = 120.0
 ROOT = Path(__file__).resolve().parents[2]
 
 
+ABSENT_AFTER = 3.0   # [engine] agent_absent_after of these tests' conductor
+
+
 @pytest.fixture(scope="module")
 def box(tmp_path_factory):
-    yield from running_onebox(tmp_path_factory.mktemp("lifecycle") / "state")
+    from fornace.cli.main import build_conf
+
+    conf = build_conf()
+    conf(["up"], project="fornace", default_config_files=[], default_config_dirs=[])
+    conf.set_override("agent_absent_after", ABSENT_AFTER, group="engine")
+    yield from running_onebox(tmp_path_factory.mktemp("lifecycle") / "state", conf=conf)
 
 
 class Env:
@@ -456,3 +464,31 @@ def test_script_log_lines_reach_the_task_while_it_runs(box):
     job = env.wait(job["id"])
     log = commands(job)[0]["log"]
     assert [line for line in log if line.startswith("line-")] == [f"line-{i}" for i in range(1, 7)]
+
+
+def test_an_instance_killed_mid_plan_fails_its_task_in_seconds(box):
+    """Regression: on the folder broker (no RabbitMQ) nothing noticed a unit whose
+    agent and boot process were killed: its plan waited the whole agent_timeout.
+    Now the agent's consumer file, left by a dead process, no longer counts."""
+    import os
+    import signal
+
+    env = Env(box, "killed")
+    env.deploy(site("web", free_port()))
+    job = env.action("execute_operation", wait=False, operation="run",
+                     operation_kwargs={"command": "echo begun; sleep 300"})
+    deadline = time.monotonic() + TIMEOUT
+    while not any(t["log"] for t in commands(
+            env.client.get(f"/environments/{env.id}/jobs/{job['id']}"))):
+        assert time.monotonic() < deadline, "the command never started"
+        time.sleep(0.1)
+    [token] = env.tokens().values()
+    for pid in instance_processes(token):
+        os.kill(pid, signal.SIGKILL)
+    killed = time.monotonic()
+    job = env.wait(job["id"])
+    took = time.monotonic() - killed
+    [task] = commands(job)
+    assert task["status"] == "error", task
+    assert "stopped listening" in task["summary"] and "web1" in task["summary"], task
+    assert took < 30, took    # agent_timeout is 60 s here

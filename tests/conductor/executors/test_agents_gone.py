@@ -1,8 +1,11 @@
-"""A gone agent is noticed in seconds, not at the end of agent_timeout (RabbitMQ)."""
+"""A gone agent is noticed in seconds, not at the end of agent_timeout
+(RabbitMQ's consumer counts; the folder broker's consumer files)."""
 from __future__ import annotations
 
 import threading
 import time
+
+import pytest
 
 from fornace.common import contract
 from fornace.common.broker import Broker
@@ -15,13 +18,21 @@ def request(unit: str) -> PlanRequest:
                                                                      "Commands": []})
 
 
-def test_an_agent_that_stops_listening_fails_its_plan_in_seconds(amqp_vhost):
+@pytest.fixture(params=["rabbitmq", "folder"])
+def broker_url(request, tmp_path):
+    if request.param == "folder":
+        return f"filesystem://{tmp_path}/broker"
+    return request.getfixturevalue("amqp_vhost")
+
+
+def test_an_agent_that_stops_listening_fails_its_plan_in_seconds(broker_url):
     """Regression: a killed agent left its plan waiting the whole agent_timeout
-    (an hour by default) with no error."""
+    (an hour by default) with no error; on the folder broker (the local cloud
+    without RabbitMQ) nothing could tell at all."""
     took, stop = threading.Event(), threading.Event()
 
     def agent() -> None:   # listens, takes the plan, dies without answering
-        with Broker(amqp_vhost) as broker, broker.inbox(
+        with Broker(broker_url) as broker, broker.inbox(
                 contract.agent_queue("e1", "s1", "u1")) as inbox:
             inbox.open()
             while not stop.is_set():
@@ -31,7 +42,7 @@ def test_an_agent_that_stops_listening_fails_its_plan_in_seconds(amqp_vhost):
 
     thread = threading.Thread(target=agent, daemon=True)
     thread.start()
-    with Broker(amqp_vhost) as broker:
+    with Broker(broker_url) as broker:
         agents = AmqpAgents(broker, "e1", default_timeout=120, poll=0.1, absent_after=1.0)
         deadline = time.monotonic() + 20      # the agent subscribed before the plan goes
         while not broker.consumers([contract.agent_queue("e1", "s1", "u1")])[
