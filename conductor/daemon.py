@@ -20,6 +20,8 @@ from typing import Any, Callable
 from fornace.common import contract
 from fornace.common.broker import Broker, Consumer, Delivery
 from fornace.common.catalog import Catalog, load_catalog
+from fornace.common.db import queues
+from fornace.common.modelview import iter_units
 from fornace.common.resources import BUILTIN_DATA
 from fornace.common.secrets import find_secrets, mask_text
 from fornace.conductor.dsl.workflows import load_workflows
@@ -165,6 +167,8 @@ class Conductor:
                                                 recorder.mask(text), "warning",
                                                 environment_id=task.environment_id))
                     return
+                if task.deleted and _removed_everything(outcome):
+                    self._delete_queues(broker, task.environment_id)
                 broker.publish(contract.RESULTS,
                                contract.fenced(contract.result_body(outcome.model), fence[0]),
                                task_id)
@@ -178,12 +182,48 @@ class Conductor:
              recorder: JobRecorder, report: Callable[[dict], None],
              halted: Callable[[], str | None] | None) -> Any:
         engine = self.settings.engine or Settings()
-        agents = AmqpAgents(broker, task.environment_id, engine.agent_timeout, halted=halted,
-                            absent_after=engine.agent_absent_after)
+        environment_id = task.environment_id
+        # every unit's queue, plans sent or not (its agent made it when it started)
+        self._record_queues(environment_id, [
+            contract.agent_queue(environment_id, str(service["id"]), str(unit["id"]))
+            for service, unit in iter_units(task.model)])
+        agents = AmqpAgents(broker, environment_id, engine.agent_timeout, halted=halted,
+                            absent_after=engine.agent_absent_after,
+                            on_queues=lambda names: self._record_queues(environment_id, names))
         return run_job(Job(task=task, workflows=self.workflows, store=self.store,
                            catalog=self.catalog, stacks=self.stacks(task), agents=agents,
                            recorder=recorder, engine=engine, reporter=report,
                            plan_seed=task_id, halted=halted))
+
+    # -- the environment's queues, written down to be deleted with it -------------
+    def _record_queues(self, environment_id: str, names: list[str]) -> None:
+        if self.locks is None or not names:
+            return
+        try:
+            with self.locks.engine.begin() as connection:
+                queues.record(connection, environment_id, names)
+        except Exception as exc:  # noqa: BLE001 -- the job goes on; `fornace gc` can't see them
+            LOG.warning("environment %s: could not write down its queues %s: %s",
+                        environment_id, ", ".join(names), exc)
+
+    def _delete_queues(self, broker: Broker, environment_id: str) -> None:
+        """After the environment's stack is gone: its agents' queues and its results queue."""
+        if self.locks is None:
+            return
+        with self.locks.engine.connect() as connection:
+            names = queues.of_environment(connection, environment_id)
+        deleted = []
+        for name in names:
+            try:
+                broker.delete(name)
+                deleted.append(name)
+            except Exception as exc:  # noqa: BLE001 -- kept on record for `fornace gc`
+                LOG.warning("environment %s: could not delete queue %s: %s",
+                            environment_id, name, exc)
+        with self.locks.engine.begin() as connection:
+            queues.forget(connection, deleted)
+        if deleted:
+            LOG.info("environment %s: deleted its %d queue(s)", environment_id, len(deleted))
 
     # -- the job lock shared by conductors through the database -------------------
     def _lock(self, task: contract.Task, job_id: str, recorder: JobRecorder) -> Any:
@@ -253,6 +293,12 @@ class Conductor:
                      grant.environment_id, grant.job_id, grant.token)
         except Exception as exc:  # noqa: BLE001 -- it goes stale and is taken over
             LOG.warning("job %s: could not release the lock: %s", grant.job_id, exc)
+
+
+def _removed_everything(outcome: Any) -> bool:
+    """A deletion that ended without an error report: its stack is gone."""
+    return outcome.status == "success" and not any(
+        report.get("level") == "error" for report in outcome.reports)
 
 
 _NO_LOCK = object()   # no lock table: the job runs alone as far as we know

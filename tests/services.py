@@ -105,6 +105,12 @@ class Rabbit:
     password: str
     vhost: str
 
+    def queues(self) -> list[str]:
+        """The names of the virtual host's queues, as the broker lists them."""
+        out = rabbitmqctl("list_queues", "-p", self.vhost, "name", "--quiet",
+                          "--no-table-headers")
+        return sorted(line.strip() for line in out.splitlines() if line.strip())
+
 
 @contextlib.contextmanager
 def private_vhost(prefix: str = "fornace-test") -> Iterator[Rabbit]:

@@ -134,3 +134,15 @@ class JobLock(Base):
     # grows with every grant and revocation (fencing: a newer holder has a larger one)
     token: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     done_job: Mapped[str | None] = mapped_column(String(64), nullable=True)  # last ended job
+
+
+class AgentQueue(Base):
+    """A queue a conductor sent execution plans on (or read their results from):
+    deleted with its environment's stack, or by ``fornace gc`` once the
+    environment is gone.  No foreign key: the row outlives its environment."""
+
+    __tablename__ = "agent_queues"
+
+    name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    environment_id: Mapped[str] = mapped_column(String(64), index=True)
+    created: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)

@@ -28,7 +28,8 @@ class AmqpAgents(AgentExecutor):
                  poll: float = 0.5, clock: Callable[[], float] = time.monotonic,
                  on_log: LogHandler | None = None,
                  halted: Callable[[], str | None] | None = None,
-                 absent_after: float | None = 30.0) -> None:
+                 absent_after: float | None = 30.0,
+                 on_queues: Callable[[list[str]], None] | None = None) -> None:
         """``on_log(plan_id, lines)`` gets the log lines of running plans (from this
         thread, as they come; an exception in it is logged and ignored);
         ``halted()`` says why to stop waiting for answers (the job lost its lock,
@@ -38,7 +39,10 @@ class AmqpAgents(AgentExecutor):
         been for that many seconds is gone (its process died, its VM stopped):
         its plans fail then, not at the end of ``default_timeout``.  An agent
         never seen listening is waited for (a new VM boots).  Only brokers that
-        count consumers (RabbitMQ, the folder broker) tell; None turns the watch off."""
+        count consumers (RabbitMQ, the folder broker) tell; None turns the watch off.
+
+        ``on_queues(names)`` is told each queue before it is first used (so the
+        queues can be deleted with the environment)."""
         self.broker = broker
         self.environment_id = environment_id
         self.default_timeout = default_timeout
@@ -47,11 +51,22 @@ class AmqpAgents(AgentExecutor):
         self.on_log = on_log
         self.halted = halted
         self.absent_after = absent_after
+        self.on_queues = on_queues
+        self._told: set[str] = set()
+
+    def _tell(self, names: list[str]) -> None:
+        new = [name for name in dict.fromkeys(names) if name not in self._told]
+        if new and self.on_queues is not None:
+            self.on_queues(new)
+        self._told.update(new)
 
     def run(self, requests: list[PlanRequest]) -> list[PlanReply]:
         started = self.clock()
         waiting: dict[str, int] = {}
         replies: list[PlanReply | None] = [None] * len(requests)
+        queues = {index: contract.agent_queue(self.environment_id, request.service, request.unit)
+                  for index, request in enumerate(requests)}
+        self._tell([contract.results_queue(self.environment_id), *queues.values()])
         # subscribed first: the broker pushes answers while later plans still go out
         with self.broker.inbox(contract.results_queue(self.environment_id)) as inbox:
             try:
@@ -59,9 +74,6 @@ class AmqpAgents(AgentExecutor):
             except Exception as exc:  # noqa: BLE001 -- inbox.get() reconnects
                 LOG.warning("environment %s: cannot subscribe to the results yet (%s)",
                             self.environment_id, exc)
-            queues = {index: contract.agent_queue(self.environment_id, request.service,
-                                                  request.unit)
-                      for index, request in enumerate(requests)}
             watch = _AgentWatch(self.broker, self.absent_after, self.clock)
             watch.gone(set(queues.values()))   # who listens before the plans go out
             for index, request in enumerate(requests):

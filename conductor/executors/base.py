@@ -102,6 +102,16 @@ class StackExecutor(abc.ABC):
         """
 
 
+    # -- for `fornace gc`: the stacks a backend keeps ------------------------------
+    def stack_names(self) -> list[str]:
+        """The stacks this backend holds (those it can list)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot list its stacks")
+
+    def describe(self, stack_name: str) -> str:
+        """A line on one stack, for a person."""
+        return ""
+
+
 class AgentExecutor(abc.ABC):
     @abc.abstractmethod
     def run(self, requests: list[PlanRequest]) -> list[PlanReply]:

@@ -214,6 +214,15 @@ class HeatStacks(StackExecutor):
             final = self._wait(stack_id, "UPDATE", before, deadline)
             return self._outputs(stack_name, stack_id, final, "UPDATE")
 
+    def stack_names(self) -> list[str]:
+        with _refusals("(list)"):
+            return sorted(stack.stack_name for stack in self.client.stacks.list())
+
+    def describe(self, stack_name: str) -> str:
+        with _refusals(stack_name):
+            stack = self._find(stack_name)
+        return f"Heat stack {stack.id}, {stack.stack_status}" if stack is not None else "gone"
+
     def delete(self, stack_name: str) -> None:
         deadline = self._deadline()
         with _refusals(stack_name):

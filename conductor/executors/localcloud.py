@@ -163,6 +163,11 @@ class LocalStacks(StackExecutor):
         return sorted(name for name in self._sandboxes(self.state_dir)
                       if (self.state_dir / name / TEMPLATE_FILE).is_file())
 
+    def describe(self, stack_name: str) -> str:
+        instances = self.instances(stack_name)
+        running = sum(1 for info in instances.values() if info.get("running"))
+        return f"{len(instances)} instance(s), {running} running"
+
     def instances(self, stack_name: str) -> dict[str, dict[str, Any]]:
         """Instance name -> its ``instance.json`` plus ``running`` (bool)."""
         stack_dir = self._stack_dir(stack_name)

@@ -569,11 +569,15 @@ def test_deleting_an_environment_removes_its_stack_and_stops_its_agents(world):
     for name, token in tokens.items():
         # the agent and the web server its plan left running
         assert len(token_processes(token)) >= 2, name
+    made = [name for name in world.rabbit.queues() if env_id in name]
+    assert len(made) == 3, made     # two agents' queues and the results queue
 
     assert world.client.delete(f"/environments/{env_id}").status_code == 200
     wait_for(lambda: world.status(env_id) in (None, "delete failure"),
              "the environment to be deleted", explain=world.explain)
     assert world.status(env_id) is None, world.texts(env_id)
+    # regression: the agents' queues stayed on the broker for ever
+    assert [name for name in world.rabbit.queues() if env_id in name] == []
     for name, token in tokens.items():
         assert token_processes(token) == [], f"processes of {name} left"
     assert not (world.cloud_dir / f"e{env_id}").exists()
@@ -603,3 +607,5 @@ def test_abandoning_a_running_deployment_stops_it_and_removes_what_it_made(world
              "its sandboxes to be removed", explain=world.explain)
     log = world.log(conductor)
     assert "lost the environment's lock" in log and "it sends no result" in log
+    wait_for(lambda: not any(env_id in name for name in world.rabbit.queues()),
+             "the abandoned environment's queues to be deleted", explain=world.explain)
