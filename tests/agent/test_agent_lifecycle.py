@@ -28,6 +28,7 @@ from fornace.conductor.executors.agents import AmqpAgents
 from fornace.conductor.executors.base import PlanRequest, StackRequest
 from fornace.conductor.executors.localcloud import LocalStacks
 from localkit import alive, instance_processes
+from waiting import wait_for
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 TIMEOUT = 90.0
@@ -59,15 +60,6 @@ def v2_plan(scripts: dict[str, str], commands: list, plan_id: str | None = None)
 def incomplete_plan(code: int) -> dict:
     return v2_plan({"first.sh": FIRST, "step.sh": STEP},
                    [cmd("first.sh"), cmd("step.sh", CODE=code)])
-
-
-def wait_for(predicate, timeout: float = TIMEOUT, interval: float = 0.1) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return bool(predicate())
 
 
 def transitions(records) -> list[str]:
@@ -144,7 +136,7 @@ def test_an_init_error_is_retried_until_the_stop_signal(settings, caplog):
     thread = threading.Thread(target=lambda: out.setdefault("code", machine.run()),
                               daemon=True)
     thread.start()
-    assert wait_for(lambda: len(transitions(caplog.records)) >= 2, 30)
+    assert wait_for(lambda: len(transitions(caplog.records)) >= 2, timeout=30)
     stop.set()
     thread.join(TIMEOUT)
     assert out.get("code") == 0
@@ -351,7 +343,7 @@ class Unit:
                 self.answered.setdefault(message_id, []).append(body)
 
     def answer(self, plan_id: str, timeout: float = TIMEOUT) -> dict:
-        assert wait_for(lambda: self.collect() or plan_id in self.answered, timeout), \
+        assert wait_for(lambda: self.collect() or plan_id in self.answered, timeout=timeout), \
             f"no answer to {plan_id}; console:\n{self.console()[-3000:]}"
         return self.answered[plan_id][0]
 

@@ -1,7 +1,6 @@
 """The API process with real messaging: tasks out, results and reports in."""
 from __future__ import annotations
 
-import time
 import uuid
 
 import pytest
@@ -12,16 +11,7 @@ from apikit import web_server
 from fornace.cli.main import build_conf
 from fornace.common import contract
 from fornace.common.broker import Broker
-
-
-def wait_for(check, timeout=10.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError("condition not reached in time")
+from waiting import wait_for
 
 
 @pytest.fixture(params=["memory", "rabbitmq"])
@@ -48,7 +38,8 @@ def test_deploy_result_and_reports_round_trip(service):
                 headers={"X-Configuration-Session": session})
     assert client.post(f"/environments/{env['id']}/sessions/{session}/deploy").status_code == 200
 
-    tasks = wait_for(lambda: broker.drain(contract.TASKS, timeout=0.5, count=1))
+    tasks = wait_for(lambda: broker.drain(contract.TASKS, timeout=0.5, count=1),
+                     "the deployment task")
     body, message_id = tasks[0]
     task = contract.parse_task(body)
     assert task.environment_id == env["id"]
@@ -62,10 +53,11 @@ def test_deploy_result_and_reports_round_trip(service):
     broker.publish(contract.RESULTS, contract.result_body(model), message_id=message_id)
 
     shown = wait_for(lambda: (lambda e: e if e["version"] == 1 else None)(
-        client.get(f"/environments/{env['id']}").json()))
+        client.get(f"/environments/{env['id']}").json()), "the result to be stored")
     assert shown["status"] == "ready"
     reports = wait_for(lambda: client.get(
-        f"/environments/{env['id']}/deployments/{message_id}").json()["reports"])
+        f"/environments/{env['id']}/deployments/{message_id}").json()["reports"],
+        "the report to be stored")
     assert [r["text"] for r in reports] == ["Instance created"]
     deployment = client.get(f"/environments/{env['id']}/deployments").json()["deployments"][0]
     assert deployment["state"] == "success"

@@ -21,7 +21,6 @@ from pathlib import Path
 import pytest
 
 from apikit import free_port
-from fornace.cli.onebox import OneBox
 from localkit import running_onebox
 from services import require
 

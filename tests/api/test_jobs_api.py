@@ -5,12 +5,12 @@ from __future__ import annotations
 import copy
 import json
 import threading
-import time
 
 import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
+from waiting import wait_for
 from fornace.api.server import ApiService
 from fornace.common.db.engine import alembic_config, make_engine, upgrade
 from fornace.common.db.models import Deployment, JobLock as LockRow
@@ -562,26 +562,19 @@ def test_the_api_service_consumes_job_events(tmp_path):
             env_id, job_id, {"change_id": "D001", "status": "running", "log": ["a"]}), "ev-1")
         broker.publish(contract.JOB_EVENTS, contract.task_event_body(
             env_id, job_id, {"change_id": "D001", "log": ["b"]}), "ev-2")
-        deadline = time.monotonic() + 10
-        tasks: list = []
-        while time.monotonic() < deadline:
-            tasks = client.get(f"/environments/{env_id}/jobs/{job_id}").json()["tasks"]
-            if tasks and tasks[0]["log"] == ["a", "b"]:
-                break
-            time.sleep(0.05)
-        assert tasks and tasks[0]["log"] == ["a", "b"] and tasks[0]["status"] == "running"
+        tasks = wait_for(lambda: (lambda found: found if found and found[0]["log"] == ["a", "b"]
+                                  else None)(
+            client.get(f"/environments/{env_id}/jobs/{job_id}").json()["tasks"]),
+            "both log lines to be stored")
+        assert tasks[0]["status"] == "running"
 
         # as the conductor sends them: on the results queue, the last event before
         # the result -- the job ends with its task already finished
         broker.publish(contract.RESULTS, contract.task_event_body(
             env_id, job_id, {"change_id": "D001", "status": "ok", "log": ["c"]}), "ev-3")
         broker.publish(contract.RESULTS, {"id": env_id, "name": "e", "services": []}, job_id)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            job = client.get(f"/environments/{env_id}/jobs/{job_id}").json()
-            if job["state"] != "running":
-                break
-            time.sleep(0.05)
+        job = wait_for(lambda: (lambda found: found if found["state"] != "running" else None)(
+            client.get(f"/environments/{env_id}/jobs/{job_id}").json()), "the job to end")
         assert job["state"] == "success"
         assert (job["tasks"][0]["status"], job["tasks"][0]["log"]) == ("ok", ["a", "b", "c"])
     finally:

@@ -499,7 +499,7 @@ def test_a_handler_cut_off_from_the_broker_is_redelivered(rabbit, rabbit_queue, 
         started.set()
         assert release.wait(WAIT)
 
-    first = consumers(Broker(proxy.url(rabbit)), [name], slow)
+    consumers(Broker(proxy.url(rabbit)), [name], slow)
     with Broker(rabbit) as broker:
         message_id = broker.publish(name, {"deploy": "E1"})
     assert started.wait(WAIT)

@@ -13,6 +13,8 @@ from fornace.common.broker import Broker
 from fornace.conductor.daemon import Conductor, ConductorSettings
 from fornace.conductor.executors.simulator import SimulatedCloud, SimulatedStacks
 from fornace.conductor.session import Settings
+from standins import StandInAgents
+from waiting import wait_for
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 
@@ -22,33 +24,6 @@ def model(env_id: str) -> dict:
         "id": "svc1", "name": "site", "type": "linuxWebServer", "unitNamingPattern": "web#",
         "osImage": {"name": "debian"}, "adminPassword": "Secret-pass-1",
         "units": [{"id": "u1", "name": "site_instance_0"}, {"id": "u2", "name": "site_instance_1"}]}]}
-
-
-class StandInAgents:
-    """Answers every plan sent to the given units with an "ok" result."""
-
-    def __init__(self, url: str, env_id: str, units: list[str], silent: set[str] = frozenset(),
-                 service: str = "svc1"):
-        self.url, self.env_id, self.units, self.silent = url, env_id, units, silent
-        self.service = service
-        self.stop = threading.Event()
-        self.plans: list[str] = []
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-
-    def _run(self) -> None:
-        with Broker(self.url) as broker:
-            while not self.stop.is_set():
-                for unit in self.units:
-                    queue = contract.agent_queue(self.env_id, self.service, unit)
-                    for plan, plan_id in broker.drain(queue, timeout=0.05):
-                        self.plans.append(unit)
-                        if unit in self.silent:
-                            continue
-                        result = {"IsException": False, "Result": [
-                            {"IsException": False, "Result": ["done"]}
-                            for _ in plan["Commands"]]}
-                        broker.publish(contract.results_queue(self.env_id), result, plan_id)
 
 
 @pytest.fixture(params=["memory", "rabbitmq"])
@@ -145,14 +120,22 @@ def test_a_task_redelivered_while_it_runs_here_is_not_run_twice():
     handler still runs; a second consumer thread taking the copy waits for it."""
     from fornace.common.broker import Delivery
 
-    release = threading.Event()
+    release, started, copy_waits = threading.Event(), threading.Event(), threading.Event()
     runs = []
 
     class SlowStacks(SimulatedStacks):
         def apply(self, request):
             runs.append(request.stack_name)
+            started.set()
             release.wait(10)
             return {}
+
+    class WatchedEnd(threading.Event):
+        """The run's end, telling when someone starts waiting for it (the barrier)."""
+
+        def wait(self, timeout=None):
+            copy_waits.set()
+            return super().wait(timeout)
 
     env_id = "d" + uuid.uuid4().hex[:8]
     daemon = Conductor(ConductorSettings(broker_url="memory://", data_dir=DATA,
@@ -165,12 +148,11 @@ def test_a_task_redelivered_while_it_runs_here_is_not_run_twice():
     threads = [threading.Thread(target=daemon.handle_task, args=(body, delivery))
                for _ in range(2)]
     threads[0].start()
-    deadline = time.monotonic() + 10
-    while not runs and time.monotonic() < deadline:
-        time.sleep(0.01)
+    assert started.wait(10)
+    daemon._running["task-" + env_id].ended = WatchedEnd()
     threads[1].start()
-    threads[1].join(0.5)
-    assert threads[1].is_alive()          # the copy waits for the run ...
+    assert copy_waits.wait(10)            # the copy waits for the run ...
+    assert threads[1].is_alive() and runs == [f"e{env_id}"]
     release.set()
     for thread in threads:
         thread.join(30)
@@ -184,17 +166,6 @@ def one_unit_task(env_id: str) -> dict:
     return contract.task_body({"id": env_id, "name": "x", "services": [{
         "id": "s1", "name": "site", "type": "linuxWebServer", "units": [
             {"id": "u1", "name": "site_instance_0"}]}]}, None, "t1")
-
-
-def wait_until(condition, timeout: float = 20.0) -> bool:
-    """Wait for ``condition`` on an event's clock (re-checked every 20 ms)."""
-    ticker = threading.Event()
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            return False
-        ticker.wait(0.02)
-    return True
 
 
 def test_a_task_without_a_message_id_is_refused(caplog):
@@ -282,10 +253,10 @@ def test_a_job_that_loses_its_lock_stops_and_sends_no_result(tmp_path, caplog):
     delivery = Delivery(message_id="t-" + env_id, queue=contract.TASKS)
     thread = threading.Thread(target=daemon.handle_task, args=(one_unit_task(env_id), delivery))
     thread.start()
-    assert wait_until(lambda: applied)
+    assert wait_for(lambda: applied)
     with JobLock(url) as lock:
         lock.clear(env_id)                                  # a user abandons the job
-    assert wait_until(lambda: any("lost the environment's lock" in r.getMessage()
+    assert wait_for(lambda: any("lost the environment's lock" in r.getMessage()
                                   for r in caplog.records))
     gate.set()
     thread.join(30)
@@ -318,7 +289,7 @@ def test_a_copy_of_a_job_running_elsewhere_waits_then_is_not_run_again(tmp_path)
     delivery = Delivery(message_id="t-" + env_id, queue=contract.TASKS)
     first = threading.Thread(target=conductor().handle_task, args=(body, delivery))
     first.start()
-    assert wait_until(lambda: applied)
+    assert wait_for(lambda: applied)
     second = threading.Thread(target=conductor().handle_task, args=(body, delivery))
     second.start()
     second.join(3)                 # longer than the stale time: the first still beats

@@ -32,7 +32,6 @@ import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
 from urllib.parse import urlsplit, urlunsplit
 
 import kombu
@@ -48,6 +47,7 @@ from fornace.common import contract
 from fornace.common.broker import Broker
 from fornace.conductor.executors.localcloud import TOKEN_VARIABLE, LocalStacks
 from services import Rabbit, amqp_url, private_vhost, rabbitmqctl
+from waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data"
@@ -150,19 +150,6 @@ def kill_instance(token: str) -> list[int]:
         time.sleep(0.05)
     raise AssertionError(f"processes of instance {token} survive SIGKILL: "
                          f"{token_processes(token)}")
-
-
-def wait_for(predicate: Callable[[], Any], what: str, timeout: float = WAIT,
-             explain: Callable[[], str] = lambda: "") -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}\n"
-                                 f"{explain()}")
-        time.sleep(0.1)
 
 
 # ----------------------------------------------------------------------- the world

@@ -1,18 +1,18 @@
 """API -> tasks -> conductor -> (simulated stacks, stand-in agents) -> results -> API."""
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
 
+from waiting import wait_for
 from fornace.api.server import ApiService
 from fornace.cli.main import build_conf
 from fornace.conductor.daemon import Conductor, ConductorSettings
 from fornace.conductor.executors.simulator import SimulatedCloud
 from fornace.conductor.session import Settings
-from test_daemon import StandInAgents
+from standins import StandInAgents
 
 DATA = Path(__file__).resolve().parents[2] / "data"
 
@@ -36,16 +36,17 @@ def stack(request, tmp_path):
 
 
 def wait_status(client, env_id, wanted, timeout=30.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    """The environment once its status is ``wanted`` ("gone": deleted; then {})."""
+    def reached():
         response = client.get(f"/environments/{env_id}")
-        if response.status_code == 404 and wanted == "gone":
-            return None
+        if response.status_code == 404:
+            return {} if wanted == "gone" else None
         body = response.json()
-        if body.get("status") == wanted:
-            return body
-        time.sleep(0.1)
-    raise AssertionError(f"environment {env_id} did not become {wanted}: {body}")
+        return body if body.get("status") == wanted else None
+    found = wait_for(reached, timeout=timeout)
+    assert found is not None, (f"environment {env_id} did not become {wanted}: "
+                               f"{client.get(f'/environments/{env_id}').text}")
+    return found
 
 
 def test_deploy_then_delete_through_the_api(stack):
@@ -68,14 +69,10 @@ def test_deploy_then_delete_through_the_api(stack):
     assert deployment["state"] == "success"
     # reports and the result travel on two queues: the last report may be stored
     # just after the environment is ready
-    deadline = time.monotonic() + 10
-    while True:
+    def texts():
         reports = client.get(f"/environments/{env['id']}/deployments/{deployment['id']}").json()
-        texts = [r["text"] for r in reports["reports"]]
-        if "Service site is ready" in texts or time.monotonic() > deadline:
-            break
-        time.sleep(0.1)
-    assert "Service site is ready" in texts
+        return [r["text"] for r in reports["reports"]]
+    wait_for(lambda: "Service site is ready" in texts(), "the last report")
     assert client.delete(f"/environments/{env['id']}").status_code == 200
     wait_status(client, env["id"], "gone")
     agents.stop.set()

@@ -19,6 +19,7 @@ from fornace.cli.client.http import ApiClient, ClientError
 from apikit import free_port
 from fornace.cli.onebox import OneBox
 from localkit import instance_processes, running_onebox
+from waiting import wait_for
 
 TIMEOUT = 120.0
 ROOT = Path(__file__).resolve().parents[2]
@@ -68,16 +69,15 @@ class Env:
         return self.wait(job["id"]) if wait else job
 
     def wait(self, job_id: str) -> dict:
-        deadline = time.monotonic() + TIMEOUT
-        while True:
+        def ended() -> dict | None:
             job = self.client.get(f"/environments/{self.id}/jobs/{job_id}")
             env = self.client.get(f"/environments/{self.id}")
-            if job["state"] != "running" and env["status"] not in ("deploying", "deleting"):
-                # a job's task events come before its result (one queue): all settled
-                assert all(t["status"] not in ("pending", "running") for t in job["tasks"]), job
-                return job
-            assert time.monotonic() < deadline, f"job {job_id} still running: {job}"
-            time.sleep(0.2)
+            done = job["state"] != "running" and env["status"] not in ("deploying", "deleting")
+            return job if done else None
+        job = wait_for(ended, f"job {job_id} to end", timeout=TIMEOUT)
+        # a job's task events come before its result (one queue): all settled
+        assert all(t["status"] not in ("pending", "running") for t in job["tasks"]), job
+        return job
 
     def jobs(self) -> list[dict]:
         return self.client.get(f"/environments/{self.id}/jobs")["jobs"]
@@ -450,17 +450,13 @@ def test_script_log_lines_reach_the_task_while_it_runs(box):
     job = env.action("execute_operation", wait=False, operation="run",
                      operation_kwargs={"command": "for i in 1 2 3 4 5 6; do echo line-$i; "
                                                   "sleep 0.5; done"})
-    seen_running = None
-    deadline = time.monotonic() + TIMEOUT
-    while time.monotonic() < deadline:
+    def first_lines() -> list | None:
         tasks = commands(env.client.get(f"/environments/{env.id}/jobs/{job['id']}"))
-        if tasks and tasks[0]["status"] == "running" and tasks[0]["log"]:
-            seen_running = list(tasks[0]["log"])
-            break
         if tasks and tasks[0]["status"] != "running":
-            break
-        time.sleep(0.1)
-    assert seen_running and seen_running[0] == "line-1", seen_running   # before the end
+            return ["(ended)"]
+        return list(tasks[0]["log"]) if tasks and tasks[0]["log"] else None
+    seen_running = wait_for(first_lines, "the first log line", timeout=TIMEOUT)
+    assert seen_running[0] == "line-1", seen_running   # before the end
     job = env.wait(job["id"])
     log = commands(job)[0]["log"]
     assert [line for line in log if line.startswith("line-")] == [f"line-{i}" for i in range(1, 7)]
@@ -477,11 +473,9 @@ def test_an_instance_killed_mid_plan_fails_its_task_in_seconds(box):
     env.deploy(site("web", free_port()))
     job = env.action("execute_operation", wait=False, operation="run",
                      operation_kwargs={"command": "echo begun; sleep 300"})
-    deadline = time.monotonic() + TIMEOUT
-    while not any(t["log"] for t in commands(
-            env.client.get(f"/environments/{env.id}/jobs/{job['id']}"))):
-        assert time.monotonic() < deadline, "the command never started"
-        time.sleep(0.1)
+    wait_for(lambda: any(t["log"] for t in commands(
+        env.client.get(f"/environments/{env.id}/jobs/{job['id']}"))), "the command to start",
+        timeout=TIMEOUT)
     [token] = env.tokens().values()
     for pid in instance_processes(token):
         os.kill(pid, signal.SIGKILL)

@@ -15,6 +15,7 @@ from fornace.common import contract
 from fornace.common.broker import Broker
 from fornace.conductor.executors.base import StackFailure, StackRequest
 from fornace.conductor.executors.localcloud import TOKEN_VARIABLE, LocalStacks, evaluate_outputs
+from waiting import wait_for
 
 DATA = Path(__file__).resolve().parents[3] / "data"
 
@@ -55,15 +56,6 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return text[text.rfind(")") + 2] not in "ZX"
-
-
-def wait_for(predicate, timeout: float = 15.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return predicate()
 
 
 def shell_plan(script: str, plan_id: str) -> dict:
@@ -341,7 +333,7 @@ def test_remove_stops_exactly_the_removed_instance(cloud, shared_broker):
         outputs = stacks.remove(stack, ["u2", "not-there"])
 
         assert outputs == {"u1ip": before["u1"]["address"]}
-        assert wait_for(lambda: not processes_with_token(before["u2"]["token"]), 5)
+        assert wait_for(lambda: not processes_with_token(before["u2"]["token"]), timeout=5)
         assert not (stacks.state_dir / stack / "u2").exists()
         template = stacks.template(stack)
         assert set(template["Resources"]) == {"u1"} and set(template["Outputs"]) == {"u1ip"}
