@@ -24,7 +24,10 @@ After each run it checks what happened, from the outside:
 * doubled: a plan id started twice in one agent's journal;
 * lost: the job did not end (or left a task row open) within ``--timeout``;
 * two-holders: two conductors held the environment's lock at once (their
-  "holds the lock" .. "released the lock"/death intervals overlap).
+  "holds the lock" .. "released the lock"/death intervals overlap);
+* left behind: after the run the environment is deleted; a process of its
+  instances, its local-cloud stack or one of its queues still there once the
+  API says it is gone counts (a line after the summary says how many runs).
 
 and prints one line per run, then::
 
@@ -58,6 +61,7 @@ from urllib.parse import quote, urlsplit
 import psycopg
 
 from fornace.cli.client.http import ApiClient, ClientError
+from fornace.conductor.executors.localcloud import LocalStacks
 
 FAULTS = ("kill-conductor", "close-connection", "kill-agent", "kill-api")
 AMQP = os.environ.get("FORNACE_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672//")
@@ -179,20 +183,62 @@ def lock_holder(db_url: str, env_id: str) -> int | None:
 def agent_pids(cloud_dir: Path, env_id: str) -> list[int]:
     """The ``fornace agent`` processes of the environment's instances."""
     found = []
-    for info in (cloud_dir / f"e{env_id}").glob("*/instance.json"):
-        token = json.loads(info.read_text()).get("token")
-        marker = f"FORNACE_INSTANCE_TOKEN={token}".encode()
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
+    for pid in token_processes(instance_tokens(cloud_dir, env_id)):
+        with contextlib.suppress(OSError):
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            if b"agent" in argv and b"fornace.cli" in argv:
+                found.append(pid)
+    return found
+
+
+def instance_tokens(cloud_dir: Path, env_id: str) -> list[str]:
+    return [json.loads(info.read_text()).get("token")
+            for info in (cloud_dir / f"e{env_id}").glob("*/instance.json")]
+
+
+def token_processes(tokens: list[str]) -> list[int]:
+    """Live processes carrying one of the instance tokens (agents, shells, servers)."""
+    markers = {f"FORNACE_INSTANCE_TOKEN={token}".encode() for token in tokens}
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
             try:
-                argv = Path(f"/proc/{entry}/cmdline").read_bytes().split(b"\0")
+                stat = Path(f"/proc/{entry}/stat").read_text()
                 environ = Path(f"/proc/{entry}/environ").read_bytes().split(b"\0")
             except OSError:
                 continue
-            if marker in environ and b"agent" in argv and b"fornace.cli" in argv:
+            if stat.rpartition(")")[2].split()[:1] != ["Z"] and markers & set(environ):
                 found.append(int(entry))
     return found
+
+
+def left_behind(world: World, env_id: str, vhost: str, cloud_dir: Path) -> str:
+    """Delete the environment; once the API says it is gone, what is still there."""
+    tokens = instance_tokens(cloud_dir, env_id)
+    with contextlib.suppress(ClientError):
+        world.client.request("DELETE", f"/environments/{env_id}")
+
+    def gone() -> bool:
+        try:
+            world.client.get(f"/environments/{env_id}")
+            return False
+        except ClientError as exc:
+            return exc.status == 404
+    deadline = time.monotonic() + 120
+    while not gone():
+        if time.monotonic() > deadline:
+            return "the environment was not deleted within 120 s"
+        time.sleep(0.25)
+    found = []
+    if processes := token_processes(tokens):
+        found.append(f"{len(processes)} process(es)")
+    if (cloud_dir / f"e{env_id}").exists():
+        found.append("its stack")
+    queues = [q for q in rabbitmqctl("list_queues", "-p", vhost, "name", "--quiet",
+                                     "--no-table-headers").split() if env_id in q]
+    if queues:
+        found.append(f"{len(queues)} queue(s)")
+    return ", ".join(found)
 
 
 def close_connections(vhost: str, pid: int) -> int:
@@ -333,7 +379,7 @@ def main() -> int:
         parser.error(f"unknown fault(s): {', '.join(sorted(unknown))}")
     rng = random.Random(args.seed)
     root = Path(tempfile.mkdtemp(prefix="fornace-chaos-"))
-    totals = {"finished": 0, "doubled": 0, "lost": 0, "two": 0, "untruthful": 0}
+    totals = {"finished": 0, "doubled": 0, "lost": 0, "two": 0, "untruthful": 0, "left": 0}
     worst = 0.0
     with private_services() as (amqp, db_url):
         vhost = urlsplit(amqp).path.lstrip("/")
@@ -387,13 +433,17 @@ def main() -> int:
                 totals["doubled"] += doubled
                 totals["lost"] += lost
                 totals["two"] += two
+                left = left_behind(world, env_id, vhost, cloud_dir)
+                totals["left"] += bool(left)
                 print(f"run {run:>2}: {what}; status {env['status'] if env else 'NOT ENDED'}{why}, "
                       f"{recovery:.1f} s after the fault, doubled {doubled}, "
-                      f"two holders {'YES' if two else 'no'}", flush=True)
-                with contextlib.suppress(ClientError):
-                    world.client.request("DELETE", f"/environments/{env_id}")
+                      f"two holders {'YES' if two else 'no'}, "
+                      f"left after deletion: {left or 'nothing'}", flush=True)
         finally:
             world.stop()
+            stacks = LocalStacks(cloud_dir)
+            for name in stacks.stack_names():   # whatever a failed run left running
+                stacks.delete(name)
             if not args.keep:
                 shutil.rmtree(root, ignore_errors=True)
             else:
@@ -402,8 +452,10 @@ def main() -> int:
           f"{totals['lost']} lost, {totals['two']} two-holders, worst recovery {worst:.1f} s")
     if totals["untruthful"]:
         print(f"{totals['untruthful']} run(s) failed without an error report saying why")
+    if totals["left"]:
+        print(f"{totals['left']} run(s) left processes, a stack or queues after deletion")
     return 0 if not (totals["doubled"] or totals["lost"] or totals["two"]
-                     or totals["untruthful"]) else 1
+                     or totals["untruthful"] or totals["left"]) else 1
 
 
 if __name__ == "__main__":

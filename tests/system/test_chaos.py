@@ -29,3 +29,5 @@ def test_three_chaos_runs_lose_nothing_and_double_nothing():
     assert found.groups()[1:] == ("0", "0", "0"), summary
     runs = [line for line in done.stdout.splitlines() if line.startswith("run ")]
     assert len(runs) == 3 and all("NOT ENDED" not in line for line in runs), runs
+    # deleted afterwards: no process, stack or queue of the environment is left
+    assert all(line.endswith("left after deletion: nothing") for line in runs), runs
