@@ -34,6 +34,7 @@ and prints one line per run, then::
     N runs: F finished, D doubled, L lost, T two-holders, worst recovery S s
 
     python tools/chaos.py --runs 20
+    python tools/chaos.py --runs 20 --units 8 --conductors 3 --slow 3 --strike-within 6
     python tools/chaos.py --runs 3 --faults kill-conductor --seed 7
 """
 from __future__ import annotations
@@ -241,6 +242,21 @@ def left_behind(world: World, env_id: str, vhost: str, cloud_dir: Path) -> str:
     return ", ".join(found)
 
 
+def slow_catalog(target: Path, seconds: float) -> Path:
+    """A copy of the built-in catalog whose site deployment takes ``seconds`` longer
+    (so faults strike while plans run, not after a deployment of a few seconds)."""
+    from fornace.common.resources import BUILTIN_DATA
+
+    shutil.copytree(BUILTIN_DATA, target)
+    script = target / "templates" / "agent" / "scripts" / "deploy_static_site.py"
+    text = script.read_text()
+    marker = "def main() -> int:\n"
+    if marker not in text:
+        raise SystemExit(f"{script}: no {marker.strip()!r} to slow down")
+    script.write_text(text.replace(marker, f"{marker}    __import__('time').sleep({seconds!r})\n", 1))
+    return target
+
+
 def close_connections(vhost: str, pid: int) -> int:
     """Close the AMQP connections of process ``pid`` (matched by its local ports)."""
     ports = set()
@@ -371,6 +387,8 @@ def main() -> int:
     parser.add_argument("--strike-within", type=float, default=2.0, metavar="S",
                         help="the fault comes at a random moment of the first S seconds "
                              "of the deployment (a 3-unit one takes about 2-3 s here)")
+    parser.add_argument("--slow", type=float, default=0.0, metavar="S",
+                        help="each unit's site deployment takes S seconds more")
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     args = parser.parse_args()
@@ -386,7 +404,9 @@ def main() -> int:
         base = urlsplit(AMQP)
         cloud_dir = root / "cloud"
         config = root / "fornace.conf"
+        data = f"data_dir = {slow_catalog(root / 'data', args.slow)}\n" if args.slow else ""
         config.write_text(
+            f"[DEFAULT]\n{data}"
             f"[api]\nstate_dir = {root / 'state'}\n[broker]\nurl = {amqp}\n"
             f"[database]\nconnection = {db_url}\n"
             f"[conductor]\nstacks = local\ncloud_dir = {cloud_dir}\nlock_stale_after = 6\n"
