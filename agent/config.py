@@ -68,6 +68,12 @@ agent_opts = [
     cfg.IntOpt("keep_plans", default=50, min=1,
                help="Plan folders (scripts and command output) kept under "
                     "<work_dir>/plans; older ones are removed after each plan."),
+    cfg.BoolOpt("keep_plan_inputs", default=False,
+                help="Keep a plan's inputs (each command's NNN.stdin.json with its "
+                     "arguments, and plan.json) in its plan folder after the plan is "
+                     "answered, readable by the agent's user only, until the folder is "
+                     "pruned (keep_plans). Off: they are deleted once the answer is "
+                     "journaled, since arguments may hold passwords."),
     cfg.IntOpt("journal_keep", default=1000, min=1,
                help="Plans the journal remembers: at start the journal is rewritten "
                     "with the newest ones (and every answer not yet sent) once it "
@@ -98,6 +104,7 @@ class AgentSettings:
     python: str = "python3"
     shell: str = "/bin/sh"
     keep_plans: int = 50
+    keep_plan_inputs: bool = False
     journal_keep: int = 1000
     broker_url: str = "memory://"
     broker_ssl: bool = False
@@ -119,6 +126,7 @@ class AgentSettings:
                    max_incomplete=agent.max_incomplete,
                    powershell=agent.powershell or "", python=agent.python,
                    shell=agent.shell, keep_plans=agent.keep_plans,
+                   keep_plan_inputs=agent.keep_plan_inputs,
                    journal_keep=agent.journal_keep, broker_url=conf.broker_url,
                    broker_ssl=conf.broker_ssl, input_queue=conf.input_queue,
                    result_queue=conf.result_routing_key)

@@ -187,6 +187,20 @@ class Runner:
         """The body kept by :meth:`save_plan` (OSError / ValueError when it is gone)."""
         return json.loads((self.plan_folder(key) / PLAN_FILE).read_text(encoding="utf-8"))
 
+    def forget_inputs(self, key: str) -> int:
+        """Delete the plan's inputs from its folder (the arguments on each
+        command's stdin, the kept plan body): they may hold passwords and are
+        not needed once the plan is answered.  How many files went."""
+        folder = self.plan_folder(key)
+        removed = 0
+        for path in [folder / PLAN_FILE, *folder.glob("*.stdin.json")]:
+            try:
+                path.unlink()
+                removed += 1
+            except FileNotFoundError:
+                pass
+        return removed
+
     def prune(self, keep: Path | None = None) -> None:
         """Remove plan folders beyond the newest ``keep_plans`` (never ``keep``)."""
         root = self.settings.work_dir / "plans"

@@ -171,6 +171,8 @@ class Agent:
         """Journal the answer, then send it -- or, for a reboot plan, keep it for later."""
         contract.parse_plan_result(result)   # our own answers follow the contract
         self.journal.result(key, result, reboot=deferred_reboot)
+        if not self.settings.keep_plan_inputs:   # answered: its inputs are not needed
+            self.runner.forget_inputs(key)
         if deferred_reboot:
             LOG.info("plan %s asks for a reboot; its answer is sent after the restart", key)
             self.reboot_requested = key

@@ -241,6 +241,46 @@ def test_the_same_plan_twice_runs_once_and_is_answered_twice(make_agent, tmp_pat
     assert [s[0] for s in sent + sent_later] == [plan["ID"]] * 3
 
 
+SECRET = "Pa55-w0rd-xyz"
+
+
+def files_holding(folder: Path, text: str) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.is_file() and text.encode() in p.read_bytes()
+            and p.name != "journal.jsonl"]
+
+
+def test_a_plans_inputs_are_deleted_once_it_is_answered(make_agent, tmp_path):
+    """Regression: arguments holding passwords stayed in the unit's work folder."""
+    agent, _ = make_agent()
+    plan = v2_plan({"use.sh": 'test -n "$password" && echo used\n'},
+                   [cmd("use.sh", password=SECRET), cmd("use.sh", password=SECRET)])
+    assert agent.process(plan)["Result"][0]["Result"] == ["used"]
+    folder = agent.runner.plan_folder(plan["ID"])
+    assert (folder / "use.sh").exists() and (folder / "000.stdout").exists()
+    assert list(folder.glob("*.stdin.json")) == []
+    assert files_holding(tmp_path / "work", SECRET) == []
+
+
+def test_an_incomplete_plan_keeps_its_inputs_until_its_rerun_is_answered(make_agent):
+    agent, _ = make_agent()
+    plan = v2_plan({"twice.sh": 'if [ -e again ]; then echo done; else touch again; '
+                                'exit 128; fi\n'}, [cmd("twice.sh", password=SECRET)])
+    outcome = agent.execute(plan)
+    assert outcome.answer is None and outcome.action == "restart"
+    folder = agent.runner.plan_folder(plan["ID"])
+    assert (folder / "plan.json").exists()      # needed to run it again
+    assert agent.execute(plan).answer["Result"][0]["Result"] == ["done"]
+    assert files_holding(folder, SECRET) == []
+
+
+def test_keep_plan_inputs_keeps_them_owner_only(make_agent, tmp_path):
+    agent, _ = make_agent(keep_plan_inputs=True)
+    plan = v2_plan({"use.sh": "cat >/dev/null\n"}, [cmd("use.sh", password=SECRET)])
+    agent.process(plan)
+    [kept] = agent.runner.plan_folder(plan["ID"]).glob("*.stdin.json")
+    assert SECRET in kept.read_text() and stat.S_IMODE(kept.stat().st_mode) == 0o600
+
+
 def test_a_plan_interrupted_by_a_crash_is_not_run_again(make_agent, tmp_path):
     agent, _ = make_agent()
     agent.journal.started("crashed")
