@@ -1,0 +1,586 @@
+#!/usr/bin/env python3
+"""Hostile inputs, tried as an attacker and a careless operator would (not a test).
+
+Two groups of tries, each judged from the outside:
+
+* operator inputs -- workflow XML, filters, templates, ``--model`` JSON and
+  workflows that grow data -- given to ``fornace workflow check`` and
+  ``fornace workflow simulate`` as subprocesses under a memory limit
+  (``--memory``, 1 GiB) and a time limit (``--timeout``, 60 s).  A clean
+  refusal: the command ends by itself within both limits with a non-zero
+  status, prints no Python traceback, and its message says where (the
+  file's name, or a JSON path for a model); a try that is harmless input
+  (values with quotes in a filter, say) must instead end as its case says.
+* API requests -- cross-site ones (foreign ``Origin``/``Referer``,
+  ``text/plain`` and form bodies, a malformed ``Content-Type``), another
+  tenant's environments, oversized services, secrets in action parameters --
+  sent to a ``fornace api`` process (SQLite, noauth).  A clean refusal: the
+  status the case expects, a JSON ``error`` body, nothing changed, and no
+  password or other tenant's data in the answer.
+
+Prints one line per try that was not clean (``-v``: every try), then::
+
+    N tries: C clean, U not clean
+
+and exits 1 when any try was not clean.
+
+    python tools/probe_inputs.py
+    python tools/probe_inputs.py --only operator -v
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import os
+import re
+import resource
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+TRACEBACK = "Traceback (most recent call last)"
+SECRET = "Probe-Secret-9431"
+
+
+@dataclass
+class Verdict:
+    clean: bool
+    detail: str
+
+
+@dataclass
+class Tally:
+    verbose: bool = False
+    tries: int = 0
+    clean: int = 0
+    failures: list[str] = field(default_factory=list)
+
+    def record(self, group: str, name: str, verdict: Verdict) -> None:
+        self.tries += 1
+        self.clean += verdict.clean
+        line = f"{'clean' if verdict.clean else 'NOT CLEAN'}  {group}: {name}: {verdict.detail}"
+        if not verdict.clean:
+            self.failures.append(line)
+        if self.verbose or not verdict.clean:
+            print(line, flush=True)
+
+
+# ============================================================ operator inputs
+
+WORKFLOW = """<?xml version="1.0"?>
+<workflow>
+{body}
+</workflow>
+"""
+SITE_RULE = """    <rule id="probe" match="$.services[?(@.type == 'probeType')]">
+{body}
+    </rule>"""
+
+
+def model(**service: object) -> dict:
+    return {"id": "e1", "name": "probe", "services": [{
+        "id": "s1", "name": "probe", "type": "probeType",
+        "units": [{"id": "u1", "name": "probe_instance_0"}], **service}]}
+
+
+def nested_json(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def deep_model(depth: int) -> str:
+    return json.dumps(model())[:-2] + ', "deep": ' + nested_json(depth) + "}]}"
+
+
+@dataclass
+class OperatorCase:
+    """One catalog folder (workflow ``probe.xml``, templates) and a command on it."""
+
+    name: str
+    workflow: str | bytes | None = None    # probe.xml's content (None: a harmless one)
+    command: str = "check"                 # check | simulate
+    model: str | None = None               # --model text (simulate)
+    templates: dict[str, str | bytes] = field(default_factory=dict)  # path -> content
+    links: dict[str, str] = field(default_factory=dict)              # path -> target
+    expect: str = "refused"                # refused | ok | warned
+    where: str = "probe.xml"               # what the message must name
+
+
+HARMLESS = WORKFLOW.format(body=SITE_RULE.format(body='        <set path="state.x">1</set>'))
+
+
+def rule(body: str, match: str = "$.services[?(@.type == 'probeType')]") -> str:
+    return WORKFLOW.format(body=f'    <rule id="probe" match="{match}">\n{body}\n    </rule>')
+
+
+def operator_cases() -> list[OperatorCase]:
+    cases: list[OperatorCase] = []
+    add = cases.append
+    # -- XML itself
+    for name, text in [
+        ("empty file", ""),
+        ("not XML", "this is not xml"),
+        ("binary garbage", "\x00\x01\x02\xff"),
+        ("unclosed tag", "<workflow><rule id='a' match='$'>"),
+        ("two roots", "<workflow/><workflow/>"),
+        ("wrong root", "<flow/>"),
+        ("unknown element", rule("        <launch-missiles/>")),
+        ("unknown attribute value", rule('        <set path="">1</set>')),
+        ("rule without match", WORKFLOW.format(body='    <rule id="x"><set path="a">1</set></rule>')),
+        ("rule id with a slash", WORKFLOW.format(
+            body='    <rule id="a/b" match="$"><set path="x">1</set></rule>')),
+        ("deeply nested elements", WORKFLOW.format(body="<true>" * 5000 + "</true>" * 5000)),
+        ("invalid UTF-8", b"<?xml version='1.0' encoding='utf-8'?><workflow>\xff\xfe</workflow>"),
+    ]:
+        add(OperatorCase(name, text))
+    # -- DTDs and entities: ignored, but said
+    for name, doctype in [
+        ("XXE file entity", '<!DOCTYPE w [<!ENTITY x SYSTEM "file:///etc/passwd">]>'),
+        ("XXE network entity", '<!DOCTYPE w [<!ENTITY x SYSTEM "http://127.0.0.1:1/x">]>'),
+        ("external DTD", '<!DOCTYPE w SYSTEM "http://127.0.0.1:1/evil.dtd">'),
+        ("billion laughs", '<!DOCTYPE w [<!ENTITY a "aaaaaaaaaa">' + "".join(
+            f'<!ENTITY {chr(98 + i)} "{("&" + chr(97 + i) + ";") * 10}">' for i in range(9))
+         + "]>"),
+        ("parameter entity", '<!DOCTYPE w [<!ENTITY % p SYSTEM "file:///etc/passwd"> %p;]>'),
+    ]:
+        body = SITE_RULE.format(body='        <set path="state.x">&x;</set>'
+                                if "x SYSTEM" in doctype else
+                                '        <set path="state.x">&j;</set>'
+                                if "laughs" in name else '        <set path="state.x">1</set>')
+        add(OperatorCase(name, f'<?xml version="1.0"?>\n{doctype}\n<workflow>\n{body}\n</workflow>\n',
+                         expect="warned"))
+    # -- filters
+    for name, match in [
+        ("5000-digit integer in a filter", "$.services[?(@.port == " + "9" * 5000 + ")]"),
+        ("deep parentheses", "$.services[?(" + "(" * 3000 + "@.a" + ")" * 3000 + ")]"),
+        ("unterminated string", "$.services[?(@.a == 'x)]"),
+        ("python in a filter", "$.services[?(__import__('os').system('id'))]"),
+        ("dunder attribute", "$.services[?(@.__class__.__mro__)]"),
+        ("lambda in a filter", "$.services[?(lambda: 1)]"),
+        ("function call in a filter", "$.services[?(open('/etc/passwd'))]"),
+        ("unbalanced brackets", "$.services[?(@.a == 1]"),
+        ("empty filter", "$.services[?()]"),
+        ("regex bomb", "$.services[?(@.name =~ /(a+)+$/)]"),
+        ("bad JSONPath", "$..[[[[*"),
+    ]:
+        add(OperatorCase(name, rule('        <set path="state.x">1</set>',
+                                    match=match.replace('"', "&quot;"))))
+    # -- templates
+    add(OperatorCase("template name with ..", rule(
+        '        <update-cf-stack template="../../../etc/passwd"/>')))
+    add(OperatorCase("absolute template name", rule(
+        '        <update-cf-stack template="/etc/passwd"/>')))
+    add(OperatorCase("template name with ~", rule(
+        '        <update-cf-stack template="~root/x"/>')))
+    add(OperatorCase("missing template", rule('        <update-cf-stack template="Nope"/>')))
+    add(OperatorCase("symlink out of the catalog", rule(
+        '        <update-cf-stack template="Linked"/>'),
+        links={"templates/cf/Linked.template": "/etc/hostname"}, where="Linked"))
+    add(OperatorCase("symlinked folder out of the catalog", rule(
+        '        <update-cf-stack template="out/hostname"/>'),
+        links={"templates/cf/out": "/etc"}, where="out"))
+    for name, text in [("deeply nested template", nested_json(200_000)),
+                       ("invalid template JSON", "{\"Resources\": "),
+                       ("template that is a list", "[1, 2]"),
+                       ("huge integer in a template", "{\"a\": " + "9" * 10000 + "}")]:
+        add(OperatorCase(name, rule('        <update-cf-stack template="Bad"/>'),
+                         command="simulate", model=json.dumps(model()),
+                         templates={"templates/cf/Bad.template": text}, where="Bad"))
+    # -- models
+    for name, text in [("deeply nested model", deep_model(200_000)),
+                       ("model that is not JSON", "{services: ["),
+                       ("model that is a list", "[]"),
+                       ("huge integer in the model", json.dumps(model())[:-2]
+                        + ', "n": ' + "9" * 10000 + "}]}"),
+                       ("model with NaN", json.dumps(model())[:-2] + ', "n": NaN}]}'),
+                       ("services not a list", json.dumps({"id": "e1", "services": 5}))]:
+        add(OperatorCase(name, HARMLESS, command="simulate", model=text, where="model"))
+    # -- growth
+    for name, body in [
+        ("model nested into itself", '        <set path="state.copy"><select path="/"/></set>'),
+        ("string doubled every round",
+         '        <set path="state.s"><select path="state.s" default="xxxxxxxx"/>'
+         '<select path="state.s" default="xxxxxxxx"/></set>'),
+        ("list grown every round",
+         '        <set path="state.n"><list><select path="state.n" default="0"/>'
+         '<select path="state.n" default="0"/></list></set>'),
+        ("counter that never settles",
+         '        <set path="state.n"><select path="state.n" default="0"/>1</set>'),
+    ]:
+        # <unmute/>: the rule matches its service again next round (0.2's muting
+        # would otherwise let it fire once)
+        add(OperatorCase(name, rule(body + "\n        <unmute/>", match="$.services[*]"),
+                         command="simulate", model=json.dumps(model()), where="probe"))
+    # -- values are data: quotes, parentheses and operators in model values
+    tricky = ["a' or '1' == '1", "x') or (@.type == 'probeType", "]) || true || ([",
+              "\\' == \\'", "a\" or \"b", "@.type == 'probeType'"]
+    for value in tricky:
+        add(OperatorCase(f"filter value {value!r}", rule(
+            '        <set path="state.matched"><true/></set>',
+            match="$.services[?(@.domain == 'corp.example')]"), command="simulate",
+            model=json.dumps(model(domain=value)), expect="ok-unmatched"))
+    return cases
+
+
+def limit_memory(megabytes: int) -> Callable[[], None]:
+    def apply() -> None:
+        limit = megabytes * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    return apply
+
+
+def run_operator(case: OperatorCase, root: Path, fornace: list[str], memory: int,
+                 timeout: float) -> Verdict:
+    folder = Path(tempfile.mkdtemp(dir=root))
+    for sub in ("workflows", "templates/cf", "templates/agent"):
+        (folder / sub).mkdir(parents=True, exist_ok=True)
+    content = case.workflow if case.workflow is not None else HARMLESS
+    (folder / "workflows" / "probe.xml").write_bytes(
+        content if isinstance(content, bytes) else content.encode())
+    for path, content in case.templates.items():
+        target = folder / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(content, bytes):
+            target.write_bytes(content)
+        else:
+            target.write_text(content)
+    for path, target in case.links.items():
+        (folder / path).parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(target, folder / path)
+    if case.command == "check":
+        argv = [*fornace, "workflow", "check", "--data", str(folder),
+                str(folder / "workflows" / "probe.xml")]
+    else:
+        (folder / "model.json").write_text(case.model or json.dumps(model()))
+        argv = [*fornace, "workflow", "simulate", "--data", str(folder), "--model",
+                str(folder / "model.json"), "--json"]
+    started = time.monotonic()
+    try:
+        done = subprocess.run(argv, capture_output=True, timeout=timeout, cwd=folder,
+                              preexec_fn=limit_memory(memory))
+    except subprocess.TimeoutExpired:
+        return Verdict(False, f"still running after {timeout:g} s")
+    took = time.monotonic() - started
+    out = (done.stdout + done.stderr).decode("utf-8", "replace")
+    size = len(done.stdout) + len(done.stderr)
+    first = next((line for line in out.splitlines() if line.strip()), "")[:160]
+    if done.returncode < 0:
+        return Verdict(False, f"killed by signal {-done.returncode} after {took:.1f} s")
+    if TRACEBACK in out or "MemoryError" in out or "RecursionError" in out:
+        return Verdict(False, f"traceback: {out.strip().splitlines()[-1][:200]}")
+    if size > 50 * 1024 * 1024:
+        return Verdict(False, f"printed {size / 1e6:.0f} MB")
+    if case.expect == "ok-unmatched":
+        try:
+            final = json.loads(done.stdout)
+        except ValueError:
+            return Verdict(False, f"exit {done.returncode}, no JSON: {first}")
+        matched = [s for s in _final_services(final) if (s.get("state") or {}).get("matched")]
+        ok = done.returncode == 0 and not matched
+        return Verdict(ok, f"exit {done.returncode}, matched {len(matched)} (a value is data)")
+    if case.expect == "warned":
+        said = re.search(r"(?i)doctype|entit|dtd", out) is not None
+        return Verdict(said and "root:" not in out,
+                       f"exit {done.returncode}, {'says so' if said else 'SAYS NOTHING'}: "
+                       f"{first}")
+    if done.returncode == 0:
+        return Verdict(False, f"accepted (exit 0): {first}")
+    named = case.where in out or (case.where == "model" and ("$" in out or "model" in out))
+    return Verdict(named, f"exit {done.returncode} in {took:.1f} s: {first}")
+
+
+def _final_services(document: object) -> list[dict]:
+    found = []
+    model_ = document.get("model") if isinstance(document, dict) else None
+    for service in (model_ or {}).get("services") or []:
+        if isinstance(service, dict):
+            found.append(service)
+    return found
+
+
+# ============================================================ API requests
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@contextlib.contextmanager
+def api_process(root: Path, fornace: list[str]) -> Iterator[int]:
+    port = free_port()
+    config = root / "api.conf"
+    config.write_text(f"[api]\nstate_dir = {root / 'api-state'}\n"
+                      f"[broker]\nurl = filesystem://{root / 'broker'}\n"
+                      f"[conductor]\ncloud_dir = {root / 'cloud'}\n")
+    log = open(root / "api.log", "wb")
+    # the API with a conductor and the local cloud: actions need a deployed environment
+    process = subprocess.Popen([*fornace, "--config-file", str(config), "up", "--host",
+                                "127.0.0.1", "--port", str(port)], stdout=log,
+                               stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            with contextlib.suppress(OSError):
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"fornace up did not start: "
+                                 f"{(root / 'api.log').read_text()[-2000:]}")
+            time.sleep(0.1)
+        yield port
+    finally:
+        process.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(10)
+        process.kill()
+        log.close()
+
+
+@dataclass
+class Answer:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    def json(self) -> object:
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            return None
+
+
+class Api:
+    def __init__(self, port: int) -> None:
+        self.port = port
+
+    def call(self, method: str, path: str, body: bytes | str | object | None = None,
+             headers: dict[str, str] | None = None, tenant: str = "probe-a") -> Answer:
+        sent = {"X-Tenant-Id": tenant, **(headers or {})}
+        if body is not None and not isinstance(body, (bytes, str)):
+            body = json.dumps(body)
+            sent.setdefault("Content-Type", "application/json")
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            connection.request(method, "/v1" + path, body=body, headers=sent)
+            response = connection.getresponse()
+            return Answer(response.status, dict(response.getheaders()), response.read())
+        finally:
+            connection.close()
+
+
+def site(units: int = 1, **extra: object) -> dict:
+    return {"name": "web", "type": "linuxWebServer", "unitNamingPattern": "web#",
+            "osImage": {"name": "local", "type": "linux"}, "port": 8080,
+            "adminPassword": SECRET, "units": [{} for _ in range(units)], **extra}
+
+
+def wait_until(condition: Callable[[], object], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def deploy_site(api: Api) -> str:
+    """A deployed one-unit environment (local cloud) of tenant probe-a."""
+    env_id = api.call("POST", "/environments", {"name": "probe-deployed"}).json()["id"]
+    session = api.call("POST", f"/environments/{env_id}/configure").json()["id"]
+    api.call("POST", f"/environments/{env_id}/services", site(port=free_port()),
+             {"X-Configuration-Session": session})
+    api.call("POST", f"/environments/{env_id}/sessions/{session}/deploy")
+    wait_until(lambda: api.call("GET", f"/environments/{env_id}").json()["status"]
+               not in ("deploying", "pending"), 120, "the deployment")
+    return env_id
+
+
+def delete_and_wait(api: Api, env_id: str) -> None:
+    """Delete the environment (its local-cloud processes stop) and wait for it."""
+    api.call("DELETE", f"/environments/{env_id}")
+    wait_until(lambda: api.call("GET", f"/environments/{env_id}").status == 404, 120,
+               "the deletion")
+
+
+def refused(answer: Answer, statuses: set[int]) -> Verdict:
+    error = answer.json()
+    is_error = isinstance(error, dict) and isinstance(error.get("error"), dict)
+    leaks = SECRET.encode() in answer.body
+    ok = answer.status in statuses and is_error and not leaks and TRACEBACK.encode() not in answer.body
+    message = error["error"].get("message", "") if is_error else answer.body[:120]
+    return Verdict(ok, f"{answer.status}{' LEAKS A SECRET' if leaks else ''}: {message!s:.140}")
+
+
+def api_cases(api: Api) -> Iterator[tuple[str, Callable[[], Verdict]]]:
+    env = api.call("POST", "/environments", {"name": "probe-env"}).json()
+    assert isinstance(env, dict) and "id" in env, env
+    env_id = env["id"]
+    session = api.call("POST", f"/environments/{env_id}/configure").json()["id"]
+    count_before = lambda: len(api.call("GET", "/environments").json()["environments"])  # noqa: E731
+    known = count_before()
+
+    def unchanged(verdict: Verdict) -> Verdict:
+        now = count_before()
+        if now != known:
+            return Verdict(False, f"{verdict.detail}; environments {known} -> {now}")
+        return verdict
+
+    # -- cross-site requests
+    foreign = {"Origin": "http://evil.example"}
+    for name, method, path, body, headers, statuses in [
+        ("foreign Origin creates", "POST", "/environments", {"name": "x"}, foreign, {403}),
+        ("Origin null creates", "POST", "/environments", {"name": "x"}, {"Origin": "null"}, {403}),
+        ("foreign Referer creates", "POST", "/environments", {"name": "x"},
+         {"Referer": "http://evil.example/page"}, {403}),
+        ("foreign Origin deletes", "DELETE", f"/environments/{env_id}", None, foreign, {403}),
+        ("foreign Origin configures", "POST", f"/environments/{env_id}/configure", None,
+         foreign, {403}),
+        ("foreign Origin abandons", "POST", f"/environments/{env_id}/abandon", None, foreign,
+         {403}),
+        ("foreign Origin runs uninstall", "POST", f"/environments/{env_id}/actions/uninstall",
+         None, foreign, {403}),
+        ("text/plain JSON body", "POST", "/environments", '{"name": "x"}',
+         {"Content-Type": "text/plain"}, {415}),
+        ("form body", "POST", "/environments", "name=x",
+         {"Content-Type": "application/x-www-form-urlencoded"}, {415}),
+        ("multipart body", "POST", "/environments", "--b\r\n\r\n--b--",
+         {"Content-Type": "multipart/form-data; boundary=b"}, {415}),
+        ("empty text/plain uninstall", "POST", f"/environments/{env_id}/actions/uninstall", "",
+         {"Content-Type": "text/plain"}, {415}),
+        ("malformed Content-Type", "POST", "/environments", '{"name": "x"}',
+         {"Content-Type": ";;;=/"}, {400, 415}),
+        ("no Content-Type", "POST", "/environments", '{"name": "x"}', {}, {415}),
+    ]:
+        yield name, lambda m=method, p=path, b=body, h=headers, s=statuses: unchanged(
+            refused(api.call(m, p, b, h), s))
+    # -- odd bodies, ids and headers
+    json_type = {"Content-Type": "application/json"}
+    for name, method, path, body, headers, statuses in [
+        ("deeply nested body", "POST", "/environments", '{"name": ' + nested_json(100_000) + "}",
+         json_type, {400, 413}),
+        ("body over the size limit", "POST", "/environments",
+         json.dumps({"name": "x" * (8 * 1024 * 1024)}), json_type, {413}),
+        ("body that is not UTF-8", "POST", "/environments", b'{"name": "\xff\xfe"}',
+         json_type, {400}),
+        ("body that is not JSON", "POST", "/environments", "{name: x", json_type, {400}),
+        ("NaN in a body", "POST", "/environments", '{"name": NaN}', json_type, {400}),
+        ("NUL in a name", "POST", "/environments", '{"name": "a\u0000b"}', json_type, {400}),
+        ("a list for an object", "POST", "/environments", "[1, 2]", json_type, {400}),
+        ("huge integer", "POST", "/environments", '{"name": ' + "9" * 5000 + "}", json_type,
+         {400}),
+        ("id with ..", "GET", "/environments/..%2F..%2Fetc", None, {}, {404}),
+        ("service path with ..", "GET", f"/environments/{env_id}/services/../../x", None, {},
+         {400, 404}),
+        ("unknown action", "POST", f"/environments/{env_id}/actions/rm-rf", {}, {}, {400, 404}),
+        ("action parameters not an object", "POST", f"/environments/{env_id}/actions/check",
+         [1], {}, {400}),
+        ("tenant header too long", "GET", "/environments", None, {"X-Tenant-Id": "t" * 5000},
+         {401, 400}),
+        ("tenant header with a NUL", "GET", "/environments", None,
+         {"X-Tenant-Id": "a\x01b"}, {401, 400}),
+    ]:
+        yield name, lambda m=method, p=path, b=body, h=headers, s=statuses: unchanged(
+            refused(api.call(m, p, b, h), s))
+    # -- another tenant
+    for name, method, path, body in [
+        ("read", "GET", f"/environments/{env_id}", None),
+        ("rename", "PUT", f"/environments/{env_id}", {"name": "stolen"}),
+        ("delete", "DELETE", f"/environments/{env_id}", None),
+        ("configure", "POST", f"/environments/{env_id}/configure", None),
+        ("read its session", "GET", f"/environments/{env_id}/sessions/{session}", None),
+        ("add a service", "POST", f"/environments/{env_id}/services", site()),
+        ("deploy", "POST", f"/environments/{env_id}/sessions/{session}/deploy", None),
+        ("run an action", "POST", f"/environments/{env_id}/actions/check", {}),
+        ("abandon", "POST", f"/environments/{env_id}/abandon", None),
+        ("list its jobs", "GET", f"/environments/{env_id}/jobs", None),
+        ("read its status", "GET", f"/environments/{env_id}/status", None),
+        ("read its topology", "GET", f"/environments/{env_id}/topology", None),
+        ("read its deployments", "GET", f"/environments/{env_id}/deployments", None),
+    ]:
+        def other(m=method, p=path, b=body) -> Verdict:
+            answer = api.call(m, p, b, tenant="probe-b")
+            verdict = refused(answer, {403, 404})
+            if b"probe-env" in answer.body:
+                return Verdict(False, f"{answer.status}: the other tenant's data came back")
+            return verdict
+        yield f"another tenant: {name}", other
+    yield "another tenant's list", lambda: Verdict(
+        b"probe-env" not in api.call("GET", "/environments", tenant="probe-b").body,
+        "its list does not show the environment")
+    # -- sizes
+    yield "3000 units in one service", lambda: refused(api.call(
+        "POST", f"/environments/{env_id}/services", site(units=3000),
+        {"X-Configuration-Session": session}), {400, 413})
+    # -- secrets
+    def secret_in_action() -> Verdict:
+        deployed = deploy_site(api)
+        try:
+            answer = api.call("POST", f"/environments/{deployed}/actions/execute_operation",
+                              {"operation": "run", "operation_kwargs": {
+                                  "command": "true", "password": SECRET}})
+            if answer.status != 202:
+                return Verdict(False, f"the action was not started: {answer.status} "
+                                      f"{answer.body[:200]!r}")
+            job = answer.json()["id"]
+            wait_until(lambda: api.call("GET", f"/environments/{deployed}/jobs/{job}")
+                       .json()["state"] != "running", 120, "the action to end")
+            bodies = [answer.body, api.call("GET", f"/environments/{deployed}/jobs").body,
+                      api.call("GET", f"/environments/{deployed}/jobs/{job}").body,
+                      api.call("GET", f"/environments/{deployed}/jobs/{job}/tasks.tsv").body]
+            leaks = [b for b in bodies if SECRET.encode() in b]
+            return Verdict(not leaks, f"{answer.status}, "
+                                      f"{'the password came back' if leaks else 'masked'} "
+                                      f"in the job, its listing and its tasks")
+        finally:
+            delete_and_wait(api, deployed)
+    yield "password in action parameters", secret_in_action
+    def secret_in_service() -> Verdict:
+        api.call("POST", f"/environments/{env_id}/services", site(),
+                 {"X-Configuration-Session": session})
+        answer = api.call("GET", f"/environments/{env_id}/services",
+                          headers={"X-Configuration-Session": session})
+        return Verdict(SECRET.encode() not in answer.body, f"{answer.status}, service read back")
+    yield "password in a service", secret_in_service
+
+
+# ============================================================ main
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=["operator", "api"])
+    parser.add_argument("--memory", type=int, default=1024, metavar="MB",
+                        help="memory limit of each operator command (MB)")
+    parser.add_argument("--timeout", type=float, default=60.0, metavar="S")
+    parser.add_argument("-v", "--verbose", action="store_true")
+    args = parser.parse_args()
+    fornace = [sys.executable, "-m", "fornace.cli"]
+    tally = Tally(args.verbose)
+    root = Path(tempfile.mkdtemp(prefix="fornace-probe-"))
+    try:
+        if args.only in (None, "operator"):
+            for case in operator_cases():
+                tally.record(f"{case.command}", case.name,
+                             run_operator(case, root, fornace, args.memory, args.timeout))
+        if args.only in (None, "api"):
+            with api_process(root, fornace) as port:
+                for name, attempt in api_cases(Api(port)):
+                    try:
+                        verdict = attempt()
+                    except Exception as exc:  # noqa: BLE001 -- a probe that broke says so
+                        verdict = Verdict(False, f"the probe failed: {type(exc).__name__}: {exc}")
+                    tally.record("api", name, verdict)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    print(f"{tally.tries} tries: {tally.clean} clean, {tally.tries - tally.clean} not clean")
+    return 0 if tally.clean == tally.tries else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
