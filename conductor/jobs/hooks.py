@@ -25,7 +25,7 @@ import contextlib
 from typing import Any, Callable, Iterator
 
 from fornace.common.catalog import Catalog
-from fornace.common.modelview import find_service, find_unit, hostname_of, iter_units, services_of
+from fornace.common.modelview import hostname_of, iter_units, services_of
 from fornace.common.topology import TopologyError, build
 from fornace.conductor.dispatch import NullHooks
 from fornace.conductor.dsl.pending import Action
@@ -40,6 +40,28 @@ def blocked_error(service_name: str, failed: list[str]) -> list[dict[str, Any]]:
     return [{"type": "blocked",
              "messages": ["blocked", f"not deployed: {service_name} depends on {names}, "
                                      f"which failed in this job"]}]
+
+
+class _ModelIndex:
+    """The services and units of the model, by identity and by id, built once
+    and kept until the model's structure changes (a service or unit added,
+    removed, replaced or given another id): looking up an action's owner
+    must not rescan every unit of the model."""
+
+    def __init__(self, model: dict[str, Any]) -> None:
+        self.root = model
+        self.units = {str(unit["id"]): unit for _, unit in iter_units(model)}
+        self.services = {str(service["id"]): service for service in services_of(model)}
+        self.unit_objects = {id(unit) for unit in self.units.values()}
+        self.objects = self.unit_objects | {id(service) for service in self.services.values()}
+
+
+def _structural(path: str) -> bool:
+    """Whether a change at ``path`` may add, remove, replace or rename a service or unit."""
+    parts = path.split(".")
+    if parts[0] != "services":
+        return parts[0] in ("", "$") or path.startswith("$")   # the whole model
+    return len(parts) <= 4 or (parts[-1] == "id" and len(parts) in (3, 5))
 
 
 class JobHooks(NullHooks):
@@ -60,6 +82,7 @@ class JobHooks(NullHooks):
                                                     # its <success>/<failure> block ran
         self._plans: dict[str, TaskRecord] = {}
         self._heat_rounds = 0
+        self._index: _ModelIndex | None = None
         self.halted_by: Callable[[], str | None] | None = None   # the conductor's lock watch
 
     def halted(self) -> str | None:
@@ -81,7 +104,8 @@ class JobHooks(NullHooks):
     # -- Heat rounds -------------------------------------------------------------
     def stack_started(self, batch: list[Action], template: dict[str, Any]) -> Any:
         self._heat_rounds += 1
-        owners = [o for o in (self._owner(a) for a in batch) if o is not None]
+        owned = [(action, self._owner(action)) for action in batch]
+        owners = [owner for _, owner in owned if owner is not None]
         new = any(not status_of(o).get("resources") for o in owners)
         names = sorted({str(a.template) for a in batch})
         task = self.recorder.task(None, "stack", f"update-cf-stack {', '.join(names)}",
@@ -90,11 +114,15 @@ class JobHooks(NullHooks):
         if self.dry_run:
             return (task, owners)
         task.start()
+        fragments: dict[int, list[str]] = {}
+        for action, owner in owned:
+            if owner is not None:
+                fragments.setdefault(id(owner), []).append(self._fragment(action))
         for owner in owners:
             if self._is_unit(owner):
                 set_node(owner, "creating", change_id=task.change_id)
             task.add_log([f"resources of {owner.get('name') or owner.get('id')}: "
-                          f"{', '.join(self._fragment(a) for a in batch if self._owner(a) is owner)}"])
+                          f"{', '.join(fragments.get(id(owner), []))}"])
         return (task, owners)
 
     def stack_finished(self, token: Any, batch: list[Action], ok: bool, value: Any) -> None:
@@ -190,6 +218,8 @@ class JobHooks(NullHooks):
     def changed(self, path: str) -> None:
         if self._capture is not None:
             self._capture.append(path)
+        if self._index is not None and _structural(path):
+            self._index = None
 
     def log(self, plan_id: str, lines: list[str]) -> None:
         task = self._plans.get(plan_id)
@@ -213,32 +243,38 @@ class JobHooks(NullHooks):
         failed = sorted(topology.all_dependencies(service_id) & self.failed_services)
         return [str(topology.services[sid].get("name") or sid) for sid in failed]
 
+    def _indexed(self, fresh: bool = False) -> _ModelIndex:
+        """The index of the model; ``fresh``: built again (an id it lacked)."""
+        model = self.model()
+        index = self._index
+        if fresh or index is None or index.root is not model:
+            index = self._index = _ModelIndex(model)
+        return index
+
     def _owner(self, action: Action) -> dict[str, Any] | None:
         """The unit or service the rule that queued the action matched."""
         frame = getattr(action.blocks, "frame", None)
         cursor = getattr(frame, "cursor", None)
+        known = self._indexed().objects
         while cursor is not None:
             value = cursor.value
-            if isinstance(value, dict) and value.get("id") is not None and any(
-                    value is known for known in (*self._units(), *self._services())):
+            if isinstance(value, dict) and id(value) in known and value.get("id") is not None:
                 return value
             cursor = cursor.parent
         return None
 
     def _is_unit(self, obj: dict[str, Any]) -> bool:
-        return any(obj is unit for unit in self._units())
-
-    def _units(self) -> list[dict[str, Any]]:
-        return [unit for _, unit in iter_units(self.model())]
-
-    def _services(self) -> list[dict[str, Any]]:
-        return services_of(self.model())
+        return id(obj) in self._indexed().unit_objects
 
     def _service(self, service_id: str) -> dict[str, Any] | None:
-        return find_service(self.model(), service_id)
+        found = self._indexed().services.get(str(service_id))
+        return found if found is not None else self._indexed(fresh=True).services.get(
+            str(service_id))
 
     def _unit(self, unit_id: Any) -> dict[str, Any] | None:
-        return find_unit(self.model(), unit_id)
+        found = self._indexed().units.get(str(unit_id))
+        return found if found is not None else self._indexed(fresh=True).units.get(
+            str(unit_id))
 
     @staticmethod
     def _fragment(action: Action) -> str:
