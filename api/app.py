@@ -8,13 +8,14 @@ are in :mod:`fornace.api.jobroutes`.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Iterable, Optional
 
 from fastapi import APIRouter, Body, Depends, FastAPI, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from fornace.api.crossorigin import CrossOrigin, parse_allowed_origins
 from fornace.api.dashboard import create_dashboard
 from fornace.api.errors import ApiError, BadRequest, Forbidden, error_body
 from fornace.api.routing import (SESSION_HEADER, EnvironmentIn, JsonRoute, context, flag, run,
@@ -225,11 +226,13 @@ def _describe_validation(exc: RequestValidationError) -> str:
 
 
 def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
-               jobs: Optional["Jobs"] = None) -> FastAPI:
+               jobs: Optional["Jobs"] = None, allowed_origins: Iterable[str] = ()) -> FastAPI:
     """The web app on ``store``; ``jobs`` (an :class:`fornace.api.jobstore.Jobs`) defaults
-    to one on the same store."""
+    to one on the same store.  ``allowed_origins``: the web origins besides the API's
+    own whose pages may send it changes (:mod:`fornace.api.crossorigin`)."""
     from fornace.api.jobstore import Jobs
 
+    origins = parse_allowed_origins(allowed_origins)  # malformed: an error now, not later
     app = FastAPI(title="Fornace API",
                   description="Environments, configuration sessions, services and "
                               "deployments (Murano 0.2 compatible), and jobs.",
@@ -268,4 +271,6 @@ def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
                             status_code=500)
 
     app.add_middleware(BodyLimit, limit=max_body_size)
+    # outermost: a cross-site request is refused before anything reads its body
+    app.add_middleware(CrossOrigin, allowed=origins)
     return app

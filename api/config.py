@@ -23,6 +23,21 @@ api_opts = [
     cfg.IntOpt("workers", default=1, min=1,
                help="API worker processes; more than one needs a shared broker "
                     "([broker] url = amqp://...)."),
+    cfg.ListOpt("allowed_origins", default=[],
+                help="Web origins (scheme://host[:port], e.g. https://ui.example.com) "
+                     "besides the API's own whose pages may send the JSON API changes "
+                     "(POST, PUT, PATCH, DELETE). A browser request whose Origin (or, "
+                     "without one, Referer) is another site is refused with 403; "
+                     "requests without either header (CLI, muranoclient, curl) are not "
+                     "affected. Behind a reverse proxy the origin browsers use (e.g. "
+                     "https://fornace.example.com) may not be the one the API sees: "
+                     "list it here."),
+    cfg.IntOpt("max_units_per_service", default=100, min=1,
+               help="Most units one service may have: adding or changing a service "
+                    "in a session, or a scale job, that would go above it is a 400."),
+    cfg.IntOpt("max_units_per_environment", default=500, min=1,
+               help="Most units all services of one environment may have together: "
+                    "a session change or a scale job that would go above it is a 400."),
     cfg.BoolOpt("access_log", default=True, help="Log one line per HTTP request."),
     cfg.StrOpt("state_dir", default=DEFAULT_STATE_DIR, sample_default="~/.fornace",
                help="Folder for the default SQLite database and other local state."),

@@ -41,6 +41,12 @@ class TooLarge(ApiError):
     status, title = 413, "Request Entity Too Large"
 
 
+class UnsupportedMediaType(ApiError):
+    """A request body of a type the API does not take (it takes JSON)."""
+
+    status, title = 415, "Unsupported Media Type"
+
+
 class Unavailable(ApiError):
     status, title = 503, "Service Unavailable"
 

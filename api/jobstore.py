@@ -25,7 +25,7 @@ from fornace.common import contract, topology
 from fornace.common.actionparams import ActionError, check_parameters, select_units
 from fornace.common.modelview import service_type
 from fornace.common.db import locks
-from fornace.common.secrets import mask_text, masked
+from fornace.common.secrets import find_secrets, mask_text, masked
 
 from fornace.common.db.models import (ConfigSession, Deployment, Environment, JobTask, Status,
                         new_id, utcnow)
@@ -51,11 +51,23 @@ _TEXT_FIELDS = ("target", "target_name", "operation", "reason", "status", "summa
 # -- views ---------------------------------------------------------------------------
 
 def job_view(job: Deployment, counts: dict[str, int] | None = None) -> dict[str, Any]:
+    # stored masked (kept_parameters); masked again on the way out, as service fields
+    # are: a row written by an older version or another writer leaks no secret either
     return {"id": job.id, "environment_id": job.environment_id, "action": job.kind,
-            "parameters": job.parameters or {}, "state": job.state,
+            "parameters": masked(job.parameters or {}), "state": job.state,
             "started": iso(job.started), "finished": iso(job.finished),
             "created": iso(job.created), "updated": iso(job.updated),
             "task_counts": counts or {}}
+
+
+def kept_parameters(parameters: dict[str, Any], description: Any) -> dict[str, Any]:
+    """What a job stores (and shows) of its parameters: every secret field masked
+    (``adminPassword``, ``token``, ... at any depth), and the environment's own
+    secrets wherever the free-form ``operation_kwargs`` quote them."""
+    kept = masked(parameters)
+    if isinstance(kept.get("operation_kwargs"), dict):
+        kept["operation_kwargs"] = masked(kept["operation_kwargs"], find_secrets(description))
+    return kept
 
 
 def task_view(task: JobTask) -> dict[str, Any]:
@@ -196,7 +208,7 @@ class Jobs:
             previous = env.state
             self._claim(db, env)
             job = Deployment(id=new_id(), environment_id=env.id, tenant_id=env.tenant_id,
-                             kind=action, parameters=masked(parameters),
+                             kind=action, parameters=kept_parameters(parameters, description),
                              description=masked(description))
             db.add(job)
             body = contract.task_body(description, ctx.token, env.tenant_id,
@@ -215,6 +227,8 @@ class Jobs:
                 select_units(checked, model, catalog)  # a unit without the operation: now
         except ActionError as exc:
             raise BadRequest(str(exc)) from None
+        if action == "scale":
+            self.store.limits.check_scale(model, checked["node_id"], checked["delta"])
         return checked
 
     @staticmethod

@@ -17,6 +17,7 @@ from fornace.api.app import create_app
 from fornace.api.auth import KeystoneAuth, NoAuth
 from fornace.api.config import catalog_file, database_url
 from fornace.api.jobstore import Jobs
+from fornace.api.limits import UnitLimits
 from fornace.api.store import Store
 from fornace.common import contract
 from fornace.common.broker import Broker, Consumer, Delivery
@@ -64,11 +65,14 @@ class ApiService:
         self.engine = make_engine(url)
         self.brokers = ThreadBrokers(conf.broker.url)
         self.store = Store(session_factory(self.engine), self.brokers.publish_task,
-                           load_catalog(catalog_file(conf)))
+                           load_catalog(catalog_file(conf)),
+                           UnitLimits(conf.api.max_units_per_service,
+                                      conf.api.max_units_per_environment))
         self.jobs = Jobs(self.store)
         auth: Any = (KeystoneAuth.from_config(conf) if conf.api.auth_mode == "keystone"
                      else NoAuth(conf.api.default_tenant, conf.api.default_user))
-        self.app: FastAPI = create_app(self.store, auth, conf.api.max_body_size, self.jobs)
+        self.app: FastAPI = create_app(self.store, auth, conf.api.max_body_size, self.jobs,
+                                       allowed_origins=conf.api.allowed_origins)
         self._stop = threading.Event()
         self._consumer: Consumer | None = None
         self._thread: threading.Thread | None = None

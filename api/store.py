@@ -23,6 +23,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session as DbSession, sessionmaker
 
 from fornace.api import specs, tree
+from fornace.api.limits import UnitLimits, unit_counts
 from fornace.common import contract
 from fornace.common.actionparams import ActionError, check_parameters
 from fornace.common.catalog import Catalog, load_catalog
@@ -100,9 +101,11 @@ _PENDING = exists().where(ConfigSession.environment_id == Environment.id,
 
 class Store:
     def __init__(self, sessions: sessionmaker, publish: Publisher,
-                 catalog: Catalog | None = None) -> None:
+                 catalog: Catalog | None = None, limits: UnitLimits | None = None) -> None:
         self._sessions = sessions
         self._publish = publish
+        # caps on the units of a service and of an environment (sessions, scale jobs)
+        self.limits = limits if limits is not None else UnitLimits()
         # the type catalog the conductor uses: job parameters are checked against it
         self.catalog = catalog if catalog is not None else load_catalog(
             BUILTIN_DATA / "types.json")
@@ -365,7 +368,9 @@ class Store:
             services = description.setdefault("services", [])
             if not isinstance(services, list):
                 raise BadRequest("the environment's services are not a list")
+            before = unit_counts(services)
             result = change(services)
+            self.limits.check_services(env.id, before, services)
             if tree.depth(services) > tree.MAX_DEPTH:  # e.g. sub-path PUTs, deeper each time
                 raise BadRequest(f"the services would nest more than {tree.MAX_DEPTH} levels "
                                  f"deep")

@@ -32,6 +32,7 @@ WORKER_ENV = "FORNACE_API_WORKER"
 def run(conf: cfg.ConfigOpts) -> int:
     import uvicorn
 
+    from fornace.api.protocol import http_protocol
     from fornace.common.broker import is_in_memory, warn_if_in_memory
 
     command = conf.command
@@ -43,7 +44,8 @@ def run(conf: cfg.ConfigOpts) -> int:
     logs.setup(conf)
     options = {"host": command.host or conf.api.host, "port": command.port or conf.api.port,
                "log_level": "info", "access_log": conf.api.access_log,
-               "log_config": None}   # uvicorn's lines go where oslo.log sends the others
+               "log_config": None,   # uvicorn's lines go where oslo.log sends the others
+               "http": http_protocol()}   # unparseable requests get the JSON 400 too
     if workers > 1:
         from fornace.common.db.engine import upgrade
 

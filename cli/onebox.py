@@ -40,6 +40,7 @@ class OneBox:
         import uvicorn   # here, not at the top: every fornace command imports this module
 
         from fornace.api.config import database_url
+        from fornace.api.protocol import http_protocol
         from fornace.api.server import ApiService
 
         self.state_dir = Path(os.path.expanduser(conf.api.state_dir))
@@ -58,7 +59,7 @@ class OneBox:
         self.host = host or conf.api.host
         self.server = uvicorn.Server(uvicorn.Config(
             self.api.app, host=self.host, port=conf.api.port if port is None else port,
-            log_level="warning", access_log=False))
+            log_level="warning", access_log=False, http=http_protocol()))
         self._thread: threading.Thread | None = None
 
     def start(self, timeout: float = 30.0) -> None:

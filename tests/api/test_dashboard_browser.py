@@ -14,17 +14,15 @@ playwright package the test skips -- a failure under FORNACE_REQUIRE_SERVICES=1.
 from __future__ import annotations
 
 import os
-import shutil
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 from apikit import free_port
+from browserkit import chromium
 from localkit import running_onebox
-from services import require
 
-CHROMIUM = os.environ.get("FORNACE_CHROMIUM", "/usr/bin/chromium")
 DEPLOY_TIMEOUT_MS = 240_000
 STEP_TIMEOUT_MS = 30_000
 
@@ -54,18 +52,8 @@ def screens(tmp_path):
 
 @pytest.fixture
 def playwright_browser():
-    require(f"chromium ({CHROMIUM})", os.access(CHROMIUM, os.X_OK) or bool(
-        shutil.which(CHROMIUM)))
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        require("the playwright package", False)
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
-        try:
-            yield browser
-        finally:
-            browser.close()
+    with chromium() as browser:
+        yield browser
 
 
 @pytest.fixture

@@ -1,14 +1,11 @@
 """The API driven by the real python-muranoclient 2.8 over HTTP."""
 from __future__ import annotations
 
-import threading
-import time
-
 import pytest
-import uvicorn
 
-from apikit import free_port, make_api, web_server
+from apikit import make_api, web_server
 from fornace.common import contract
+from serving import serving
 from services import import_or_require
 
 mc_client = import_or_require("muranoclient.v1.client")
@@ -19,19 +16,8 @@ mc_exc = import_or_require("muranoclient.common.exceptions")
 @pytest.fixture
 def served(tmp_path):
     api = make_api(f"sqlite:///{tmp_path / 'mc.sqlite'}")
-    port = free_port()
-    server = uvicorn.Server(uvicorn.Config(api.client.app, host="127.0.0.1", port=port,
-                                           log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while not server.started and time.monotonic() < deadline:
-        time.sleep(0.02)
-    assert server.started
-    client = mc_client.Client(f"http://127.0.0.1:{port}", token="tok-1")
-    yield api, client
-    server.should_exit = True
-    thread.join(5)
+    with serving(api.client.app) as url:
+        yield api, mc_client.Client(url, token="tok-1")
 
 
 def test_environments(served):
@@ -100,3 +86,13 @@ def test_errors_reach_the_client_as_exceptions(served):
     with pytest.raises(mc_exc.HTTPBadRequest):
         client.services.post(env.id, "/", {"name": "x", "type": "teapot", "units": [{}]},
                              session.id)
+
+
+def test_a_unit_cap_reaches_the_client_as_a_bad_request(served):
+    api, client = served
+    env = client.environments.create({"name": "caps"})
+    session = client.sessions.configure(env.id)
+    with pytest.raises(mc_exc.HTTPBadRequest) as raised:
+        client.services.post(env.id, "/", web_server(units=[{}] * 101), session.id)
+    assert "[api] max_units_per_service" in str(raised.value)
+    assert client.services.list(env.id, session.id) == []
