@@ -15,12 +15,18 @@ MASK = "***"
 _MIN_LENGTH = 4  # shorter values would mask ordinary words
 
 
+# a field whose name (lower case, without '_' and '-') ends like this holds a secret
+SECRET_ENDINGS = ("password", "passwd", "passphrase", "secret", "secretkey", "token",
+                  "apikey", "privatekey", "credentials")
+
+
 @functools.lru_cache(maxsize=4096)  # the same few field names, over and over
 def is_secret_key(key: Any) -> bool:
+    """``adminPassword``, ``db_passwd``, ``apiKey``, ``private-key``, ``authToken``..."""
     if not isinstance(key, str):
         return False
-    lowered = key.lower()
-    return lowered.endswith("password") or lowered in ("token", "auth_token", "secret")
+    normalized = key.lower().replace("_", "").replace("-", "")
+    return normalized.endswith(SECRET_ENDINGS)
 
 
 def find_secrets(value: Any, found: set[str] | None = None) -> set[str]:
