@@ -62,12 +62,9 @@ def job_view(job: Deployment, counts: dict[str, int] | None = None) -> dict[str,
 
 def kept_parameters(parameters: dict[str, Any], description: Any) -> dict[str, Any]:
     """What a job stores (and shows) of its parameters: every secret field masked
-    (``adminPassword``, ``token``, ... at any depth), and the environment's own
-    secrets wherever the free-form ``operation_kwargs`` quote them."""
-    kept = masked(parameters)
-    if isinstance(kept.get("operation_kwargs"), dict):
-        kept["operation_kwargs"] = masked(kept["operation_kwargs"], find_secrets(description))
-    return kept
+    (``adminPassword``, ``token``, ... at any depth), and the environment's secrets
+    and the parameters' own wherever a value quotes them (a command line)."""
+    return masked(parameters, find_secrets(parameters, find_secrets(description)))
 
 
 def task_view(task: JobTask) -> dict[str, Any]:

@@ -519,7 +519,7 @@ def test_a_killed_agent_is_started_again_and_answers_from_its_journal(unit):
     assert "the agent crashed (code 137); starting it again" in unit.console()
     unit.send(done)                               # the same plan again: from the journal
     assert wait_for(lambda: unit.collect() or len(unit.answered.get(done["ID"], [])) == 2,
-                    TIMEOUT)
+                    timeout=TIMEOUT)
     assert unit.answered[done["ID"]][1]["Result"][0]["Result"] == ["done once"]
     assert (unit.sandbox / "runs").read_text() == "x\n"   # the script ran once
     fresh = v2_plan({"n.sh": "echo new agent"}, [cmd("n.sh")])

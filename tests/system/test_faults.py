@@ -242,8 +242,8 @@ class World:
     def wait_end(self, env_id: str, timeout: float = WAIT) -> dict:
         """The environment once it is neither deploying nor deleting."""
         wait_for(lambda: self.status(env_id) not in ("deploying", "deleting", "pending"),
-                 f"the deployment of {env_id} to end", timeout,
-                 lambda: f"status {self.status(env_id)!r}; reports "
+                 f"the deployment of {env_id} to end", timeout=timeout,
+                 explain=lambda: f"status {self.status(env_id)!r}; reports "
                          f"{self.texts(env_id)}\n{self.explain()}")
         return self.client.get(f"/environments/{env_id}").json()
 

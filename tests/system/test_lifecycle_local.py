@@ -7,6 +7,7 @@ API, and the servers are asked over HTTP.
 """
 from __future__ import annotations
 
+import json
 import time
 import urllib.error
 from pathlib import Path
@@ -486,3 +487,19 @@ def test_an_instance_killed_mid_plan_fails_its_task_in_seconds(box):
     assert task["status"] == "error", task
     assert "stopped listening" in task["summary"] and "web1" in task["summary"], task
     assert took < 30, took    # agent_timeout is 60 s here
+
+
+def test_a_password_given_to_an_action_is_masked_in_its_task_log(box):
+    """Regression: the conductor masked the environment's secrets only, so a
+    password passed in an action's operation_kwargs and printed by the
+    command was stored and shown in clear."""
+    secret = "Act10n-Pa55-word"
+    env = Env(box, "kwsecret")
+    env.deploy(site("web", free_port()))
+    job = env.action("execute_operation", operation="run",
+                     operation_kwargs={"command": f"echo using {secret}", "password": secret})
+    assert job["state"] == "success", job
+    [task] = commands(job)
+    shown = json.dumps(env.client.get(f"/environments/{env.id}/jobs/{job['id']}"))
+    assert "using ***" in "\n".join(task["log"]) + task["summary"], task
+    assert secret not in shown, [line for line in shown.split(", ") if secret in line]
