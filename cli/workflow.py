@@ -12,7 +12,9 @@ from typing import TYPE_CHECKING, Any
 from oslo_config import cfg
 
 from fornace.common.errors import FornaceError
+from fornace.common.jsonlimits import JsonLimitError, loads, read_bounded
 from fornace.common.secrets import find_secrets, masked
+from fornace.conductor.limits import Limits
 
 if TYPE_CHECKING:  # the engine is imported when a workflow command runs, not for --help
     from fornace.conductor.executors.simulator import SimulatedCloud
@@ -28,7 +30,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "check", help="report problems in workflow files",
         description="Report every problem in workflow files as file:line: message "
                     "(XML syntax, unknown functions, filter syntax, unknown <parameter> "
-                    "names, missing templates). Exit status 1 if any.")
+                    "names, missing, unreadable or oversized templates, templates outside "
+                    "the catalog). Exit status 1 if any. Warnings (file:line: warning: "
+                    "message: a DOCTYPE or entities the parser ignored) do not change it.")
     checker.add_argument("paths", nargs="+", metavar="FILE_OR_DIR",
                          help="workflow files or folders of *.xml files")
     checker.add_argument("--data", metavar="DIR",
@@ -36,7 +40,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                               "each file's workflows/ folder)")
     checker.add_argument("--json", action="store_true",
                          help='print one JSON document: {"problems": [{"file", "line", '
-                              '"message"}]}')
+                              '"message"}], "warnings": [...]}')
 
     sim = actions.add_parser(
         "simulate", help="run workflows on a simulated cloud and print a trace",
@@ -67,52 +71,102 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 def run(conf: cfg.ConfigOpts) -> int:
     command = conf.command
     if command.action == "check":
-        from fornace.conductor.dsl.checker import check
+        from fornace.conductor.config import engine_limits
+        from fornace.conductor.dsl.checker import inspect
 
-        problems = check(command.paths, command.data)
+        found = inspect(command.paths, command.data, engine_limits(conf))
+        problems, warnings = found.problems, found.warnings
         if command.json:
-            json.dump({"problems": [_located(p) for p in problems]}, sys.stdout, indent=2)
+            json.dump({"problems": [_located(p) for p in problems],
+                       "warnings": [_located(w, "warning: ") for w in warnings]},
+                      sys.stdout, indent=2)
             print()
         else:
-            for problem in problems:
-                print(problem)
+            for line in problems + warnings:
+                print(line)
         if not problems:
-            print("no problems found", file=sys.stderr)
+            print("no problems found" + (f" ({len(warnings)} warning(s))" if warnings else ""),
+                  file=sys.stderr)
         return 1 if problems else 0
     return simulate(conf)
 
 
-def _located(problem: str) -> dict[str, Any]:
-    """``file:line: message`` (as the checker words them) as an object."""
+def _located(problem: str, prefix: str = "") -> dict[str, Any]:
+    """``file:line: message`` (as the checker words them) as an object; ``prefix``
+    (``warning: ``) is left out of the message."""
     match = re.match(r"^(.*?):(\d+): (.*)$", problem, re.S)
     if match is None:
         file, _, message = problem.partition(": ")
-        return {"file": file or None, "line": None, "message": message or problem}
-    return {"file": match.group(1), "line": int(match.group(2)), "message": match.group(3)}
+        found = {"file": file or None, "line": None, "message": message or problem}
+    else:
+        found = {"file": match.group(1), "line": int(match.group(2)),
+                 "message": match.group(3)}
+    found["message"] = found["message"].removeprefix(prefix)
+    return found
 
 
-def _json_arg(text: str, what: str) -> Any:
+def _json_arg(text: str, what: str, limits: Limits) -> Any:
     try:
-        return json.loads(text)
+        return loads(text, max_depth=limits.max_json_depth)
     except json.JSONDecodeError as exc:
         raise FornaceError(f"{what}: invalid JSON at column {exc.colno}: {exc.msg}") from None
+    except JsonLimitError as exc:
+        raise FornaceError(f"{what}: {exc}") from None
 
 
-def read_model(path: str) -> dict[str, Any]:
+def _shape_problem(model: dict[str, Any]) -> str | None:
+    """What makes ``model`` no environment: services and units not lists of objects
+    (a deletion's services may be an object, as in 0.2)."""
+    services = model.get("services", [])
+    if not isinstance(services, (list, dict)):
+        return f"$.services must be a list of services, not {type(services).__name__}"
+    items = services.items() if isinstance(services, dict) else enumerate(services)
+    for key, service in items:
+        where = f"$.services[{key!r}]" if isinstance(key, str) else f"$.services[{key}]"
+        if not isinstance(service, dict):
+            return f"{where} must be an object, not {type(service).__name__}"
+        units = service.get("units", [])
+        if not isinstance(units, list):
+            return f"{where}.units must be a list of units, not {type(units).__name__}"
+        for number, unit in enumerate(units):
+            if not isinstance(unit, dict):
+                return f"{where}.units[{number}] must be an object, not {type(unit).__name__}"
+    return None
+
+
+def read_model(path: str, limits: Limits | None = None) -> dict[str, Any]:
+    """The ``--model`` file; over a limit (size, depth, integer length) it is an
+    error naming the file and the place."""
+    limits = limits or Limits()
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = read_bounded(path, limits.max_model_bytes, "the model file")
+        text = data.decode("utf-8")
     except OSError as exc:
         raise FornaceError(f"{path}: {exc.strerror}") from None
+    except UnicodeDecodeError as exc:
+        raise FornaceError(f"{path}: not UTF-8 (byte {exc.start})") from None
+    except JsonLimitError as exc:
+        raise FornaceError(f"{exc} ([engine] max_model_bytes)") from None
     try:
-        model = json.loads(text)
+        model = loads(text, max_depth=limits.max_json_depth, source=path)
     except json.JSONDecodeError as exc:
         raise FornaceError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    except JsonLimitError as exc:
+        limit = " ([engine] max_json_depth)" if exc.kind == "depth" else ""
+        raise FornaceError(f"{exc}{limit}") from None
     if not isinstance(model, dict):
         raise FornaceError(f"{path}: the model must be a JSON object")
+    shape = _shape_problem(model)
+    if shape is not None:
+        raise FornaceError(f"{path}: {shape}")
+    try:
+        limits.check_model(model)
+    except FornaceError as exc:
+        raise FornaceError(f"{path}: {exc}") from None
     return model
 
 
-def _cloud(command: Any) -> SimulatedCloud:
+def _cloud(command: Any, limits: Limits) -> SimulatedCloud:
     from fornace.conductor.executors.simulator import Fault, SimulatedCloud
 
     results = {}
@@ -120,8 +174,8 @@ def _cloud(command: Any) -> SimulatedCloud:
         template, sep, value = item.partition("=")
         if not sep or not template:
             raise FornaceError(f"--result {item!r}: expected TEMPLATE=JSON")
-        results[template] = _json_arg(value, f"--result {template}")
-    outputs = _json_arg(command.outputs, "--outputs") if command.outputs else {}
+        results[template] = _json_arg(value, f"--result {template}", limits)
+    outputs = _json_arg(command.outputs, "--outputs", limits) if command.outputs else {}
     if not isinstance(outputs, dict):
         raise FornaceError("--outputs must be a JSON object")
     try:
@@ -146,20 +200,21 @@ def simulate(conf: cfg.ConfigOpts) -> int:
 
 
 def _simulate(conf: cfg.ConfigOpts) -> int:
-    from fornace.conductor.config import engine_settings
+    from fornace.conductor.config import engine_limits, engine_settings
     from fornace.conductor.dsl.trace import RecordingTrace, format_events
     from fornace.conductor.dsl.workflows import load_workflows
     from fornace.conductor.session import Session
     from fornace.conductor.templates import TemplateStore
 
     command = conf.command
+    limits = engine_limits(conf)
     data = Path(command.data or conf.data_dir)
     workflows = load_workflows(command.workflows or data / "workflows")
     if not workflows:
         raise FornaceError(f"no workflow files in {command.workflows or data / 'workflows'}")
-    model = read_model(command.model)
+    model = read_model(command.model, limits)
     secrets = find_secrets(model)
-    stacks, agents = _cloud(command).executors()
+    stacks, agents = _cloud(command, limits).executors()
     out = sys.stdout
     if command.json:
         # one JSON document, written as the deployment goes: a round per line
@@ -173,7 +228,7 @@ def _simulate(conf: cfg.ConfigOpts) -> int:
         trace = RecordingTrace(write_round)
     else:
         trace = RecordingTrace(lambda entry, events: print(format_events(events), file=out))
-    session = Session(model, workflows, TemplateStore(data), stacks, agents,
+    session = Session(model, workflows, TemplateStore(data, limits=limits), stacks, agents,
                       engine_settings(conf), trace=trace)
     if command.json:
         out.write('{"rounds": [')

@@ -52,6 +52,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from fornace.common import jsonlimits
+
 CONTRACT_VERSION = "1.3"   # see the history above; bump it with every change of a body
 
 TASKS = "tasks"            # exchange, queue and routing key
@@ -278,11 +280,13 @@ def decode(body: Any, kind: str) -> Any:
         except UnicodeDecodeError as exc:
             raise _error(kind, f"body is not UTF-8 (byte {exc.start})") from None
     if isinstance(body, str):
-        try:
-            return json.loads(body)
+        try:   # never deeper than any reader accepts: no RecursionError from a peer
+            return jsonlimits.loads(body, max_depth=jsonlimits.HARD_MAX_DEPTH)
         except json.JSONDecodeError as exc:
             raise _error(
                 kind, f"invalid JSON at line {exc.lineno}:{exc.colno} ({exc.msg})") from None
+        except jsonlimits.JsonLimitError as exc:
+            raise _error(kind, exc.message) from None
     return body
 
 

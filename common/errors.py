@@ -41,12 +41,20 @@ class WorkflowError(LocatedError):
     """A workflow file is malformed or a rule cannot be evaluated."""
 
 
+def shortened(text: str, limit: int = 1000) -> str:
+    """``text``, its middle left out when longer than ``limit`` (for messages)."""
+    if len(text) <= limit:
+        return text
+    keep = limit * 3 // 8
+    return f"{text[:keep]}…({len(text) - 2 * keep} characters)…{text[-keep:]}"
+
+
 class ExpressionError(WorkflowError):
     """A JSONPath or filter expression is outside the supported grammar."""
 
     def __init__(self, message: str, expression: str,
                  file: str | None = None, line: int | None = None) -> None:
-        super().__init__(f"{message} in expression {expression!r}", file, line)
+        super().__init__(f"{message} in expression {shortened(expression)!r}", file, line)
         self.reason = message
         self.expression = expression
 

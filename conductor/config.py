@@ -7,11 +7,15 @@ from typing import TYPE_CHECKING, Any
 from oslo_config import cfg
 
 from fornace.common.brokerurl import is_folder_url
+from fornace.common.jsonlimits import HARD_MAX_DEPTH
 from fornace.common.resources import BUILTIN_DATA
 from fornace.conductor.executors import STACKS
+from fornace.conductor.limits import Limits, MiB
 
 if TYPE_CHECKING:  # every command registers these options; only the engine's load the engine
     from fornace.conductor.session import Settings
+
+_LIMITS = Limits()
 
 engine_opts = [
     cfg.IntOpt("max_rounds", default=100, min=1,
@@ -29,6 +33,25 @@ engine_opts = [
                       "plans fail then instead of at agent_timeout. Agents never seen "
                       "listening are waited for (new VMs boot). RabbitMQ and the folder broker "
                       "(not memory://); 0: off."),
+    cfg.IntOpt("max_model_bytes", default=_LIMITS.max_model_bytes, min=1024,
+               help="Largest object model (bytes as JSON, strings counted by characters): "
+                    "a --model file or task model over it is refused, and a deployment whose "
+                    "rules grow the model past it is stopped with an error report naming the "
+                    "rules that wrote the most."),
+    cfg.IntOpt("max_value_bytes", default=_LIMITS.max_value_bytes, min=64,
+               help="Largest value one <set> may write (bytes as JSON): a rule writing more "
+                    "stops the deployment with an error report naming the rule and the "
+                    "place. Values holding the place they are written to are refused too."),
+    cfg.IntOpt("max_json_depth", default=_LIMITS.max_json_depth, min=2, max=HARD_MAX_DEPTH,
+               help="Deepest nesting of JSON containers in templates, --model files, task "
+                    "models and the model a deployment builds; deeper input is refused with "
+                    "its line, column and JSON path."),
+    cfg.IntOpt("max_template_bytes", default=_LIMITS.max_template_bytes, min=1024,
+               max=1024 * MiB,
+               help="Largest catalog file a deployment reads: Heat and agent templates, "
+                    "scripts, agent configuration and init scripts. Template files must also "
+                    "stay inside the catalog folder once symbolic links are followed. Filter "
+                    "expressions take number literals of at most 100 characters (fixed)."),
 ]
 
 rabbit_opts = [
@@ -136,6 +159,14 @@ def config_mapping(conf: cfg.ConfigOpts) -> dict[str, Any]:
     return values
 
 
+def engine_limits(conf: cfg.ConfigOpts) -> Limits:
+    """The ``[engine]`` limits on data."""
+    engine = conf.engine
+    return Limits(max_model_bytes=engine.max_model_bytes, max_value_bytes=engine.max_value_bytes,
+                  max_json_depth=engine.max_json_depth,
+                  max_template_bytes=engine.max_template_bytes)
+
+
 def engine_settings(conf: cfg.ConfigOpts) -> Settings:
     from fornace.conductor.session import Settings
 
@@ -143,6 +174,7 @@ def engine_settings(conf: cfg.ConfigOpts) -> Settings:
     timeout = conf.engine.agent_timeout
     return Settings(
         max_rounds=conf.engine.max_rounds, max_passes=conf.engine.max_passes,
+        limits=engine_limits(conf),
         agent_timeout=timeout or None, config=config_mapping(conf),
         agent_absent_after=conf.engine.agent_absent_after or None,
         broker={"host": rabbit.host, "port": rabbit.port, "login": rabbit.login,

@@ -52,7 +52,10 @@ class Conductor:
     def __init__(self, settings: ConductorSettings, stacks: StacksFactory) -> None:
         self.settings = settings
         self.stacks = stacks
-        self.store = TemplateStore(settings.data_dir)
+        engine = settings.engine or Settings()
+        self.store = TemplateStore(settings.data_dir, limits=engine.limits)
+        # a bad workflow file refuses the start (WorkflowError, every file's problems):
+        # a conductor running the other files would deploy environments half-way
         self.workflows = load_workflows(Path(settings.data_dir) / "workflows")
         types = Path(settings.data_dir) / "types.json"
         if not types.exists():   # a 0.2 data folder: the built-in catalog, as the API does
@@ -132,6 +135,7 @@ class Conductor:
                  task.action)
         with Broker(self.settings.broker_url) as broker:
             secrets = find_secrets(task.model)
+            find_secrets(task.parameters or {}, secrets)   # an action's own passwords too
             if task.token:
                 secrets.add(task.token)
             fence: list[int | None] = [None]   # the grant's token, once the lock is held

@@ -9,7 +9,9 @@ removed and the model is returned.
 Nothing that happens inside a rule may kill the process or lose the model:
 an exception becomes an error report and a clean end of the deployment, and
 a workflow that never converges is stopped by the pass and round limits with
-a report naming the rules that kept firing.
+a report naming the rules that kept firing, and one whose data grows past the
+``[engine]`` limits (:mod:`fornace.conductor.limits`) by a report naming the
+rule that wrote too much.
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ from fornace.conductor.dsl.workflows import Workflow
 from fornace.conductor.dsl.xmlload import Node
 from fornace.conductor.executors.base import AgentExecutor, StackExecutor
 from fornace.conductor.gcpolicy import relaxed_collection
+from fornace.conductor.limits import DataLimitError, Limits, ModelBudget
 from fornace.conductor.templates import TemplateStore
 
 LOG = logging.getLogger(__name__)
@@ -52,6 +55,7 @@ class Settings:
     agent_absent_after: float | None = 30.0  # a listening agent that stopped: gone (s)
     config: Mapping[str, Any] = field(default_factory=dict)  # what ##name reads
     broker: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_BROKER))
+    limits: Limits = field(default_factory=Limits)
 
 
 @dataclass
@@ -94,6 +98,9 @@ class Session:
         self.hostnames = HostnameGenerator(lambda: model_hostnames(self.model))
         self.agent_timeout = self.settings.agent_timeout
         self._firing: collections.Counter[str] = collections.Counter()
+        self.budget = ModelBudget(self.settings.limits)
+        # strings at least this long are checked by the budget (shorter ones always fit)
+        self.long_string = self.settings.limits.max_value_bytes - 2
         self._evaluator = Evaluator(self)
         self.hooks = hooks or NullHooks()
         self._runner = ActionRunner(store, stacks, agents, f"e{self.environment_id}",
@@ -133,12 +140,28 @@ class Session:
     def is_muted(self, key: tuple) -> bool:
         return key in self.auto_mutes or key in self.permanent_mutes
 
-    def changed(self, rule_id: str, node: Node, path: str, value: Any) -> None:
+    def admit(self, rule_id: str, value: Any, depth: int, forbidden: Any,
+              target: Callable[[], str]) -> int:
+        """The size of a value a rule is about to write (:class:`ModelBudget`)."""
+        return self.budget.admit(value, depth, forbidden,
+                                 f"rule {rule_id!r}" if rule_id else "(top level)", target)
+
+    def changed(self, rule_id: str, node: Node, path: str, value: Any, size: int = 8,
+                known_depth: bool = True) -> None:
+        """The model changed at ``path``; ``size``: the value's (:meth:`admit`)."""
         self.side_effects = True
         self._root_queries.clear()
-        self._firing[f"{rule_id or '(top level)'} at {node.where}"] += 1
+        who = f"{rule_id or '(top level)'} at {node.where}"
+        self._firing[who] += 1
         self.trace.changed(rule_id, node.where, path, value)
         self.hooks.changed(path)
+        budget = self.budget   # its bookkeeping inline: this runs for every change
+        size += len(path)   # about the key(s) the write may add
+        budget.growth[who] += size
+        budget.written += size
+        if budget.written > budget.slack or not known_depth or type(value) is dict \
+                or type(value) is list:
+            budget.wrote(type(value) is dict or type(value) is list, known_depth)
 
     def queue(self, action: Action) -> None:
         self.pending.append(action)
@@ -178,12 +201,14 @@ class Session:
         status = "success"
         rounds = 0
         try:
+            self.budget.start(self.model)
             while True:
                 rounds += 1
                 self.trace.round_started(rounds)
                 self.auto_mutes.clear()
                 self._firing.clear()
                 self._fixpoint()
+                self.budget.settle(end_of_round=True)
                 if self.stop_requested or not self.pending:
                     break
                 if rounds > self.settings.max_rounds:  # only when work is really left
@@ -192,9 +217,13 @@ class Session:
                 actions, self.pending = self.pending, []
                 self._runner.run(actions)
                 if self.stop_requested:
+                    self.budget.settle(end_of_round=True)   # what the callbacks wrote
                     break
         except _NotConverging:
             status = "error"
+        except DataLimitError as exc:
+            status = "error"
+            self._error(f"Deployment stopped: {exc}")
         except FornaceError as exc:
             status = "error"
             self._error(f"Deployment stopped by a workflow error: {exc}")
@@ -216,6 +245,7 @@ class Session:
                     changed = True
                 if self.stop_requested:
                     return
+            self.budget.settle(end_of_round=False)
             if not changed:
                 return
             passes += 1

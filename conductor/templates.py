@@ -10,7 +10,11 @@ Layout (that of Murano 0.2's ``data/``)::
     DIR/init-scripts/<file>                   instance boot scripts
 
 Names come from workflow files, so they never leave their folder: absolute
-names and ``..`` are refused.
+names, ``..`` and ``~`` are refused, and a file is read only if its real path
+(symbolic links followed) is inside the catalog folder (or, for the
+user-data files Fornace ships, inside Fornace's own catalog).  Files larger
+than ``[engine] max_template_bytes`` and templates nested deeper than
+``[engine] max_json_depth`` are refused with an error naming the file.
 """
 from __future__ import annotations
 
@@ -22,8 +26,10 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Callable, Iterable
 
 from fornace.common.errors import TemplateError
+from fornace.common.jsonlimits import JsonLimitError, loads, read_bounded
 from fornace.common.resources import BUILTIN_DATA
 from fornace.conductor.executors.base import StackFailure
+from fornace.conductor.limits import Limits
 
 
 def safe_join(base: Path, name: str, suffix: str = "") -> Path:
@@ -37,12 +43,26 @@ def safe_join(base: Path, name: str, suffix: str = "") -> Path:
     return path.with_name(path.name + suffix) if suffix else path
 
 
+def inside(path: Path, root: Path) -> Path:
+    """The real path of ``path`` (links followed), refused when it is not inside
+    ``root`` (a real path too)."""
+    real = path.resolve()
+    if not real.is_relative_to(root):
+        raise TemplateError(f"leads outside the catalog {root} (through a symbolic link)",
+                            str(path))
+    return real
+
+
 class TemplateStore:
     """Reads (and caches) the templates of one catalog folder."""
 
-    def __init__(self, data_dir: str | Path, fallback: Path | None = BUILTIN_DATA) -> None:
+    def __init__(self, data_dir: str | Path, fallback: Path | None = BUILTIN_DATA,
+                 limits: Limits | None = None) -> None:
         self.data_dir = Path(data_dir)
         self.fallback = fallback
+        self.limits = limits or Limits()
+        self._root = self.data_dir.resolve()
+        self._fallback_root = fallback.resolve() if fallback is not None else None
         self._parsed: dict[tuple[str, str], Any] = {}
         self._text: dict[Path, str] = {}
         self._bytes: dict[str, bytes] = {}
@@ -82,10 +102,18 @@ class TemplateStore:
         if data is None:
             path = safe_join(self.scripts_dir, name)
             try:
-                data = self._bytes[name] = path.read_bytes()
+                data = self._bytes[name] = self._read(path, self._root, f"script {name!r}")
             except OSError as exc:
                 raise TemplateError(f"script {name!r}: {exc.strerror}", str(path)) from None
         return data
+
+    def _read(self, path: Path, root: Path, what: str) -> bytes:
+        """A catalog file's bytes: inside ``root``, at most max_template_bytes."""
+        try:
+            return read_bounded(inside(path, root), self.limits.max_template_bytes, what)
+        except JsonLimitError as exc:
+            raise TemplateError(f"{exc.message} ([engine] max_template_bytes)",
+                                str(path)) from None
 
     def script_base64(self, name: str) -> str:
         """A script as plans carry it (base64), encoded once per catalog."""
@@ -112,21 +140,21 @@ class TemplateStore:
         text = self._support.get(key)
         if text is not None:
             return text
-        bases = [self.data_dir / folder]
-        if self.fallback is not None:
-            bases.append(self.fallback / folder)
-        for base, file in [(b, name) for b in bases] + [(bases[-1], default)]:
+        bases = [(self.data_dir / folder, self._root)]
+        if self.fallback is not None and self._fallback_root is not None:
+            bases.append((self.fallback / folder, self._fallback_root))
+        for (base, root), file in [(b, name) for b in bases] + [(bases[-1], default)]:
             path = safe_join(base, file)
             if path.is_file():
-                text = self._support[key] = self._read_text(path)
+                text = self._support[key] = self._read_text(path, root)
                 return text
         raise TemplateError(f"{folder / name} not found in {self.data_dir}")
 
-    def _read_text(self, path: Path) -> str:
+    def _read_text(self, path: Path, root: Path) -> str:
         text = self._text.get(path)
         if text is None:
             try:
-                text = path.read_text(encoding="utf-8")
+                text = self._read(path, root, "file").decode("utf-8")
             except (OSError, UnicodeDecodeError) as exc:
                 raise TemplateError(f"cannot read: {exc}", str(path)) from None
             self._text[path] = text
@@ -140,10 +168,14 @@ class TemplateStore:
             if not path.is_file():
                 raise TemplateError(f"{what} {path.stem!r} not found", str(path))
             try:
-                data = json.loads(self._read_text(path))
+                data = loads(self._read_text(path, self._root),
+                             max_depth=self.limits.max_json_depth, source=str(path))
             except json.JSONDecodeError as exc:
                 raise TemplateError(f"invalid JSON at column {exc.colno}: {exc.msg}",
                                     str(path), exc.lineno) from None
+            except JsonLimitError as exc:
+                limit = " ([engine] max_json_depth)" if exc.kind == "depth" else ""
+                raise TemplateError(exc.message + limit, str(path), exc.line) from None
             if not isinstance(data, dict):
                 raise TemplateError(f"{what} must be a JSON object", str(path))
             self._parsed[key] = data

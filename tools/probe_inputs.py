@@ -209,8 +209,8 @@ def operator_cases() -> list[OperatorCase]:
          '        <set path="state.s"><select path="state.s" default="xxxxxxxx"/>'
          '<select path="state.s" default="xxxxxxxx"/></set>'),
         ("list grown every round",
-         '        <set path="state.n"><list><select path="state.n" default="0"/>'
-         '<select path="state.n" default="0"/></list></set>'),
+         '        <set path="state.n"><list><item><select path="state.n" default="0"/></item>'
+         '<item><select path="state.n" default="0"/></item></list></set>'),
         ("counter that never settles",
          '        <set path="state.n"><select path="state.n" default="0"/>1</set>'),
     ]:

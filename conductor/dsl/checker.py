@@ -1,22 +1,41 @@
 """``fornace workflow check``: find problems in workflow files before a deployment does.
 
 Reports every problem as ``file:line: message``: XML syntax, the root
-element, unknown functions, filter and JSONPath syntax, ``<parameter>``
-names a function does not know, and templates (and their scripts) that a
-constant ``template=`` names but the catalog does not have.
+element, unknown functions, filter and JSONPath syntax (queries given as
+``<parameter>`` text with calls in it too), ``<parameter>`` names a function
+does not know, and templates (and their scripts) that a constant
+``template=`` names but the catalog does not have, cannot be read (outside
+the catalog, over the limits) or cannot be parsed.
+
+Warnings (``file:line: warning: message``) name what the safe XML parser
+ignored: a DOCTYPE, entity declarations and entity references.  They do not
+make the check fail.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from fornace.common.errors import LocatedError
+from fornace.common.cursor import split_prefix
+from fornace.common.errors import LocatedError, WorkflowError
 from fornace.conductor.dsl import functions as dsl  # noqa: F401  (registers the DSL functions)
 from fornace.conductor.dsl.engine import FUNCTIONS, bind
+from fornace.conductor.dsl.functions.rules import RuleInfo
 from fornace.conductor.dsl.pending import SEND_COMMAND, UPDATE_STACK
+from fornace.conductor.dsl.querytext import QueryText
 from fornace.conductor.dsl.workflows import root_problem
 from fornace.conductor.dsl.xmlload import Node, parse_file
+from fornace.conductor.limits import Limits
 from fornace.conductor.templates import TemplateStore
+
+
+@dataclass
+class Findings:
+    """What a check found: problems (the check fails) and warnings (it does not)."""
+
+    problems: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def expand(paths: list[str | Path]) -> tuple[list[Path], list[str]]:
@@ -42,26 +61,41 @@ def catalog_of(workflow_file: Path) -> Path:
     return workflow_file.resolve().parent.parent
 
 
-def check(paths: list[str | Path], data_dir: str | Path | None = None) -> list[str]:
+def check(paths: list[str | Path], data_dir: str | Path | None = None,
+          limits: Limits | None = None) -> list[str]:
     """All problems found, as ``file:line: message`` lines (empty when clean)."""
+    return inspect(paths, data_dir, limits).problems
+
+
+def inspect(paths: list[str | Path], data_dir: str | Path | None = None,
+            limits: Limits | None = None) -> Findings:
+    """Problems and warnings of workflow files (``file:line: [warning: ]message``)."""
     files, problems = expand(paths)
+    found = Findings(problems)
     stores: dict[Path, TemplateStore] = {}
     for path in files:
         errors: list[LocatedError] = []
+        ignored: list[WorkflowError] = []
         try:
-            root = parse_file(path)
+            root = parse_file(path, ignored)
         except LocatedError as exc:
-            problems.append(str(exc))
+            found.problems.append(str(exc))
             continue
+        finally:
+            found.warnings.extend(_warning(note) for note in ignored)
         problem = root_problem(root)
         if problem is not None:
             errors.append(problem)
         bind(root, errors)
-        problems.extend(str(error) for error in errors)
+        found.problems.extend(str(error) for error in errors)
         catalog = Path(data_dir) if data_dir else catalog_of(path)
-        store = stores.setdefault(catalog, TemplateStore(catalog))
-        problems.extend(_check_tree(root, store))
-    return problems
+        store = stores.setdefault(catalog, TemplateStore(catalog, limits=limits))
+        found.problems.extend(_check_tree(root, store))
+    return found
+
+
+def _warning(note: LocatedError) -> str:
+    return str(LocatedError(f"warning: {note.message}", note.file, note.line))
 
 
 def _walk_calls(node: Node) -> Iterator[Node]:
@@ -96,10 +130,21 @@ def _check_tree(root: Node, store: TemplateStore) -> list[str]:
                 problems.append(f"{param.where}: unknown parameter {name!r} of <{node.tag}>"
                                 + (f" (known: {', '.join(sorted(spec.params))})"
                                    if spec.params else ""))
+        if node.tag == "set" and {"path", "target"}.isdisjoint(node.params) \
+                and "target" not in node.attrs:
+            path = node.attrs.get("path") or ""
+            if not path.startswith("#") and not split_prefix(path)[2]:
+                problems.append(f"{node.where}: <set>: path {path!r} names no field to set")
         template = node.attrs.get("template")
         if template and "template" not in node.params:
             problems.extend(f"{node.where}: {message}"
                             for message in _template_problems(node.tag, template, store))
+        text = node.extra.text if isinstance(node.extra, RuleInfo) else node.extra
+        if isinstance(text, QueryText):
+            try:
+                text.sample()
+            except LocatedError as exc:
+                problems.append(f"{node.where}: {exc.message}")
     return problems
 
 

@@ -17,7 +17,13 @@ Python and turn it straight into nested closures:
 * ``in`` / ``not in`` a tuple or list of values, a string or an ``@`` path;
 * ``is None`` / ``is not None``;
 * operands: ``@``, ``@.a.b.0.c`` paths (a missing step gives None),
-  string, integer and float literals (optionally negative), True, False, None.
+  string, integer and float literals (optionally negative, at most
+  :data:`MAX_NUMBER_LENGTH` characters), True, False, None.
+
+Values bound to markers (:mod:`fornace.conductor.dsl.slots`) are data: inside
+a string literal they are part of the string, in an ``@`` path part of a
+key, and standing alone they are one operand -- the number, True, False or
+None they spell exactly, else the string itself.
 
 Everything else -- calls, attribute access, subscripts, arithmetic, lambdas,
 assignment, unknown names, dunder names -- is rejected with an
@@ -37,25 +43,31 @@ import string
 from typing import Any, Callable, NamedTuple
 
 from fornace.common.errors import ExpressionError
+from fornace.conductor.dsl.slots import Slots
 
-__all__ = ["compile_filter"]
+__all__ = ["compile_filter", "MAX_NUMBER_LENGTH"]
 
 Getter = Callable[[Any], Any]
 
 _MAX_DEPTH = 64
+#: The longest number literal (characters): Python itself refuses to read
+#: integers of more than 4300 digits, and no filter needs more than a few.
+MAX_NUMBER_LENGTH = 100
 
 _TOKEN_RE = re.compile(r"""
     (?P<ws>\s+)
-  | (?P<path>@(?:\.[A-Za-z0-9_]*)*)
+  | (?P<path>@(?:\.[A-Za-z0-9_\ue000-\uf8ff]*)*)
   | (?P<name>[A-Za-z_][A-Za-z0-9_]*)
   | (?P<num>[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?[A-Za-z0-9_]*)
   | (?P<str>['"])
+  | (?P<slot>[\ue000-\uf8ff])
   | (?P<op>==|!=|<=|>=|:=|\*\*|//|<<|>>|[-<>()\[\],+*/%=.~&|^!:;{}`$?\\#])
 """, re.VERBOSE)
 
 _NAME_CHARS = frozenset(string.ascii_letters + string.digits + "_")
 _IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _NUMBER_RE = re.compile(r"[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?\Z")
+_SIGNED_NUMBER_RE = re.compile(r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?\Z")
 _ESCAPES = {"\\": "\\", "'": "'", '"': '"', "n": "\n", "t": "\t"}
 _CONSTANTS = {"True": True, "False": False, "None": None}
 _WORDS = frozenset({"and", "or", "not", "in", "is"})
@@ -102,10 +114,11 @@ def _folded(fn: Getter, *children: _Operand) -> _Operand:
 
 # --------------------------------------------------------------- tokenizer
 
-def _tokenize(expression: str) -> list[_Token]:
+def _tokenize(expression: str, slots: Slots | None = None) -> list[_Token]:
     """Split ``expression`` into tokens; problems become "bad" tokens.
 
     Deferring lexical errors to the parser reports the leftmost problem first.
+    ``slots``: the values bound to the markers of ``expression``.
     """
     tokens: list[_Token] = []
     pos, length = 0, len(expression)
@@ -120,11 +133,13 @@ def _tokenize(expression: str) -> list[_Token]:
         if kind == "ws":
             continue
         if kind == "str":
-            token, pos = _lex_string(expression, pos, text, col)
+            token, pos = _lex_string(expression, pos, text, col, slots)
+        elif kind == "slot":
+            token = _lex_slot(text, col, slots)
         elif kind == "path" and expression[pos:pos + 1] in _NAME_CHARS:
             token = _Token("bad", "expected '.' after '@'", None, pos + 1)
         elif kind == "path":
-            token = _lex_path(text, col)
+            token = _lex_path(text, col, slots)
         elif kind == "num":
             token = _lex_number(text, col)
         elif (kind == "name" and text.lower() in _STRING_PREFIXES
@@ -139,10 +154,15 @@ def _tokenize(expression: str) -> list[_Token]:
     return tokens
 
 
-def _lex_string(expression: str, pos: int, quote: str, col: int) -> tuple[_Token, int]:
+def _lex_string(expression: str, pos: int, quote: str, col: int,
+                slots: Slots | None = None) -> tuple[_Token, int]:
     chars: list[str] = []
     while pos < len(expression):
         char = expression[pos]
+        if slots is not None and "\ue000" <= char <= "\uf8ff":
+            chars.append(slots.fill(char))   # a bound value: data, as it is
+            pos += 1
+            continue
         if char == quote:
             text = expression[col - 1:pos + 1]
             return _Token("str", text, "".join(chars), col), pos + 1
@@ -161,8 +181,9 @@ def _lex_string(expression: str, pos: int, quote: str, col: int) -> tuple[_Token
     return _Token("bad", "unterminated string", None, col), pos
 
 
-def _lex_path(text: str, col: int) -> _Token:
+def _lex_path(text: str, col: int, slots: Slots | None = None) -> _Token:
     segments = text.split(".")[1:]
+    keys = []
     offset = col + 1
     for segment in segments:
         if not segment:
@@ -170,17 +191,43 @@ def _lex_path(text: str, col: int) -> _Token:
         if "__" in segment:
             message = f"dunder path segment {segment!r} is not allowed"
             return _Token("bad", message, None, offset + 1)
-        if not (segment.isdigit() or _IDENTIFIER_RE.match(segment)):
+        if slots is not None and slots.holds(segment):
+            keys.append(slots.render(segment))   # a key made of values: data
+        elif not (segment.isdigit() or _IDENTIFIER_RE.match(segment)):
             return _Token("bad", f"invalid path segment {segment!r}", None, offset + 1)
+        else:
+            keys.append(segment)
         offset += len(segment) + 1
-    return _Token("path", text, tuple(segments), col)
+    return _Token("path", text, tuple(keys), col)
 
 
 def _lex_number(text: str, col: int) -> _Token:
+    if len(text) > MAX_NUMBER_LENGTH:
+        return _Token("bad", f"number of {len(text)} characters (at most "
+                             f"{MAX_NUMBER_LENGTH})", None, col)
     if not _NUMBER_RE.match(text):
         return _Token("bad", f"invalid number {text!r}", None, col)
     is_float = "." in text or "e" in text or "E" in text
     return _Token("num", text, float(text) if is_float else int(text), col)
+
+
+def _lex_slot(char: str, col: int, slots: Slots | None) -> _Token:
+    value = None if slots is None else slots.value(char)
+    if value is None:
+        return _Token("bad", f"unexpected character {char!r}", None, col)
+    return _Token("slot", value, bound_operand(value), col)
+
+
+def bound_operand(value: str) -> Any:
+    """A value standing alone in a filter: the number, True, False or None it
+    spells exactly, else the string itself -- one operand, whatever it holds."""
+    text = value.strip()
+    if text in _CONSTANTS:
+        return _CONSTANTS[text]
+    if len(text) <= MAX_NUMBER_LENGTH and _SIGNED_NUMBER_RE.match(text):
+        is_float = "." in text or "e" in text or "E" in text
+        return float(text) if is_float else int(text)
+    return value
 
 
 # ------------------------------------------------------------ closures
@@ -342,9 +389,10 @@ def _membership_in_value(left: _Operand, right: _Operand) -> _Operand:
 class _Parser:
     """Recursive descent over the token list, producing :class:`_Operand`."""
 
-    def __init__(self, expression: str) -> None:
+    def __init__(self, expression: str, slots: Slots | None = None) -> None:
         self.expression = expression
-        self.tokens = _tokenize(expression)
+        self.slots = slots
+        self.tokens = _tokenize(expression, slots)
         self.pos = 0
         self.depth = 0
 
@@ -362,7 +410,11 @@ class _Parser:
         return token.kind == kind and token.text == text
 
     def error(self, message: str, col: int) -> ExpressionError:
-        return ExpressionError(f"{message} at column {col}", self.expression)
+        slots = self.slots
+        if slots is None:
+            return ExpressionError(f"{message} at column {col}", self.expression)
+        return ExpressionError(f"{message} at column {slots.column(self.expression, col)}",
+                               slots.render(self.expression))
 
     def fail(self, token: _Token, expected: str) -> ExpressionError:
         """The error for an unexpected ``token`` where ``expected`` was due."""
@@ -531,7 +583,7 @@ class _Parser:
         token = self.next()
         if token.kind == "path":
             return _Operand(_path_getter(token.value))
-        if token.kind in ("num", "str"):
+        if token.kind in ("num", "str", "slot"):
             return _constant(token.value)
         if token.kind == "name" and token.text in _CONSTANTS:
             return _constant(_CONSTANTS[token.text])
@@ -563,14 +615,16 @@ class _Parser:
 
 
 @functools.lru_cache(maxsize=4096)
-def compile_filter(expression: str) -> Callable[[Any], Any]:
+def compile_filter(expression: str, values: tuple[str, ...] = ()) -> Callable[[Any], Any]:
     """Compile the text between ``[?(`` and ``)]`` into a predicate.
 
     ``predicate(node)`` returns a value whose truthiness says whether ``node``
     passes the filter; it never raises for any JSON-like node.  Raises
     :class:`ExpressionError` naming the problem and its 1-based column when
-    ``expression`` is outside the supported grammar.  Results are cached.
+    ``expression`` is outside the supported grammar.  ``values`` are bound to
+    the markers of ``expression`` (:mod:`fornace.conductor.dsl.slots`) as
+    data.  Results are cached.
     """
     if not isinstance(expression, str):
         raise TypeError(f"filter expression must be a string, not {type(expression).__name__}")
-    return _Parser(expression).parse().fn
+    return _Parser(expression, Slots(values) if values else None).parse().fn

@@ -15,12 +15,16 @@ import re
 from typing import Callable, Sequence
 
 from fornace.common.cursor import Cursor
+from fornace.conductor.dsl.slots import MARKERS, Slots
 
 Find = Callable[[Cursor], Sequence[Cursor]]
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _RESERVED = frozenset({"where", "wherenot", "parent", "this"})
-_INDEX = re.compile(r"\[\s*(-?\d+)\s*\]\Z")
+_INDEX = re.compile(r"\[\s*(-?\d{1,100})\s*\]\Z")   # longer: jsonpath-ng says no
+_BOUND_INDEX = re.compile(r"-?\d{1,100}\Z")
+_ALONE = re.compile(r"\[\s*([\ue000-\uf8ff])\s*\]\Z")
+_QUOTED = re.compile(r"""\[\s*(['"])([^'"\\]*)\1\s*\]\Z""")
 
 
 def compile_segment(segment: str) -> Find | None:
@@ -34,6 +38,30 @@ def compile_segment(segment: str) -> Find | None:
         return children
     match = _INDEX.match(segment)
     return _index(int(match.group(1))) if match else None
+
+
+def compile_bound_segment(segment: str, slots: Slots) -> Find | None:
+    """A finder for a segment holding values (``.<v>``, ``..a<v>``, ``[<v>]``,
+    ``['a<v>']``): each value is part of a name, or an index, as it is -- never
+    a wildcard, a filter or a slice.  None for any other place of a value."""
+    if segment.startswith(".."):
+        name = segment[2:]
+        return _descendants(_field(slots.render(name))) if name else None
+    if segment.startswith("."):
+        return _field(slots.render(segment[1:]))
+    alone = _ALONE.match(segment)
+    if alone:
+        value = slots.fill(alone.group(1))
+        return _index(int(value)) if _BOUND_INDEX.match(value) else _field(value)
+    quoted = _QUOTED.match(segment)
+    if quoted:
+        return _field(slots.render(quoted.group(2)))
+    return None
+
+
+def holds_values(segment: str, slots: Slots | None) -> bool:
+    """Does ``segment`` hold a marker bound to a value?"""
+    return slots is not None and MARKERS.search(segment) is not None and slots.holds(segment)
 
 
 def _child(name: str) -> Find | None:

@@ -18,6 +18,10 @@ Murano 0.2 semantics kept here:
   unwrapped: from a unit, ``:$[*].state.hostname`` moves up to the units
   list and gives every unit's hostname (``compile_query(text, wrap=False)``);
 * a filter on a list tests its items, on a dict its values.
+
+A query built at run time from text and values (``compile_query(text,
+values=...)``, :mod:`fornace.conductor.dsl.slots`) is split and compiled from
+its text alone; each value is bound where its marker stands, as data.
 """
 from __future__ import annotations
 
@@ -30,9 +34,10 @@ from jsonpath_ng.exceptions import JsonPathLexerError, JsonPathParserError
 from jsonpath_ng.jsonpath import Fields, Index
 
 from fornace.common.cursor import Cursor, start_cursor
-from fornace.common.errors import ExpressionError
+from fornace.common.errors import ExpressionError, shortened
 from fornace.conductor.dsl.filters import compile_filter
-from fornace.conductor.dsl.navigation import compile_segment
+from fornace.conductor.dsl.navigation import compile_bound_segment, compile_segment, holds_values
+from fornace.conductor.dsl.slots import Slots
 
 Step = Callable[[list[Cursor]], list[Cursor]]
 
@@ -70,12 +75,23 @@ class Query:
 
 
 @functools.lru_cache(maxsize=4096)
-def compile_query(text: str, wrap: bool = True) -> Query:
+def compile_query(text: str, wrap: bool = True, values: tuple[str, ...] = ()) -> Query:
     """Compile a rule match (``wrap``) or a select-all path; errors name the expression.
 
     ``wrap``: the first ``[...]`` after ``$`` applies to ``[cursor object]``
     (rules, Murano 0.2); without it, to the object itself (selects).
+    ``values``: bound to the markers of ``text`` as data.
     """
+    if values:
+        slots = Slots(values)
+        try:
+            return _compile(text, wrap, slots)
+        except ExpressionError as exc:   # say it with the values in place
+            raise ExpressionError(exc.reason, slots.render(text)) from None
+    return _compile(text, wrap, None)
+
+
+def _compile(text: str, wrap: bool, slots: Slots | None) -> Query:
     body = text.strip()
     prefix_len = 1 if body.startswith("/") else len(body) - len(body.lstrip(":"))
     prefix, body = body[:prefix_len], body[prefix_len:].strip()
@@ -83,37 +99,45 @@ def compile_query(text: str, wrap: bool = True) -> Query:
         if not body:
             raise ExpressionError("empty JSONPath", text)
         body = "$." + body if not body.startswith("[") else "$" + body
-    segments = _segments(body[1:], text)
+    segments = _segments(body[1:], text, slots)
     first_on_self = None
     if wrap and segments and segments[0].startswith("["):
-        first_on_self = _self_step(segments.pop(0), text)
-    return Query(text, prefix, first_on_self, _steps(segments, text))
+        first_on_self = _self_step(segments.pop(0), text, slots)
+    return Query(text if slots is None else slots.render(text), prefix, first_on_self,
+                 _steps(segments, text, slots))
 
 
-def _segments(rest: str, text: str) -> list[str]:
+def _column(rest: str, index: int, slots: Slots | None) -> int:
+    """The column (after ``$``) of ``rest[index]``, values counted as rendered."""
+    return index + 2 if slots is None else slots.column("$" + rest, index + 2)
+
+
+def _segments(rest: str, text: str, slots: Slots | None = None) -> list[str]:
     """Split what follows ``$`` into ``.name``/``..name``/``[...]`` segments."""
     segments: list[str] = []
     index = 0
     while index < len(rest):
         char = rest[index]
         if char == "[":
-            end = _bracket_end(rest, index, text)
+            end = _bracket_end(rest, index, text, slots)
             segments.append(rest[index:end])
             index = end
         elif char == ".":
             match = re.compile(r"\.\.?(\*|[^.\[\s]+)?").match(rest, index)
             if not match or not match.group(1):
-                raise ExpressionError(f"a name must follow '.' at column {index + 2}", text)
+                raise ExpressionError(f"a name must follow '.' at column "
+                                      f"{_column(rest, index, slots)}", text)
             segments.append(match.group(0))
             index = match.end()
         elif char.isspace():
             index += 1
         else:
-            raise ExpressionError(f"unexpected {char!r} at column {index + 2}", text)
+            raise ExpressionError(f"unexpected {char!r} at column "
+                                  f"{_column(rest, index, slots)}", text)
     return segments
 
 
-def _bracket_end(rest: str, start: int, text: str) -> int:
+def _bracket_end(rest: str, start: int, text: str, slots: Slots | None = None) -> int:
     depth = 0
     quote = None
     index = start
@@ -132,7 +156,8 @@ def _bracket_end(rest: str, start: int, text: str) -> int:
             depth -= 1
             if depth == 0:
                 if char != "]":
-                    raise ExpressionError(f"unbalanced ')' at column {index + 2}", text)
+                    raise ExpressionError(f"unbalanced ')' at column "
+                                          f"{_column(rest, index, slots)}", text)
                 return index + 1
         index += 1
     raise ExpressionError("unclosed '['", text)
@@ -142,20 +167,27 @@ def _is_filter(segment: str) -> bool:
     return segment.startswith("[?(") and segment.endswith(")]")
 
 
-def _filter_predicate(segment: str, text: str) -> Callable[[Any], Any]:
+def _filter_predicate(segment: str, text: str,
+                      slots: Slots | None = None) -> Callable[[Any], Any]:
     if segment.startswith("[(") or (segment.startswith("[?") and not _is_filter(segment)):
         raise ExpressionError("only [?(…)] filters are supported", text)
+    bound = holds_values(segment, slots)
     try:
-        return compile_filter(segment[3:-2])
+        return compile_filter(segment[3:-2], slots.values if bound else ())
     except ExpressionError as exc:
-        raise ExpressionError(f"bad filter {segment}: {exc.reason}", text) from None
+        shown = shortened(slots.render(segment) if bound else segment)
+        raise ExpressionError(f"bad filter {shown}: {exc.reason}", text) from None
 
 
-def _self_step(segment: str, text: str) -> Step:
+def _self_step(segment: str, text: str, slots: Slots | None = None) -> Step:
     """The first ``[...]`` after ``$`` applies to the list ``[cursor]``."""
     if segment.startswith("[?"):
-        predicate = _filter_predicate(segment, text)
+        predicate = _filter_predicate(segment, text, slots)
         return lambda cursors: [c for c in cursors if predicate(c.value)]
+    if holds_values(segment, slots):
+        raise ExpressionError(f"a value cannot stand in {slots.render(segment)} right "
+                              f"after '$'", text)
+    _check_digits(segment, text)
     inner = segment[1:-1].strip()
     if inner in ("*", "0", "-1"):
         return lambda cursors: cursors
@@ -164,7 +196,7 @@ def _self_step(segment: str, text: str) -> Step:
     raise ExpressionError(f"unsupported selector {segment} after '$'", text)
 
 
-def _steps(segments: list[str], text: str) -> list[Step]:
+def _steps(segments: list[str], text: str, slots: Slots | None = None) -> list[Step]:
     steps: list[Step] = []
     navigation: list[str] = []
     for segment in segments:
@@ -172,12 +204,42 @@ def _steps(segments: list[str], text: str) -> list[Step]:
             if navigation:
                 steps.append(_navigation_step(navigation, text))
                 navigation = []
-            steps.append(_filter_step(_filter_predicate(segment, text)))
+            steps.append(_filter_step(_filter_predicate(segment, text, slots)))
+        elif holds_values(segment, slots):
+            if navigation:
+                steps.append(_navigation_step(navigation, text))
+                navigation = []
+            steps.append(_bound_step(segment, text, slots))
         else:
+            _check_digits(segment, text)
             navigation.append(segment)
     if navigation:
         steps.append(_navigation_step(navigation, text))
     return steps
+
+
+_LONG_NUMBER = re.compile(r"\d{101,}")
+
+
+def _check_digits(segment: str, text: str) -> None:
+    """Python refuses integers of more than 4300 digits; no index or name needs 101."""
+    if _LONG_NUMBER.search(segment):
+        raise ExpressionError("an index, slice bound or name has more than 100 digits", text)
+
+
+def _bound_step(segment: str, text: str, slots: Slots) -> Step:
+    """A navigation segment holding values (:func:`compile_bound_segment`)."""
+    find = compile_bound_segment(segment, slots)
+    if find is None:
+        raise ExpressionError(f"a value can only stand for a name, an index or a quoted "
+                              f"key, not in {slots.render(segment)}", text)
+
+    def step(cursors: list[Cursor]) -> list[Cursor]:
+        found: list[Cursor] = []
+        for cursor in cursors:
+            found.extend(find(cursor))
+        return found
+    return step
 
 
 def _navigation_step(segments: list[str], text: str) -> Step:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from fornace.common.cursor import Cursor
+from fornace.common.jsonlimits import JsonLimitError, measure
 from fornace.common.secrets import masked
 from fornace.conductor.dsl.pending import Action
 from fornace.conductor.dsl.xmlload import Node
@@ -29,14 +30,25 @@ class NullTrace:
 RoundSink = Callable[[dict[str, Any], list[tuple[str, dict[str, Any]]]], None]
 
 
+ROUND_BYTES = 16 * 1024 * 1024   # model changes a trace keeps in full per round
+
+
 class RecordingTrace(NullTrace):
-    def __init__(self, on_round: RoundSink | None = None) -> None:
-        """``on_round(round, events)``: called with each finished round (see flush)."""
+    def __init__(self, on_round: RoundSink | None = None,
+                 round_bytes: int = ROUND_BYTES) -> None:
+        """``on_round(round, events)``: called with each finished round (see flush).
+
+        ``round_bytes``: past that many bytes of changed values in one round
+        (a workflow rewriting a big value pass after pass), a change is kept
+        with a note of its size instead of its value, so the trace's memory
+        stays bounded whatever the workflow does."""
         self.on_round = on_round
+        self.round_bytes = round_bytes
         self.rounds: list[dict[str, Any]] = []
         self.events: list[tuple[str, dict[str, Any]]] = []  # chronological
         self.secrets: set[str] = set()
         self._actions: dict[int, dict[str, Any]] = {}
+        self._kept = 0   # bytes of changed values kept in this round
 
     def _add(self, kind: str, entry: dict[str, Any]) -> None:
         self._current()[kind].append(entry)
@@ -56,7 +68,7 @@ class RecordingTrace(NullTrace):
         if self.on_round is None or not self.rounds:
             return
         entry, events = self.rounds.pop(), self.events
-        self.rounds, self.events, self._actions = [], [], {}
+        self.rounds, self.events, self._actions, self._kept = [], [], {}, 0
         self.on_round(entry, events)
 
     def round_started(self, number: int) -> None:
@@ -71,8 +83,16 @@ class RecordingTrace(NullTrace):
                             "id": cursor.object_id})
 
     def changed(self, rule_id: str, where: str, path: str, value: Any) -> None:
-        self._add("changes", {"rule": rule_id, "where": where, "path": path,
-                              "value": masked(value, self.secrets)})
+        room = self.round_bytes - self._kept
+        try:
+            size = measure(value, max_bytes=max(room, 0), max_depth=1 << 20)
+        except JsonLimitError:
+            shown: Any = (f"(not kept: this round's trace already holds "
+                          f"{self._kept // 1024} KiB of changed values)")
+        else:
+            self._kept += size
+            shown = masked(value, self.secrets)
+        self._add("changes", {"rule": rule_id, "where": where, "path": path, "value": shown})
 
     def action_queued(self, action: Action) -> None:
         entry = {"kind": action.kind, "template": action.template,

@@ -51,5 +51,16 @@ def workflow_files(folder: str | Path) -> list[Path]:
 
 
 def load_workflows(folder: str | Path) -> list[Workflow]:
-    """All ``*.xml`` files of a folder, in sorted order (0.2 semantics)."""
-    return [load_workflow(path) for path in workflow_files(folder)]
+    """All ``*.xml`` files of a folder, in sorted order (0.2 semantics).
+
+    Every file is read before anything is refused: one problem raises that
+    problem (its file and line), several raise one error listing them all.
+    """
+    errors: list[LocatedError] = []
+    loaded = [load_workflow(path, errors) for path in workflow_files(folder)]
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise WorkflowError(f"{len(errors)} problems in the workflow files of {folder}:\n"
+                            + "\n".join(f"  {error}" for error in errors))
+    return [workflow for workflow in loaded if workflow is not None]

@@ -2,12 +2,16 @@
 
 Workflow files are edited by operators and may come from elsewhere, so lxml
 parses them with entity resolution, DTD loading and network access switched
-off.  The lxml tree is then turned once into light :class:`Node` objects: the
+off: a DOCTYPE is ignored, no external DTD or entity is ever read, and an
+entity reference is left out of the text.  That is safe but silent, so
+:func:`parse_bytes` can list what it ignored (``fornace workflow check``
+warns about it).  The lxml tree is then turned once into light :class:`Node` objects: the
 engine walks those thousands of times per deployment, and plain attribute
 access on slotted objects is much cheaper than lxml proxies.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -61,23 +65,61 @@ class Node:
         return set(self.attrs) | set(self.params)
 
 
-def parse_bytes(data: bytes, file: str) -> Node:
-    """Parse workflow XML; a syntax error names the file and line."""
+def parse_bytes(data: bytes, file: str, ignored: list[WorkflowError] | None = None) -> Node:
+    """Parse workflow XML; a syntax error names the file and line.
+
+    ``ignored`` receives what the safe parser left aside: the DOCTYPE, entity
+    declarations and entity references, each located.
+    """
     try:
         root = etree.fromstring(data, _parser(), base_url=None)
     except etree.XMLSyntaxError as exc:
         line = exc.position[0] if exc.position else exc.lineno
         raise WorkflowError(f"XML syntax error: {exc.msg}", file, line) from None
+    if ignored is not None:
+        ignored.extend(_ignored(root, data, file))
     return _compile(root, file)
 
 
-def parse_file(path: str | Path) -> Node:
+def parse_file(path: str | Path, ignored: list[WorkflowError] | None = None) -> Node:
     path = Path(path)
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise WorkflowError(f"cannot read file: {exc.strerror}", str(path)) from None
-    return parse_bytes(data, str(path))
+    return parse_bytes(data, str(path), ignored)
+
+
+_ENTITY_DECLARATION = re.compile(rb"<!ENTITY\s+(%\s*)?([^\s>]+)(?:\s+(SYSTEM|PUBLIC))?")
+
+
+def _ignored(root: etree._Element, data: bytes, file: str) -> list[WorkflowError]:
+    """The DOCTYPE, entity declarations and references the parser did not use."""
+    found: list[WorkflowError] = []
+    docinfo = root.getroottree().docinfo
+    if docinfo.doctype:
+        start = max(data.find(b"<!DOCTYPE"), 0)
+        external = (f": its external DTD {docinfo.system_url!r} is not loaded"
+                    if docinfo.system_url else "")
+        found.append(WorkflowError(f"DOCTYPE declaration ignored{external} (workflow "
+                                   f"files use no DTD)", file, _line(data, start)))
+        end = data.find(b"]>", start) if docinfo.internalDTD is not None else -1
+        subset = data[start:end if end > 0 else len(data)]
+        for match in _ENTITY_DECLARATION.finditer(subset):
+            kind = "parameter entity" if match.group(1) else "entity"
+            name = match.group(2).decode("utf-8", "replace")
+            source = " (its external content is not read)" if match.group(3) else ""
+            found.append(WorkflowError(f"{kind} {name!r} declared but never expanded{source}",
+                                       file, _line(data, start + match.start())))
+    for entity in root.iter(etree.Entity):
+        found.append(WorkflowError(f"entity reference &{entity.name}; is left out of the "
+                                   f"text (entities are never expanded)", file,
+                                   entity.sourceline))
+    return found
+
+
+def _line(data: bytes, position: int) -> int:
+    return data.count(b"\n", 0, position) + 1
 
 
 def _compile(element: etree._Element, file: str) -> Node:

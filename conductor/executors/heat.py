@@ -26,6 +26,7 @@ import os
 import time
 from typing import Any, Callable, Iterator
 
+from fornace.common import jsonlimits
 from fornace.conductor.executors.base import StackExecutor, StackFailure, StackRequest
 from fornace.conductor.templates import merge, remove_resources
 
@@ -85,9 +86,11 @@ def load_environment(value: str | dict | None) -> tuple[dict[str, Any], dict[str
         text = value.strip()
         if text.startswith("{"):
             try:
-                data = json.loads(text)
+                data = jsonlimits.loads(text)
             except json.JSONDecodeError as exc:
                 raise ValueError(f"[heat] resource_registry: invalid JSON: {exc}") from None
+            except jsonlimits.JsonLimitError as exc:
+                raise ValueError(f"[heat] resource_registry: {exc}") from None
         else:
             path = os.path.abspath(os.path.expanduser(text))
             if not os.path.isfile(path):

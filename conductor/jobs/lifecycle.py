@@ -24,6 +24,7 @@ from fornace.common.actionparams import check_parameters, operation_mappings, se
 from fornace.common.catalog import Catalog, Operation, render, truthy, unit_cursor
 from fornace.common.contract import Task, clean_model
 from fornace.common.errors import FornaceError
+from fornace.common.jsonlimits import JsonLimitError, loads
 from fornace.common.modelview import (hostname_of, iter_units, service_type, services_of,
                                       unit_labels)
 from fornace.common.topology import build
@@ -88,6 +89,7 @@ def run_job(job: Job) -> Outcome:
     try:
         if handler is None:
             raise FornaceError(f"unknown action {action!r}")
+        job.engine.limits.check_model(job.model, "the environment's model")
         if action not in ("deploy", "delete"):
             job.task.parameters = check_parameters(action, job.task.parameters or {},
                                                    job.model, job.catalog)
@@ -296,8 +298,8 @@ def _check_verdict(ok: bool, value: Any) -> tuple[str, str]:
         lines = entry.get("Result") if isinstance(entry, dict) else None
         for line in reversed(lines if isinstance(lines, list) else [lines]):
             try:
-                found = json.loads(line) if isinstance(line, str) else line
-            except (json.JSONDecodeError, TypeError):
+                found = loads(line) if isinstance(line, str) else line
+            except (json.JSONDecodeError, JsonLimitError, TypeError):
                 continue
             if isinstance(found, dict) and found.get("status") in ("ok", "degraded", "error"):
                 return found["status"], str(found.get("detail") or "")

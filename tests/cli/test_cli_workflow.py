@@ -73,9 +73,9 @@ def test_check_json_lists_problems_as_objects(tmp_path, capsys):
     assert code == 1
     assert json.loads(out) == {"problems": [{
         "file": str(tmp_path / "workflows" / "a.xml"), "line": 2,
-        "message": "unknown function <frobnicate>"}]}
+        "message": "unknown function <frobnicate>"}], "warnings": []}
     code, out, _ = run_cli(capsys, "workflow", "check", "--json", str(ROOT / "data" / "workflows"))
-    assert (code, json.loads(out)) == (0, {"problems": []})
+    assert (code, json.loads(out)) == (0, {"problems": [], "warnings": []})
 
 
 def test_check_missing_path_is_a_problem(tmp_path, capsys):
@@ -239,3 +239,168 @@ def test_the_agent_command_has_its_own_options_only():
     for group in ("database", "conductor", "api"):
         with pytest.raises(cfg.NoSuchOptError):
             conf[group]["connection" if group == "database" else "state_dir"]
+
+
+# -- limits on operator input: one clear error, never a traceback ---------------
+
+LONG_FILTER = ('<workflow>\n<rule match="$.services[?(@.port == ' + "9" * 5000 + ')]">\n'
+               '<report text="x"/></rule></workflow>\n')
+
+
+def test_check_reports_a_huge_filter_integer_at_its_line(tmp_path, capsys):
+    write_catalog(tmp_path, {"w.xml": LONG_FILTER})
+    code, out, err = run_cli(capsys, "workflow", "check", str(tmp_path / "workflows"))
+    assert code == 1 and "Traceback" not in out + err
+    [line] = out.splitlines()
+    assert line.startswith(f"{tmp_path / 'workflows' / 'w.xml'}:2: bad filter ")
+    assert "number of 5000 characters (at most 100)" in line and len(line) < 2000
+
+
+def test_simulate_refuses_a_huge_filter_integer_with_exit_2(tmp_path, capsys):
+    write_catalog(tmp_path, {"w.xml": LONG_FILTER})
+    code, out, err = run_cli(capsys, "workflow", "simulate", "--model", str(EXAMPLE),
+                             "--data", str(tmp_path))
+    assert code == 2 and out == ""
+    assert err.startswith(f"fornace: {tmp_path / 'workflows' / 'w.xml'}:2: bad filter ")
+
+
+def test_check_reports_a_template_linked_out_of_the_catalog(tmp_path, capsys):
+    root = write_catalog(tmp_path / "cat", {"w.xml": '<workflow>\n<rule match="$">\n'
+                                                      '<update-cf-stack template="Evil"/>'
+                                                      '</rule></workflow>\n'})
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"Resources": {}}')
+    (root / "templates" / "cf").mkdir(parents=True)
+    (root / "templates" / "cf" / "Evil.template").symlink_to(secret)
+    code, out, _ = run_cli(capsys, "workflow", "check", str(root / "workflows"))
+    assert code == 1
+    assert out.startswith(f"{root / 'workflows' / 'w.xml'}:3: template 'Evil': ")
+    assert "leads outside the catalog" in out
+
+
+DOCTYPE = ('<?xml version="1.0"?>\n<!DOCTYPE workflow SYSTEM "http://example.com/w.dtd" [\n'
+           '  <!ENTITY passwd SYSTEM "file:///etc/passwd">\n  <!ENTITY greeting "hello">\n]>\n'
+           '<workflow>\n  <rule match="$">\n    <report><parameter name="text">&greeting;'
+           '</parameter></report>\n  </rule>\n</workflow>\n')
+
+
+def test_check_warns_about_the_doctype_and_entities_it_ignored(tmp_path, capsys):
+    write_catalog(tmp_path, {"w.xml": DOCTYPE})
+    path = tmp_path / "workflows" / "w.xml"
+    code, out, err = run_cli(capsys, "workflow", "check", str(path))
+    assert code == 0   # safe: nothing was read; said, not failed
+    assert out.splitlines() == [
+        f"{path}:2: warning: DOCTYPE declaration ignored: its external DTD "
+        f"'http://example.com/w.dtd' is not loaded (workflow files use no DTD)",
+        f"{path}:3: warning: entity 'passwd' declared but never expanded (its external "
+        f"content is not read)",
+        f"{path}:4: warning: entity 'greeting' declared but never expanded",
+        f"{path}:8: warning: entity reference &greeting; is left out of the text (entities "
+        f"are never expanded)"]
+    assert err == "no problems found (4 warning(s))\n"
+    code, out, _ = run_cli(capsys, "workflow", "check", "--json", str(path))
+    doc = json.loads(out)
+    assert code == 0 and doc["problems"] == []
+    assert [(w["file"], w["line"]) for w in doc["warnings"]] == [
+        (str(path), 2), (str(path), 3), (str(path), 4), (str(path), 8)]
+    assert doc["warnings"][2]["message"] == "entity 'greeting' declared but never expanded"
+
+
+def _model_file(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "model.json"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("text, message", [
+    ('{"id": "e",\n "x": ' + "[" * 100_000 + "]" * 100_000 + "}",
+     ":2: JSON nested deeper than 100 levels at column 106 ($.x[0][0]"),
+    ('{"id": "e", "services": [{"port": ' + "9" * 5000 + "}]}",
+     ":1: integer of 5000 digits at column 35 ($.services[0].port)"),
+])
+def test_simulate_refuses_a_model_over_the_limits_with_its_place(tmp_path, capsys, text,
+                                                                  message):
+    model = _model_file(tmp_path, text)
+    code, out, err = run_cli(capsys, "workflow", "simulate", "--model", str(model))
+    assert (code, out) == (2, "")
+    assert err.startswith(f"fornace: {model}{message}") and "Traceback" not in err
+
+
+def test_simulate_refuses_a_model_larger_than_max_model_bytes(tmp_path, capsys):
+    conf = tmp_path / "f.conf"
+    conf.write_text("[engine]\nmax_model_bytes = 2048\n")
+    model = _model_file(tmp_path, json.dumps({"id": "e", "blob": "x" * 3000}))
+    code, _, err = run_cli(capsys, "--config-file", str(conf), "workflow", "simulate",
+                           "--model", str(model))
+    assert code == 2
+    assert err == (f"fornace: {model}: the model file is larger than 2048 bytes "
+                   f"([engine] max_model_bytes)\n")
+
+
+def test_simulate_refuses_deep_outputs(capsys):
+    code, _, err = run_cli(capsys, "workflow", "simulate", "--model", str(EXAMPLE),
+                           "--outputs", "[" * 5000 + "]" * 5000)
+    assert code == 2 and err.startswith("fornace: --outputs: JSON nested deeper than 100 ")
+
+
+GROWING = ('<workflow>\n  <rule id="grow" match="$.services[0].osImage">\n'
+           '    <set path="name"><select path="name"/><select path="name"/></set>\n'
+           '  </rule>\n</workflow>\n')
+
+
+def test_simulate_stops_a_growing_value_with_a_report_naming_the_rule(tmp_path, capsys):
+    write_catalog(tmp_path, {"w.xml": GROWING})
+    code, out, _ = run_cli(capsys, "workflow", "simulate", "--model", str(EXAMPLE),
+                           "--data", str(tmp_path), "--json")
+    assert code == 1 and len(out) < 20 * 1024 * 1024
+    doc = json.loads(out)
+    assert doc["status"] == "error"
+    [report] = doc["reports"]
+    assert report["text"] == (
+        f"Deployment stopped: {tmp_path / 'workflows' / 'w.xml'}:3: <set> of rule 'grow' would "
+        f"write a value larger than 4194304 bytes as JSON ([engine] max_value_bytes) to "
+        f"services.0.osImage.name")
+
+
+def test_simulate_reports_a_deep_template_with_its_place(tmp_path, capsys):
+    root = write_catalog(tmp_path, {"w.xml": '<workflow>\n<rule match="$"><mute/>\n'
+                                             '<update-cf-stack template="Deep"/></rule>'
+                                             '</workflow>\n'})
+    (root / "templates" / "cf").mkdir(parents=True)
+    deep = root / "templates" / "cf" / "Deep.template"
+    deep.write_text('{"Resources": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    code, out, _ = run_cli(capsys, "workflow", "simulate", "--model", str(EXAMPLE),
+                           "--data", str(root), "--json")
+    assert code == 1
+    [report] = json.loads(out)["reports"]
+    assert f"{deep}:1: JSON nested deeper than 100 levels at column " in report["text"]
+    assert "($.Resources[0][0]" in report["text"]
+    code, out, _ = run_cli(capsys, "workflow", "check", str(root / "workflows"))
+    assert code == 1 and f"{deep}:1: JSON nested deeper than 100 levels" in out
+
+
+@pytest.mark.parametrize("model, message", [
+    ({"id": "e1", "services": 5}, "$.services must be a list of services, not int"),
+    ({"id": "e1", "services": ["web"]}, "$.services[0] must be an object, not str"),
+    ({"id": "e1", "services": [{"id": "s", "units": {}}]},
+     "$.services[0].units must be a list of units, not dict"),
+    ({"id": "e1", "services": [{"id": "s", "units": [1]}]},
+     "$.services[0].units[0] must be an object, not int"),
+])
+def test_simulate_refuses_a_model_that_is_no_environment(tmp_path, capsys, model, message):
+    """Regression: a model whose services were not a list ran (and succeeded) on nothing."""
+    path = tmp_path / "model.json"
+    path.write_text(json.dumps(model))
+    code, out, err = run_cli(capsys, "workflow", "simulate", "--model", str(path))
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert err.strip() == f"fornace: {path}: {message}"
+
+
+def test_check_reports_a_set_whose_path_names_no_field(tmp_path, capsys):
+    write_catalog(tmp_path, {"w.xml": '<workflow>\n<rule match="$">\n'
+                                      '<set path="">1</set>\n<set path="::">1</set>\n'
+                                      '<set path="#v">1</set></rule></workflow>\n'})
+    code, out, _ = run_cli(capsys, "workflow", "check", str(tmp_path / "workflows"))
+    assert code == 1
+    assert [line.split(": ", 1)[1] for line in out.splitlines()] == [
+        "<set>: path '' names no field to set", "<set>: path '::' names no field to set"]

@@ -1,6 +1,8 @@
 """The conductor daemon on a real broker, with simulated stacks and a stand-in agent."""
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -10,6 +12,7 @@ import pytest
 
 from fornace.common import contract
 from fornace.common.broker import Broker
+from fornace.common.errors import WorkflowError
 from fornace.conductor.daemon import Conductor, ConductorSettings
 from fornace.conductor.executors.simulator import SimulatedCloud, SimulatedStacks
 from fornace.conductor.session import Settings
@@ -363,3 +366,35 @@ def test_what_a_locked_job_sends_carries_its_token(tmp_path):
     assert final and contract.fence_of(final[0], "result") == 3
     assert reports and all(contract.fence_of(b, "report") == 3 for b in reports)
     assert events and all(contract.fence_of(b, "job event") == 3 for b in events)
+
+
+def _bad_catalog(root: Path) -> Path:
+    (root / "workflows").mkdir(parents=True)
+    (root / "workflows" / "a.xml").write_text(
+        '<workflow>\n<rule match="$[?(@.n == ' + "9" * 5000 + ')]"/></workflow>\n')
+    (root / "workflows" / "b.xml").write_text('<workflow>\n<rule match="$">\n<nope/></rule>'
+                                              '</workflow>\n')
+    (root / "workflows" / "c.xml").write_text('<workflow><rule match="$"/></workflow>\n')
+    return root
+
+
+def test_a_conductor_with_bad_workflow_files_refuses_to_start_naming_them_all(tmp_path):
+    root = _bad_catalog(tmp_path / "catalog")
+    with pytest.raises(WorkflowError) as caught:
+        Conductor(ConductorSettings(data_dir=root), lambda task: None)
+    text = str(caught.value)
+    assert f"{root / 'workflows' / 'a.xml'}:2: bad filter " in text
+    assert f"{root / 'workflows' / 'b.xml'}:3: unknown function <nope>" in text
+
+
+def test_fornace_conductor_exits_2_on_a_bad_workflow_file(tmp_path):
+    root = _bad_catalog(tmp_path / "catalog")
+    conf = tmp_path / "fornace.conf"
+    conf.write_text(f"[DEFAULT]\ndata_dir = {root}\n[broker]\nurl = memory://\n")
+    proc = subprocess.run([sys.executable, "-m", "fornace.cli", "--config-file", str(conf),
+                           "conductor", "--stacks", "simulator"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert f"fornace: 2 problems in the workflow files of {root / 'workflows'}:" in proc.stderr
+    assert f"{root / 'workflows' / 'b.xml'}:3: unknown function <nope>" in proc.stderr

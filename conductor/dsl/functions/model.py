@@ -14,7 +14,8 @@ from fornace.common.cursor import Cursor, get_path, set_path, split_prefix, star
 from fornace.common.errors import WorkflowError
 from fornace.conductor.dsl.engine import Evaluator, function
 from fornace.conductor.dsl.functions.values import resolve
-from fornace.conductor.dsl.query import compile_query
+from fornace.conductor.dsl.query import Query, compile_query
+from fornace.conductor.dsl.querytext import evaluate, query_text
 from fornace.conductor.dsl.scope import Frame
 from fornace.conductor.dsl.xmlload import Node
 
@@ -84,18 +85,25 @@ def select(ev: Evaluator, node: Node, frame: Frame) -> Any:
 
 
 def _query(ev: Evaluator, node: Node, frame: Frame) -> list[Cursor]:
-    path = ev.arg(node, frame, "path") or ""
+    text = node.extra
+    path = ev.arg(node, frame, "path") if text is None else evaluate(ev, frame, text)
     if not path:
         return []
+    if not isinstance(path, (str, Query)):
+        raise WorkflowError(f"<{node.tag}>: path evaluated to {path!r}, not text")
     source = ev.arg(node, frame, "source")
     start = Cursor(frame.get(source)) if source is not None else frame.cursor
-    return ev.session.find(compile_query(path, wrap=False), start)
+    query = path if isinstance(path, Query) else compile_query(path, wrap=False)
+    return ev.session.find(query, start)
 
 
 def _prepare_query(node: Node) -> None:
-    """Compile a constant path at load time, so bad syntax shows up early."""
+    """Compile a constant path at load time, so bad syntax shows up early; a path
+    parameter of text and calls is kept as such (its values are bound as data)."""
     path = node.attrs.get("path")
-    if path and "path" not in node.params:
+    if "path" in node.params:
+        node.extra = query_text(node.params["path"], wrap=False)
+    elif path:
         compile_query(path, wrap=False)
 
 
@@ -124,6 +132,8 @@ def set_(ev: Evaluator, node: Node, frame: Frame) -> None:
     if path.startswith("#"):
         name, rest = _variable(path[1:])
         if not rest:
+            if type(value) is str:   # a string held in a context variable is memory too
+                ev.session.admit(frame.rule_id, value, 0, (), lambda: path)
             frame.set(":" + name, value)
             return
         _set_inside(ev, node, frame, frame.get(":" + name), name, rest, value)
@@ -134,10 +144,50 @@ def set_(ev: Evaluator, node: Node, frame: Frame) -> None:
     cursor, rest = start_cursor(frame.cursor, path)
     if not rest:
         raise WorkflowError(f"<set>: path {path!r} names no field to set")
+    session = ev.session
+    kind = type(value)
+    if kind is dict or kind is list:
+        parts = rest.split(".")
+        above = _chain(cursor)
+        size = session.admit(frame.rule_id, value, len(above) - 1 + len(parts),
+                             _places(cursor.value, parts, above),
+                             lambda: _joined(cursor.path_text(), rest))
+    elif kind is not str:   # the common cases, inline
+        size = 8
+    elif len(value) < session.long_string:
+        size = len(value) + 2
+    else:
+        size = session.admit(frame.rule_id, value, 0, (),
+                             lambda: _joined(cursor.path_text(), rest))
     if set_path(cursor.value, rest, value):
-        where = cursor.path_text()
-        ev.session.changed(frame.rule_id, node, rest if where == "$" else f"{where}.{rest}",
-                           value)
+        session.changed(frame.rule_id, node, _joined(cursor.path_text(), rest), value, size)
+
+
+def _joined(where: str, rest: str) -> str:
+    return rest if where == "$" else f"{where}.{rest}"
+
+
+def _chain(cursor: Cursor) -> list[Any]:
+    """The values from ``cursor`` up to the model root."""
+    values = []
+    while cursor is not None:
+        values.append(cursor.value)
+        cursor = cursor.parent
+    return values
+
+
+def _places(start: Any, parts: list[str], above: list[Any] = ()) -> set[int]:
+    """The ids of the containers a value written at ``parts`` below ``start`` would
+    sit in (``above`` too): it must not hold any of them."""
+    ids = {id(value) for value in above}
+    ids.add(id(start))
+    value = start
+    for part in parts[:-1]:
+        value = get_path(value, part)
+        if type(value) is not dict and type(value) is not list:
+            break
+        ids.add(id(value))
+    return ids
 
 
 def _set_inside(ev: Evaluator, node: Node, frame: Frame, data: Any, name: str, path: str,
@@ -146,5 +196,22 @@ def _set_inside(ev: Evaluator, node: Node, frame: Frame, data: Any, name: str, p
         raise WorkflowError(f"<set>: context variable {name!r} is not set")
     if not path:
         raise WorkflowError(f"<set>: a path is needed to set inside {name!r}")
+    parts = path.split(".")
+    container = type(value) is dict or type(value) is list
+    size = ev.session.admit(frame.rule_id, value, len(parts),
+                            _places(data, parts) if container else (),
+                            lambda: f"#{name}.{path}")
+    # where ``data`` sits in the model is not known: a write that may nest the model
+    # deeper has the budget measure it after this pass (known_depth=False)
+    deeper = container or not _containers_exist(data, parts[:-1])
     if set_path(data, path, value):
-        ev.session.changed(frame.rule_id, node, f"#{name}.{path}", value)
+        ev.session.changed(frame.rule_id, node, f"#{name}.{path}", value, size,
+                           known_depth=not deeper)
+
+
+def _containers_exist(data: Any, parts: list[str]) -> bool:
+    for part in parts:
+        data = get_path(data, part)
+        if type(data) is not dict and type(data) is not list:
+            return False
+    return True

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from fornace.common.errors import WorkflowError
 from fornace.conductor.dsl.engine import Evaluator, function
 from fornace.conductor.dsl.query import Query, compile_query
+from fornace.conductor.dsl.querytext import QueryText, evaluate, query_text
 from fornace.conductor.dsl.scope import UNMUTABLE, Frame
 from fornace.conductor.dsl.xmlload import Node
 
@@ -46,12 +47,14 @@ def workflow(ev: Evaluator, node: Node, frame: Frame) -> bool:
 class RuleInfo:
     id: str
     query: Query | None  # None when the match is a <parameter>
+    text: QueryText | None = None  # a <parameter> of text and calls (values bound as data)
 
 
 def _prepare_rule(node: Node) -> None:
     query = None
+    text = None
     if "match" in node.params:
-        pass
+        text = query_text(node.params["match"], wrap=True)
     elif "match" in node.attrs:
         query = compile_query(node.attrs["match"])
     else:
@@ -60,7 +63,7 @@ def _prepare_rule(node: Node) -> None:
     if "." in rule_id or "/" in rule_id:
         raise WorkflowError(f"<rule> id {rule_id!r} must not contain '.' or '/' "
                             "(they join the ids of nested rules)")
-    node.extra = RuleInfo(rule_id, query)
+    node.extra = RuleInfo(rule_id, query, text)
 
 
 @function("rule", params=("match", "desc", "id", "limit"), body_tags=("empty",),
@@ -72,10 +75,14 @@ def rule(ev: Evaluator, node: Node, frame: Frame) -> None:
     frame.rule_id = full_id
     query = info.query
     if query is None:
-        match = ev.arg(node, frame, "match")
-        if not isinstance(match, str) or not match.strip():
+        match = ev.arg(node, frame, "match") if info.text is None \
+            else evaluate(ev, frame, info.text)
+        if isinstance(match, Query):
+            query = match
+        elif not isinstance(match, str) or not match.strip():
             raise WorkflowError(f"<rule>: match parameter evaluated to {match!r}")
-        query = compile_query(match)
+        else:
+            query = compile_query(match)
     limit = int(ev.arg(node, frame, "limit") or 0)
     matches = session.find(query, frame.cursor)
     if not matches:

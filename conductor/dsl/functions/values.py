@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from fornace.common.errors import WorkflowError
+from fornace.common.errors import WorkflowError, shortened
+from fornace.common.jsonlimits import INT_MAX_DIGITS
 from fornace.conductor.dsl.engine import Evaluator, function
 from fornace.conductor.dsl.scope import Frame
 from fornace.conductor.dsl.xmlload import Node
@@ -41,8 +42,9 @@ def int_(ev: Evaluator, node: Node, frame: Frame) -> int:
         return int(value)
     try:
         return int(value if isinstance(value, (int, float)) else _text(value).strip())
-    except ValueError:
-        raise WorkflowError(f"<int>: {value!r} is not an integer") from None
+    except ValueError:   # not digits, or more than Python reads (4300)
+        raise WorkflowError(f"<int>: {shortened(repr(value), 100)} is not an integer "
+                            f"(of at most {INT_MAX_DIGITS} digits)") from None
 
 
 @function("list", body_tags=("*",))

@@ -17,6 +17,7 @@ from fornace.conductor.dsl.workflows import load_workflows
 from fornace.conductor.executors.simulator import Fault, SimulatedCloud
 from fornace.conductor.jobs.lifecycle import Job, run_job
 from fornace.conductor.jobs.records import JobRecorder
+from fornace.conductor.limits import Limits
 from fornace.conductor.session import Settings
 from fornace.conductor.templates import TemplateStore
 
@@ -207,3 +208,20 @@ def test_a_repeated_scale_out_adds_the_same_units() -> None:
     assert ids[0] == ids[1] and len(set(ids[0])) == 3
     other, _ = Cloud().run(model, action="scale", node_id="s1", delta=1)  # same job id "job1"
     assert other["services"][0]["units"][1]["id"] == ids[0][1]       # ordinal 0 of job1
+
+
+@pytest.mark.parametrize("action", ["deploy", "check"])
+def test_a_task_model_over_the_limits_ends_the_job_with_an_error_report(action) -> None:
+    model = environment(web("s1", "site", 80, 1, "web#", notes="n" * 5000))
+    task = contract.parse_task(contract.task_body(model, None, "tenant",
+                                                  job=contract.job_section("job1", action, {})))
+    recorder = JobRecorder(task.environment_id, "job1")
+    reports: list = []
+    stacks, agents = SimulatedCloud().executors()
+    outcome = run_job(Job(task=task, workflows=WORKFLOWS, store=STORE, catalog=CATALOG,
+                          stacks=stacks, agents=agents, recorder=recorder, reporter=reports.append,
+                          engine=Settings(limits=Limits(max_model_bytes=4096))))
+    assert outcome.status == "error" and agents.plans == [] and stacks.stacks == {}
+    assert [r["text"] for r in reports] == [
+        f"{action} failed: the environment's model is larger than 4096 bytes as JSON "
+        f"([engine] max_model_bytes)"]
