@@ -13,6 +13,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from fornace.common import jsonlimits
+
 V02 = "0.2"       # plans without FormatVersion: PowerShell functions
 V2 = "2.0"        # Linux extension: named scripts run by their extension
 FORMAT_VERSIONS = (V2,)
@@ -62,10 +64,13 @@ def decode_body(body: Any) -> Any:
                 from None
     if isinstance(body, str):
         try:
-            return json.loads(body)
+            return jsonlimits.loads(body)
         except json.JSONDecodeError as exc:
             raise PlanError("MalformedPlan", f"the plan is not valid JSON (line {exc.lineno}"
                                              f":{exc.colno}: {exc.msg})") from None
+        except jsonlimits.JsonLimitError as exc:
+            raise PlanError("MalformedPlan", f"the plan cannot be read: {exc.message}") \
+                from None
     return body
 
 

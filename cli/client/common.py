@@ -10,13 +10,13 @@ deployment failed" from "I typed it wrong" from "the API is down".
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import textwrap
 from typing import Any, Callable
 
 from fornace.cli.client.http import ApiClient, ClientError
+from fornace.common import jsonlimits
 from fornace.common.errors import FornaceError
 
 # the exit codes, as ``fornace --help`` explains them
@@ -148,6 +148,8 @@ def key_values(items: list[str], option: str) -> dict[str, Any]:
 
 def json_or_text(text: str) -> Any:
     try:
-        return json.loads(text)
+        return jsonlimits.loads(text)
+    except jsonlimits.JsonLimitError as exc:
+        raise FornaceError(f"{text[:40]!r}...: {exc.message}") from None
     except ValueError:
         return text

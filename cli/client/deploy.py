@@ -20,6 +20,7 @@ from fornace.cli.client.http import ApiClient, ClientError
 from fornace.cli.client.output import print_json, print_table
 from fornace.cli.client.service import load_services
 from fornace.cli.client.session import Sessions
+from fornace.common import jsonlimits
 from fornace.common.errors import FornaceError
 
 ACTIONS = ("install", "uninstall", "execute_operation", "heal", "scale", "check", "plan")
@@ -143,10 +144,12 @@ def _json_object(text: str | None) -> dict[str, Any]:
     if not text:
         return {}
     try:
-        value = json.loads(text)
+        value = jsonlimits.loads(text, source="--params")
     except json.JSONDecodeError as exc:
         raise FornaceError(f"--params: invalid JSON at column {exc.colno}: {exc.msg}") \
             from None
+    except jsonlimits.JsonLimitError as exc:
+        raise FornaceError(f"--params: {exc.message}") from None
     if not isinstance(value, dict):
         raise FornaceError("--params must be a JSON object, e.g. '{\"delta\": 1}'")
     return value

@@ -15,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from fornace.common import jsonlimits
 from fornace.common.errors import FornaceError
 
 from fornace.cli.client.common import (OK, add_command, add_group, dispatch, find_environment,
@@ -115,11 +116,15 @@ def _parse(path: str) -> Any:
             return yaml.safe_load(text)
         except yaml.YAMLError as exc:
             raise FornaceError(f"{path}: invalid YAML: {' '.join(str(exc).split())}") from None
+        except RecursionError:
+            raise FornaceError(f"{path}: YAML nested too deeply") from None
     try:
-        return json.loads(text)
+        return jsonlimits.loads(text, source=path)
     except json.JSONDecodeError as exc:
         raise FornaceError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") \
             from None
+    except jsonlimits.JsonLimitError as exc:
+        raise FornaceError(str(exc)) from None
 
 
 def service_from_options(command: Any) -> dict[str, Any]:

@@ -463,3 +463,12 @@ def test_a_reboot_plan_stops_the_agent_which_answers_after_restart(broker_url, t
         finally:
             sender.delete(input_queue)
             sender.delete(results)
+
+
+def test_a_plan_nested_too_deeply_is_answered_as_malformed(make_agent):
+    """Regression: a deeply nested plan body ended in a RecursionError."""
+    agent, sent = make_agent()
+    body = '{"ID": "deep", "Commands": ' + "[" * 100000 + "]" * 100000 + "}"
+    result = agent.process(body, "deep")
+    assert result["IsException"] and result["Result"][0] == "MalformedPlan"
+    assert "nested" in result["Result"][1]

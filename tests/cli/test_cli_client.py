@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from apikit import free_port
 from fornace.cli.client.deploy import with_ids
 from fornace.cli.client.service import load_services
-from apikit import free_port
 from fornace.cli.main import COMMANDS, GROUPS, main
+from fornace.common.errors import FornaceError
 from localkit import running_onebox
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -114,6 +115,20 @@ def test_service_files_take_a_service_a_list_or_an_environment_model(tmp_path):
     assert [s["name"] for s in load_services(str(many))] == ["a", "b"]
     assert [s["name"] for s in load_services(str(ROOT / "data/examples/linux-web.json"))] \
         == ["site"]
+
+
+@pytest.mark.parametrize("name, text, message", [
+    ("deep.json", "[" * 100000 + "]" * 100000, "nested deeper than"),
+    ("deep.yaml", "[" * 100000 + "]" * 100000, "YAML nested too deeply"),
+    ("big.json", '{"port": ' + "9" * 5000 + "}", "integer of 5000 digits"),
+])
+def test_service_files_over_the_limits_are_clear_errors(tmp_path, name, text, message):
+    """Regression: such files ended in a RecursionError or ValueError traceback."""
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(FornaceError) as error:
+        load_services(str(path))
+    assert message in str(error.value) and name in str(error.value)
 
 
 def test_action_parameters_may_name_services_and_units():
