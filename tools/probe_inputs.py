@@ -11,6 +11,10 @@ Two groups of tries, each judged from the outside:
   status, prints no Python traceback, and its message says where (the
   file's name, or a JSON path for a model); a try that is harmless input
   (values with quotes in a filter, say) must instead end as its case says.
+* the command line -- service files (too deep, a YAML alias bomb, not UTF-8,
+  a folder), ``--set`` and ``--params`` values -- given to ``fornace service
+  add`` and ``fornace action`` against that API: a clean refusal is a
+  non-zero exit, no traceback, and a message naming the input.
 * API requests -- cross-site ones (foreign ``Origin``/``Referer``,
   ``text/plain`` and form bodies, a malformed ``Content-Type``), another
   tenant's environments, oversized services, secrets in action parameters --
@@ -550,11 +554,71 @@ def api_cases(api: Api) -> Iterator[tuple[str, Callable[[], Verdict]]]:
     yield "password in a service", secret_in_service
 
 
+# ============================================================ the command line
+
+YAML_BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n"
+    for i in range(8)) + "name: web\ntype: linuxWebServer\nunits: [{}]\nbomb: *i\n"
+
+
+def cli_cases(env_id: str) -> list[tuple[str, list[str], dict[str, str | bytes], str]]:
+    """(name, argv after `fornace`, files to write, what the error must name)."""
+    deep = "[" * 100_000 + "]" * 100_000
+    deep_arg = "[" * 30_000 + "]" * 30_000     # an argument is at most 128 KiB
+    return [
+        ("service file nested too deeply", ["service", "add", env_id, "--file", "deep.json"],
+         {"deep.json": deep}, "deep.json"),
+        ("service file with a 5000-digit number", ["service", "add", env_id, "--file",
+                                                   "big.json"],
+         {"big.json": '{"name": "w", "port": ' + "9" * 5000 + "}"}, "big.json"),
+        ("YAML service file nested too deeply", ["service", "add", env_id, "--file",
+                                                 "deep.yaml"], {"deep.yaml": deep}, "deep.yaml"),
+        ("YAML alias bomb", ["service", "add", env_id, "--file", "bomb.yaml"],
+         {"bomb.yaml": YAML_BOMB}, "bomb.yaml"),
+        ("service file not UTF-8", ["service", "add", env_id, "--file", "latin.json"],
+         {"latin.json": b'{"name": "caf\xe9"}'}, "latin.json"),
+        ("service file that is a folder", ["service", "add", env_id, "--file", "."], {}, "."),
+        ("service file missing", ["service", "add", env_id, "--file", "nope.json"], {},
+         "nope.json"),
+        ("--set nested too deeply", ["service", "add", env_id, "--type", "linuxWebServer",
+                                     "--name", "w", "--set", f"x={deep_arg}"], {}, "x="),
+        ("--params nested too deeply", ["action", env_id, "check", "--params", deep_arg], {},
+         "--params"),
+        ("--params not an object", ["action", env_id, "check", "--params", "[1]"], {},
+         "--params"),
+        ("--params with a 5000-digit number", ["action", env_id, "check", "--params",
+                                               '{"n": ' + "9" * 5000 + "}"], {}, "--params"),
+    ]
+
+
+def run_cli(name: str, argv: list[str], files: dict[str, str | bytes], where: str,
+            root: Path, fornace: list[str], port: int, memory: int,
+            timeout: float) -> Verdict:
+    folder = Path(tempfile.mkdtemp(dir=root))
+    for file, content in files.items():
+        (folder / file).write_bytes(content if isinstance(content, bytes) else content.encode())
+    try:
+        done = subprocess.run([*fornace, *argv, "--url", f"http://127.0.0.1:{port}",
+                               "--tenant", "probe-a"], capture_output=True, timeout=timeout,
+                              cwd=folder, preexec_fn=limit_memory(memory))
+    except subprocess.TimeoutExpired:
+        return Verdict(False, f"still running after {timeout:g} s")
+    out = (done.stdout + done.stderr).decode("utf-8", "replace")
+    last = (out.strip().splitlines() or [""])[-1][:200]
+    if done.returncode < 0:
+        return Verdict(False, f"killed by signal {-done.returncode}")
+    if TRACEBACK in out or "MemoryError" in out or "RecursionError" in out:
+        return Verdict(False, f"traceback: {last}")
+    if done.returncode == 0:
+        return Verdict(False, f"accepted: {last}")
+    return Verdict(where in out, f"exit {done.returncode}: {last}")
+
+
 # ============================================================ main
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["operator", "api"])
+    parser.add_argument("--only", choices=["operator", "api", "cli"])
     parser.add_argument("--memory", type=int, default=1024, metavar="MB",
                         help="memory limit of each operator command (MB)")
     parser.add_argument("--timeout", type=float, default=60.0, metavar="S")
@@ -568,14 +632,21 @@ def main() -> int:
             for case in operator_cases():
                 tally.record(f"{case.command}", case.name,
                              run_operator(case, root, fornace, args.memory, args.timeout))
-        if args.only in (None, "api"):
+        if args.only in (None, "api", "cli"):
             with api_process(root, fornace) as port:
-                for name, attempt in api_cases(Api(port)):
+                api = Api(port)
+                for name, attempt in api_cases(api) if args.only != "cli" else ():
                     try:
                         verdict = attempt()
                     except Exception as exc:  # noqa: BLE001 -- a probe that broke says so
                         verdict = Verdict(False, f"the probe failed: {type(exc).__name__}: {exc}")
                     tally.record("api", name, verdict)
+                if args.only in (None, "cli"):
+                    env_id = api.call("POST", "/environments", {"name": "probe-cli"}).json()["id"]
+                    for name, argv, files, where in cli_cases(env_id):
+                        tally.record("cli", name, run_cli(name, argv, files, where, root,
+                                                          fornace, port, args.memory,
+                                                          args.timeout))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(f"{tally.tries} tries: {tally.clean} clean, {tally.tries - tally.clean} not clean")

@@ -142,14 +142,18 @@ def key_values(items: list[str], option: str) -> dict[str, Any]:
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
             raise FornaceError(f"{option} {item!r}: expected KEY=VALUE")
-        values[key.strip()] = json_or_text(text)
+        try:
+            values[key.strip()] = json_or_text(text)
+        except jsonlimits.JsonLimitError as exc:
+            raise FornaceError(f"{option} {key.strip()}=...: {exc.message}") from None
     return values
 
 
 def json_or_text(text: str) -> Any:
+    """JSON when ``text`` parses as JSON, else the text (JsonLimitError past the limits)."""
     try:
         return jsonlimits.loads(text)
-    except jsonlimits.JsonLimitError as exc:
-        raise FornaceError(f"{text[:40]!r}...: {exc.message}") from None
+    except jsonlimits.JsonLimitError:
+        raise
     except ValueError:
         return text

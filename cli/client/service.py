@@ -102,6 +102,9 @@ def load_services(path: str) -> list[dict[str, Any]]:
     return items
 
 
+MAX_FILE_JSON = 16 * 1024 * 1024   # what a service file may amount to as JSON
+
+
 def _parse(path: str) -> Any:
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -113,11 +116,18 @@ def _parse(path: str) -> Any:
         import yaml     # a dependency of oslo.config
 
         try:
-            return yaml.safe_load(text)
+            data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             raise FornaceError(f"{path}: invalid YAML: {' '.join(str(exc).split())}") from None
         except RecursionError:
             raise FornaceError(f"{path}: YAML nested too deeply") from None
+        try:   # aliases share values: a few lines can stand for gigabytes of JSON
+            jsonlimits.measure(data, max_bytes=MAX_FILE_JSON,
+                               max_depth=jsonlimits.DEFAULT_MAX_DEPTH)
+        except jsonlimits.JsonLimitError as exc:
+            raise FornaceError(f"{path}: {exc.message} once its YAML aliases are expanded") \
+                from None
+        return data
     try:
         return jsonlimits.loads(text, source=path)
     except json.JSONDecodeError as exc:

@@ -121,6 +121,9 @@ def test_service_files_take_a_service_a_list_or_an_environment_model(tmp_path):
     ("deep.json", "[" * 100000 + "]" * 100000, "nested deeper than"),
     ("deep.yaml", "[" * 100000 + "]" * 100000, "YAML nested too deeply"),
     ("big.json", '{"port": ' + "9" * 5000 + "}", "integer of 5000 digits"),
+    ("bomb.yaml", "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join(['*' + chr(97 + i)] * 10)}]\n"
+        for i in range(8)) + "name: w\nbomb: *i\n", "once its YAML aliases are expanded"),
 ])
 def test_service_files_over_the_limits_are_clear_errors(tmp_path, name, text, message):
     """Regression: such files ended in a RecursionError or ValueError traceback."""
