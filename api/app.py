@@ -17,7 +17,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from fornace.api.crossorigin import CrossOrigin, parse_allowed_origins
 from fornace.api.dashboard import create_dashboard
-from fornace.api.errors import ApiError, BadRequest, Forbidden, error_body
+from fornace.api.errors import ERROR_RESPONSES, ApiError, BadRequest, Forbidden, error_body
 from fornace.api.routing import (SESSION_HEADER, EnvironmentIn, JsonRoute, context, flag, run,
                                  store_of)
 from fornace.api.jobroutes import router as jobs_router
@@ -36,7 +36,7 @@ def _json(data: Any) -> Any:
     return data
 
 
-router = APIRouter(route_class=JsonRoute)
+router = APIRouter(route_class=JsonRoute, responses=ERROR_RESPONSES)
 
 
 @router.get("/environments")

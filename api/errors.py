@@ -54,3 +54,15 @@ class Unavailable(ApiError):
 def error_body(status: int, title: str, message: str) -> dict:
     # every top-level value must be an object: muranoclient reads .get("message") of each
     return {"error": {"code": status, "title": title, "message": message}}
+
+
+_ERROR_SCHEMA = {"type": "object", "required": ["error"], "properties": {"error": {
+    "type": "object", "required": ["code", "title", "message"],
+    "properties": {"code": {"type": "integer"}, "title": {"type": "string"},
+                   "message": {"type": "string"}}}}}
+
+# the errors every JSON route may answer, for the OpenAPI schema
+ERROR_RESPONSES: dict[int | str, dict] = {
+    error.status: {"description": error.title,
+                   "content": {"application/json": {"schema": _ERROR_SCHEMA}}}
+    for error in (BadRequest, Unauthorized, Forbidden, NotFound, Conflict, TooLarge)}

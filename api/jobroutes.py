@@ -13,14 +13,14 @@ from typing import Any, Optional
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
-from fornace.api.errors import BadRequest
+from fornace.api.errors import ERROR_RESPONSES, BadRequest
 from fornace.api.jobstore import Jobs
 from fornace.api.routing import SESSION_HEADER, JsonRoute, context, parse_json, run
 from fornace.api.store import Context
 
 TSV_TYPE = "text/tab-separated-values; charset=utf-8"
 
-router = APIRouter(route_class=JsonRoute)
+router = APIRouter(route_class=JsonRoute, responses=ERROR_RESPONSES)
 
 
 async def _jobs(request: Request) -> Jobs:
@@ -61,13 +61,19 @@ async def show_job(env_id: str, job_id: str, ctx: Context = Depends(context),
     return await run(jobs.get_job, ctx, env_id, job_id)
 
 
-@router.get("/environments/{env_id}/jobs/{job_id}/tasks.tsv")
+TSV_RESPONSE = {200: {"description": "the tasks, one tab-separated line each",
+                      "content": {TSV_TYPE.split(";")[0]: {"schema": {"type": "string"}}}}}
+
+
+@router.get("/environments/{env_id}/jobs/{job_id}/tasks.tsv", response_class=Response,
+            responses=TSV_RESPONSE)
 async def job_tasks_tsv(env_id: str, job_id: str, ctx: Context = Depends(context),
                         jobs: Jobs = Depends(_jobs)) -> Response:
     return Response(await run(jobs.tasks_tsv, ctx, env_id, job_id), media_type=TSV_TYPE)
 
 
-@router.get("/environments/{env_id}/tasks.tsv")
+@router.get("/environments/{env_id}/tasks.tsv", response_class=Response,
+            responses=TSV_RESPONSE)
 async def environment_tasks_tsv(env_id: str, ctx: Context = Depends(context),
                                 jobs: Jobs = Depends(_jobs)) -> Response:
     return Response(await run(jobs.tasks_tsv, ctx, env_id), media_type=TSV_TYPE)

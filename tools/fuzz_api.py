@@ -55,7 +55,7 @@ SCHEMATHESIS_PINNED = "4.32.5"
 TENANT, USER = "t1", "u1"                # the seeded default tenant/user (noauth)
 OTHER_TENANT, OTHER_USER = "t2", "u2"    # owner of the "foreign" environment
 STRANGER = "u9"                           # same tenant, another user
-KNOWN_ERRORS = {400, 401, 403, 404, 405, 413, 415}
+KNOWN_ERRORS = {400, 401, 403, 404, 405, 409, 413, 415}
 SECRETS = ("P@ssw0rd-web", "Adm1n!Secret", "R3cov3ry!Pw", "F0reign!Pw")
 # ids and names no seeded object has, but that have broken databases: NUL (PostgreSQL
 # text refuses it), longer than the String(64) id columns, non-ASCII, path-like
