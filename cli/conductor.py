@@ -10,7 +10,7 @@ from oslo_config import cfg
 
 from fornace.cli import logs
 from fornace.conductor.config import conductor_opts
-from fornace.conductor.executors import STACKS
+from fornace.conductor.executors import AGENTS, STACKS
 
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
     return [("conductor", conductor_opts)]
@@ -26,6 +26,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                              "max_environments)")
     parser.add_argument("--stacks", choices=list(STACKS),
                         help="stack backend (default [conductor] stacks)")
+    parser.add_argument("--agents", choices=list(AGENTS),
+                        help="agent backend: amqp (real agents) or simulator (every plan "
+                             "answered ok, no VM) (default [conductor] agents)")
 
 
 def run(conf: cfg.ConfigOpts) -> int:
@@ -41,7 +44,8 @@ def run(conf: cfg.ConfigOpts) -> int:
         broker_url=conf.broker.url, data_dir=Path(conf.data_dir),
         max_environments=command.max_environments or conf.conductor.max_environments,
         lock_stale_after=conf.conductor.lock_stale_after,
-        engine=engine_settings(conf), database_url=database_url(conf))
+        engine=engine_settings(conf), database_url=database_url(conf),
+        agents=command.agents or conf.conductor.agents)
     warn_if_in_memory(settings.broker_url, "this conductor gets no task from an API process")
     daemon = Conductor(settings, stacks_factory(command.stacks or conf.conductor.stacks, conf))
     daemon.start()

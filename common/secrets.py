@@ -8,6 +8,7 @@ composed from a selected password.
 from __future__ import annotations
 
 import functools
+import json
 import re
 from typing import Any, Iterable
 
@@ -61,6 +62,21 @@ def mask_text(text: str, secrets: Iterable[str]) -> str:
 def masked(value: Any, secrets: Iterable[str] = ()) -> Any:
     """A copy of ``value`` with secret fields and secret substrings masked."""
     return _masked(value, _pattern(frozenset(secrets)))
+
+
+_JSON_KEY = re.compile(r'"((?:[^"\\]|\\.)*)":')   # a key in compact JSON text
+
+
+def masked_json(value: Any) -> str:
+    """``json.dumps(masked(value), sort_keys=True, separators=(",", ":"),
+    default=str)`` -- the text digests are taken of -- without copying
+    ``value`` when no key in it names a secret (the common case: the walk in
+    Python costs more than the C encoder and a scan of its output)."""
+    text = json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
+    if not any(is_secret_key(json.loads(f'"{key}"') if "\\" in key else key)
+               for key in set(_JSON_KEY.findall(text))):
+        return text
+    return json.dumps(masked(value), sort_keys=True, default=str, separators=(",", ":"))
 
 
 def _masked(value: Any, pattern: re.Pattern[str] | None) -> Any:

@@ -9,7 +9,7 @@ from oslo_config import cfg
 from fornace.common.brokerurl import is_folder_url
 from fornace.common.jsonlimits import HARD_MAX_DEPTH
 from fornace.common.resources import BUILTIN_DATA
-from fornace.conductor.executors import STACKS
+from fornace.conductor.executors import AGENTS, STACKS
 from fornace.conductor.limits import Limits, MiB
 
 if TYPE_CHECKING:  # every command registers these options; only the engine's load the engine
@@ -33,6 +33,11 @@ engine_opts = [
                       "plans fail then instead of at agent_timeout. Agents never seen "
                       "listening are waited for (new VMs boot). RabbitMQ and the folder broker "
                       "(not memory://); 0: off."),
+    cfg.FloatOpt("agent_boot_timeout", default=600.0, min=0,
+                 help="Seconds a plan waits for an agent that was never seen listening on "
+                      "its queue (a VM that did not boot, an agent with the wrong queue): "
+                      "then it fails with 'no agent is listening on QUEUE' instead of "
+                      "waiting for agent_timeout. RabbitMQ and the folder broker; 0: off."),
     cfg.IntOpt("max_model_bytes", default=_LIMITS.max_model_bytes, min=1024,
                help="Largest object model (bytes as JSON, strings counted by characters): "
                     "a --model file or task model over it is refused, and a deployment whose "
@@ -119,6 +124,10 @@ common_opts = [
 conductor_opts = [
     cfg.IntOpt("max_environments", default=4, min=1,
                help="Deployments run at the same time (one consumer thread each)."),
+    cfg.StrOpt("agents", default="amqp", choices=list(AGENTS),
+               help="Who answers execution plans: amqp (the units' agents, over the "
+                    "broker) or simulator (every plan answered 'ok' at once, no VM: for "
+                    "trying workflows and for benchmarks of the whole daemon path)."),
     cfg.StrOpt("stacks", default="simulator", choices=list(STACKS),
                help="Where stacks are made: simulator (every stack action succeeds, "
                     "for trying workflows), heat (python-heatclient, see [heat]) or local "
@@ -177,6 +186,7 @@ def engine_settings(conf: cfg.ConfigOpts) -> Settings:
         limits=engine_limits(conf),
         agent_timeout=timeout or None, config=config_mapping(conf),
         agent_absent_after=conf.engine.agent_absent_after or None,
+        agent_boot_timeout=conf.engine.agent_boot_timeout or None,
         broker={"host": rabbit.host, "port": rabbit.port, "login": rabbit.login,
                 "password": rabbit.password, "virtual_host": rabbit.virtual_host,
                 "ssl": rabbit.ssl, "server_address": rabbit.server_address,

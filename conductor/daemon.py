@@ -25,8 +25,8 @@ from fornace.common.modelview import iter_units
 from fornace.common.resources import BUILTIN_DATA
 from fornace.common.secrets import find_secrets, mask_text
 from fornace.conductor.dsl.workflows import load_workflows
-from fornace.conductor.executors.agents import AmqpAgents
-from fornace.conductor.executors.base import StackExecutor
+from fornace.conductor.executors import agents_class
+from fornace.conductor.executors.base import JobAgents, StackExecutor
 from fornace.conductor.jobs.lifecycle import Job, run_job
 from fornace.conductor.jobs.lock import AlreadyDone, Grant, JobLock, LockHeld, Revoked
 from fornace.conductor.jobs.records import JobRecorder
@@ -46,12 +46,14 @@ class ConductorSettings:
     engine: Settings | None = None
     database_url: str | None = None   # where the job locks are (None: no lock)
     lock_stale_after: float = 60.0    # seconds without a heartbeat: a dead holder
+    agents: str = "amqp"              # the agent backend (executors.AGENTS)
 
 
 class Conductor:
     def __init__(self, settings: ConductorSettings, stacks: StacksFactory) -> None:
         self.settings = settings
         self.stacks = stacks
+        self.agents = agents_class(settings.agents)
         engine = settings.engine or Settings()
         self.store = TemplateStore(settings.data_dir, limits=engine.limits)
         # a bad workflow file refuses the start (WorkflowError, every file's problems):
@@ -191,9 +193,10 @@ class Conductor:
         self._record_queues(environment_id, [
             contract.agent_queue(environment_id, str(service["id"]), str(unit["id"]))
             for service, unit in iter_units(task.model)])
-        agents = AmqpAgents(broker, environment_id, engine.agent_timeout, halted=halted,
-                            absent_after=engine.agent_absent_after,
-                            on_queues=lambda names: self._record_queues(environment_id, names))
+        agents = self.agents.for_job(JobAgents(
+            broker, environment_id, engine.agent_timeout, absent_after=engine.agent_absent_after,
+            boot_timeout=engine.agent_boot_timeout, halted=halted,
+            on_queues=lambda names: self._record_queues(environment_id, names)))
         return run_job(Job(task=task, workflows=self.workflows, store=self.store,
                            catalog=self.catalog, stacks=self.stacks(task), agents=agents,
                            recorder=recorder, engine=engine, reporter=report,

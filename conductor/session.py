@@ -53,6 +53,7 @@ class Settings:
     max_passes: int = 100_000
     agent_timeout: float | None = None  # seconds; None waits without limit (0.2)
     agent_absent_after: float | None = 30.0  # a listening agent that stopped: gone (s)
+    agent_boot_timeout: float | None = 600.0  # an agent never seen listening: none (s)
     config: Mapping[str, Any] = field(default_factory=dict)  # what ##name reads
     broker: Mapping[str, Any] = field(default_factory=lambda: dict(DEFAULT_BROKER))
     limits: Limits = field(default_factory=Limits)

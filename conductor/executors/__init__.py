@@ -2,8 +2,10 @@
 per backend, and this table, the only place that names them.
 
 The conductor knows stack backends by name (``[conductor] stacks``,
-``fornace conductor --stacks``); a backend module is imported only when its
-name is chosen.
+``fornace conductor --stacks``) and agent backends likewise (``[conductor]
+agents``, ``--agents``: the real agents over the broker, or a simulated fleet
+that answers every plan); a backend module is imported only when its name is
+chosen.
 """
 from __future__ import annotations
 
@@ -21,13 +23,30 @@ STACKS = {
 }
 
 
+# name -> "module:class" of an AgentExecutor with a ``for_job(JobAgents)`` classmethod
+AGENTS = {
+    "amqp": "fornace.conductor.executors.agents:AmqpAgents",
+    "simulator": "fornace.conductor.executors.simulator:SimulatedAgents",
+}
+
+
+def _named(table: dict[str, str], kind: str, name: str) -> Any:
+    try:
+        module, _, attribute = table[name].partition(":")
+    except KeyError:
+        raise ValueError(f"unknown {kind} backend {name!r} (one of {', '.join(table)})") \
+            from None
+    return getattr(importlib.import_module(module), attribute)
+
+
+def agents_class(name: str) -> Any:
+    """The agent backend called ``name`` (a key of :data:`AGENTS`)."""
+    return _named(AGENTS, "agent", name)
+
+
 def stacks_class(name: str) -> type[StackExecutor]:
     """The stack backend called ``name`` (a key of :data:`STACKS`)."""
-    try:
-        module, _, attribute = STACKS[name].partition(":")
-    except KeyError:
-        raise ValueError(f"unknown stack backend {name!r} (one of {', '.join(STACKS)})") from None
-    return getattr(importlib.import_module(module), attribute)
+    return _named(STACKS, "stack", name)
 
 
 def stacks_factory(name: str, conf: Any) -> Callable[[Any], StackExecutor]:

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from fornace.common import contract
 from fornace.common.broker import Broker
-from fornace.conductor.executors.base import AgentExecutor, PlanReply, PlanRequest
+from fornace.conductor.executors.base import AgentExecutor, JobAgents, PlanReply, PlanRequest
 
 LOG = logging.getLogger(__name__)
 
@@ -29,7 +29,8 @@ class AmqpAgents(AgentExecutor):
                  on_log: LogHandler | None = None,
                  halted: Callable[[], str | None] | None = None,
                  absent_after: float | None = 30.0,
-                 on_queues: Callable[[list[str]], None] | None = None) -> None:
+                 on_queues: Callable[[list[str]], None] | None = None,
+                 boot_timeout: float | None = None) -> None:
         """``on_log(plan_id, lines)`` gets the log lines of running plans (from this
         thread, as they come; an exception in it is logged and ignored);
         ``halted()`` says why to stop waiting for answers (the job lost its lock,
@@ -38,8 +39,10 @@ class AmqpAgents(AgentExecutor):
         ``absent_after``: an agent that was listening on its queue and has not
         been for that many seconds is gone (its process died, its VM stopped):
         its plans fail then, not at the end of ``default_timeout``.  An agent
-        never seen listening is waited for (a new VM boots).  Only brokers that
-        count consumers (RabbitMQ, the folder broker) tell; None turns the watch off.
+        never seen listening is waited for (a new VM boots) -- ``boot_timeout``
+        seconds at most, then its plans fail with "no agent is listening".
+        Only brokers that count consumers (RabbitMQ, the folder broker) tell;
+        None turns either watch off.
 
         ``on_queues(names)`` is told each queue before it is first used (so the
         queues can be deleted with the environment)."""
@@ -51,8 +54,16 @@ class AmqpAgents(AgentExecutor):
         self.on_log = on_log
         self.halted = halted
         self.absent_after = absent_after
+        self.boot_timeout = boot_timeout
         self.on_queues = on_queues
         self._told: set[str] = set()
+
+    @classmethod
+    def for_job(cls, job: JobAgents) -> "AmqpAgents":
+        """The job's agents over its broker (the conductor's default backend)."""
+        return cls(job.broker, job.environment_id, job.timeout, halted=job.halted,
+                   absent_after=job.absent_after, boot_timeout=job.boot_timeout,
+                   on_queues=job.on_queues)
 
     def _tell(self, names: list[str]) -> None:
         new = [name for name in dict.fromkeys(names) if name not in self._told]
@@ -74,7 +85,8 @@ class AmqpAgents(AgentExecutor):
             except Exception as exc:  # noqa: BLE001 -- inbox.get() reconnects
                 LOG.warning("environment %s: cannot subscribe to the results yet (%s)",
                             self.environment_id, exc)
-            watch = _AgentWatch(self.broker, self.absent_after, self.clock)
+            watch = _AgentWatch(self.broker, self.absent_after, self.clock,
+                                self.boot_timeout)
             watch.gone(set(queues.values()))   # who listens before the plans go out
             for index, request in enumerate(requests):
                 plan_id = request.plan["ID"]
@@ -88,18 +100,27 @@ class AmqpAgents(AgentExecutor):
                 gone = watch.gone({queues[index] for index in waiting.values()})
                 elapsed = self.clock() - started
                 for plan_id, index in list(waiting.items()):
-                    reply = self._unanswered(requests[index], halted,
+                    reply = self._unanswered(requests[index], queues[index], halted,
                                              gone.get(queues[index]), elapsed)
                     if reply is not None:
                         del waiting[plan_id]
                         replies[index] = reply
         return [reply or PlanReply(timed_out=True) for reply in replies]
 
-    def _unanswered(self, request: PlanRequest, halted: str | None, gone_for: float | None,
-                    elapsed: float) -> PlanReply | None:
+    def _unanswered(self, request: PlanRequest, queue: str, halted: str | None,
+                    absent: tuple[bool, float] | None, elapsed: float) -> PlanReply | None:
         """The reply of a plan that will get no answer any more, or None (wait on)."""
         if halted is not None:
             return PlanReply.failure("Halted", halted)
+        if absent is not None and not absent[0]:
+            LOG.warning("environment %s: no agent of unit %s (%s) ever listened on %s; "
+                        "plan %s failed", self.environment_id, request.unit_name,
+                        request.unit, queue, request.plan["ID"])
+            return PlanReply.failure("NoAgent", f"no agent is listening on {queue} (unit "
+                                                f"{request.unit_name}) {absent[1]:.0f} s after "
+                                                f"the plan was sent: its VM did not boot, or "
+                                                f"its agent reads another queue")
+        gone_for = absent[1] if absent is not None else None
         if gone_for is not None:
             LOG.warning("environment %s: the agent of unit %s (%s) is gone; plan %s failed",
                         self.environment_id, request.unit_name, request.unit, request.plan["ID"])
@@ -146,15 +167,18 @@ class _AgentWatch:
     """Which agents stopped listening on their queues, and since when."""
 
     def __init__(self, broker: Broker, absent_after: float | None,
-                 clock: Callable[[], float]) -> None:
+                 clock: Callable[[], float], boot_timeout: float | None = None) -> None:
         self.broker, self.absent_after, self.clock = broker, absent_after, clock
-        self.every = min(absent_after / 3, 5.0) if absent_after else None
-        self.next_check = clock()
+        self.boot_timeout = boot_timeout
+        limits = [limit for limit in (absent_after, boot_timeout) if limit]
+        self.every = min(min(limits) / 3, 5.0) if limits else None
+        self.started = self.next_check = clock()
         self.seen: set[str] = set()
         self.absent_since: dict[str, float] = {}
 
-    def gone(self, queues: set[str]) -> dict[str, float]:
-        """queue -> seconds absent, for the agents gone longer than ``absent_after``."""
+    def gone(self, queues: set[str]) -> dict[str, tuple[bool, float]]:
+        """queue -> (seen before, seconds absent): the agents gone longer than
+        ``absent_after``, and those never seen within ``boot_timeout``."""
         now = self.clock()
         if self.every is None or now < self.next_check or not queues:
             return {}
@@ -174,6 +198,8 @@ class _AgentWatch:
                 self.absent_since.pop(queue, None)
             elif queue in self.seen:
                 since = self.absent_since.setdefault(queue, now)
-                if now - since >= self.absent_after:
-                    found[queue] = now - since
+                if self.absent_after and now - since >= self.absent_after:
+                    found[queue] = (True, now - since)
+            elif self.boot_timeout and now - self.started >= self.boot_timeout:
+                found[queue] = (False, now - self.started)
         return found

@@ -112,6 +112,19 @@ class StackExecutor(abc.ABC):
         return ""
 
 
+@dataclass
+class JobAgents:
+    """What an agent backend gets to answer one job's plans (``for_job``)."""
+
+    broker: Any                      # fornace.common.broker.Broker of the job
+    environment_id: str
+    timeout: float | None            # [engine] agent_timeout (None: no limit)
+    absent_after: float | None = None
+    boot_timeout: float | None = None
+    halted: Callable[[], str | None] | None = None
+    on_queues: Callable[[list[str]], None] | None = None
+
+
 class AgentExecutor(abc.ABC):
     @abc.abstractmethod
     def run(self, requests: list[PlanRequest]) -> list[PlanReply]:

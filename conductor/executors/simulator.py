@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from fornace.conductor.templates import merge, remove_resources
-from fornace.conductor.executors.base import (AgentExecutor, PlanReply, PlanRequest, StackExecutor,
-                        StackFailure, StackRequest)
+from fornace.conductor.executors.base import (AgentExecutor, JobAgents, PlanReply, PlanRequest,
+                                              StackExecutor, StackFailure, StackRequest)
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,12 @@ class SimulatedAgents(AgentExecutor):
     def __init__(self, cloud: SimulatedCloud) -> None:
         self.cloud = cloud
         self.plans: list[PlanRequest] = []
+
+    @classmethod
+    def for_job(cls, job: JobAgents) -> "SimulatedAgents":
+        """A simulated fleet for the conductor (``--agents simulator``): every plan
+        answered "ok" at once, no VM and no broker queue involved."""
+        return cls(SimulatedCloud())
 
     def run(self, requests: list[PlanRequest]) -> list[PlanReply]:
         self.plans.extend(requests)

@@ -22,28 +22,37 @@ is ``customized`` is left alone), ``always`` (customized or not), ``skip``
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import Any
 
 from fornace.common.modelview import find_object, iter_units, services_of
-from fornace.common.secrets import masked
+from fornace.common.secrets import masked, masked_json
 from fornace.conductor.jobs.nodestatus import flag, status_of
 
 _NOT_INPUTS = {"units", "state", "temp", "status", "created", "updated"}
 _NOT_UNIT_INPUTS = {"state", "temp", "status"}
 
 
+def _text(value: Any) -> str:
+    return masked_json(value)
+
+
 def _digest(value: Any) -> str:
-    text = json.dumps(masked(value), sort_keys=True, default=str, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return hashlib.sha256(_text(value).encode()).hexdigest()[:16]
 
 
-def description_digest(service: dict[str, Any], unit: dict[str, Any] | None = None) -> str:
+def service_text(service: dict[str, Any]) -> str:
+    """The part of a description that all units of ``service`` share."""
+    return _text({k: v for k, v in service.items() if k not in _NOT_INPUTS})
+
+
+def description_digest(service: dict[str, Any], unit: dict[str, Any] | None = None,
+                       shared: str | None = None) -> str:
     """What the user described for this unit (or service): its service's
-    fields and its own."""
+    fields and its own (``shared``: :func:`service_text` of the service, when
+    the caller has it).  The same digest as ``_digest({"service": ..., "unit": ...})``."""
     own = {} if unit is None else {k: v for k, v in unit.items() if k not in _NOT_UNIT_INPUTS}
-    return _digest({"service": {k: v for k, v in service.items() if k not in _NOT_INPUTS},
-                    "unit": own})
+    text = f'{{"service":{shared or service_text(service)},"unit":{_text(own)}}}'
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def command_digest(template: str, mappings: dict[str, Any]) -> str:
@@ -102,12 +111,15 @@ def unchanged(owner: dict[str, Any] | None, key: str, digest: str, mode: str) ->
 
 def record(owner: dict[str, Any], service: dict[str, Any], unit: dict[str, Any] | None,
            key: str, digest: str, change_id: str, sets: list[dict[str, str]], result: Any,
-           ok: bool) -> None:
-    """Remember a command that ran for ``owner`` (``unit``, or ``service`` when None)."""
+           ok: bool, inputs: str | None = None) -> None:
+    """Remember a command that ran for ``owner`` (``unit``, or ``service`` when None);
+    ``inputs``: :func:`description_digest` of them, when the caller knows it."""
     previous = configs(owner).get(key)
     if isinstance(previous, dict) and not sets:
         sets = previous.get("sets") or []   # a replay sets the same marks again
-    configs(owner)[key] = {"digest": digest, "inputs": description_digest(service, unit),
+    if inputs is None:
+        inputs = description_digest(service, unit)
+    configs(owner)[key] = {"digest": digest, "inputs": inputs,
                            "changeId": change_id, "sets": sets, "ok": ok,
                            "result": masked(result)}
 

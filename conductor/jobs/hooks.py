@@ -64,6 +64,16 @@ def _structural(path: str) -> bool:
     return len(parts) <= 4 or (parts[-1] == "id" and len(parts) in (3, 5))
 
 
+def _runtime_only(path: str) -> bool:
+    """Whether a change at ``path`` is to a service's or unit's state, temp or
+    status only (not what the user described: change detection ignores them)."""
+    parts = path.split(".")
+    if parts[0] != "services" or len(parts) < 3:
+        return False
+    field = parts[4] if len(parts) > 4 and parts[2] == "units" else parts[2]
+    return field in ("state", "temp", "status") and (parts[2] != "units" or len(parts) > 4)
+
+
 class JobHooks(NullHooks):
     def __init__(self, model: Callable[[], dict[str, Any]], recorder: JobRecorder,
                  catalog: Catalog | None, mode: str = "evaluate",
@@ -83,6 +93,11 @@ class JobHooks(NullHooks):
         self._plans: dict[str, TaskRecord] = {}
         self._heat_rounds = 0
         self._index: _ModelIndex | None = None
+        # description digests by (service, unit) object, until a change to what
+        # the user described (anything but state, temp and status) empties it
+        # (the objects are kept beside their digests so that no id is reused)
+        self._descriptions: dict[tuple[int, int], tuple[Any, Any, str]] = {}
+        self._shared: dict[int, tuple[Any, str]] = {}   # service_text by service, likewise
         self.halted_by: Callable[[], str | None] | None = None   # the conductor's lock watch
 
     def halted(self) -> str | None:
@@ -213,13 +228,16 @@ class JobHooks(NullHooks):
                     unit = owner if owner is not service else None
                     changes.record(owner, service, unit, key, task.digest or "",
                                    task.change_id, changes.marks(self.model(), paths) if ok else [],
-                                   value, ok)
+                                   value, ok, self._description(service, unit))
 
     def changed(self, path: str) -> None:
         if self._capture is not None:
             self._capture.append(path)
         if self._index is not None and _structural(path):
             self._index = None
+        if self._descriptions and not _runtime_only(path):
+            self._descriptions.clear()
+            self._shared.clear()
 
     def log(self, plan_id: str, lines: list[str]) -> None:
         task = self._plans.get(plan_id)
@@ -242,6 +260,17 @@ class JobHooks(NullHooks):
         topology = build(self.model(), self.catalog)
         failed = sorted(topology.all_dependencies(service_id) & self.failed_services)
         return [str(topology.services[sid].get("name") or sid) for sid in failed]
+
+    def _description(self, service: dict[str, Any], unit: dict[str, Any] | None) -> str:
+        key = (id(service), id(unit))
+        found = self._descriptions.get(key)
+        if found is None:
+            shared = self._shared.get(id(service))
+            if shared is None:
+                shared = self._shared[id(service)] = (service, changes.service_text(service))
+            digest = changes.description_digest(service, unit, shared[1])
+            found = self._descriptions[key] = (service, unit, digest)
+        return found[2]
 
     def _indexed(self, fresh: bool = False) -> _ModelIndex:
         """The index of the model; ``fresh``: built again (an id it lacked)."""

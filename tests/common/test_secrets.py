@@ -29,3 +29,20 @@ def test_regression_other_secret_names_were_shown():
     assert find_secrets(model) == {"k-123456", "p-123456", "-----BEGIN KEY-----"}
     shown = masked(model)["services"][0]
     assert shown == {"apiKey": MASK, "db_passwd": MASK, "privateKey": MASK, "name": "web"}
+
+
+@pytest.mark.parametrize("value", [
+    {"b": 1, "a": [1, 2, {"z": None}]},
+    {"service": {"adminPassword": "Secret-123", "name": "w"}, "unit": {}},
+    {"list": [{"token": "abcdef"}, {"x": "y"}]},
+    {'we"ird\\key': 1, "my\\password": "hidden-value"},   # escaped in the JSON text
+    {"password": None, "note": 'text with "password": inside'},
+    [1, "two", {"apiKey": "k-1234567"}],
+    "plain",
+])
+def test_masked_json_is_the_text_of_the_masked_value(value):
+    import json
+    from fornace.common.secrets import masked_json
+
+    expected = json.dumps(masked(value), sort_keys=True, default=str, separators=(",", ":"))
+    assert masked_json(value) == expected

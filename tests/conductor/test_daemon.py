@@ -54,6 +54,35 @@ def collect(broker: Broker, queue: str, until, timeout: float = 20.0) -> list:
     return found
 
 
+def test_a_conductor_with_simulated_agents_deploys_without_any_agent():
+    """Regression: `fornace conductor --stacks simulator` sent its plans to agents
+    that did not exist and waited the whole agent_timeout in silence; with
+    `--agents simulator` every plan is answered at once."""
+    daemon = Conductor(ConductorSettings(broker_url="memory://", data_dir=DATA,
+                                         agents="simulator",
+                                         engine=Settings(agent_timeout=3600)),
+                       lambda task: SimulatedCloud().executors()[0])
+    daemon.start()
+    try:
+        assert daemon.wait_ready()
+        env_id = "d" + uuid.uuid4().hex[:8]
+        with Broker("memory://") as broker:
+            broker.publish(contract.TASKS, contract.task_body(model(env_id), "tok", "t1"),
+                           "task-" + env_id)
+            results = collect(broker, contract.RESULTS,
+                              lambda found: any(m == "task-" + env_id for _, m in found), 20)
+    finally:
+        daemon.shutdown()
+    body = next(b for b, m in results if m == "task-" + env_id)
+    units = contract.parse_result(body)["services"][0]["units"]
+    assert [u["state"].get("siteDeployed") for u in units] == [True, True]
+
+
+def test_unknown_agent_backend_is_refused_by_name():
+    with pytest.raises(ValueError, match="unknown agent backend 'vms' \\(one of amqp, simulator\\)"):
+        Conductor(ConductorSettings(agents="vms", data_dir=DATA), lambda task: None)
+
+
 def test_task_to_result_with_reports(conductor):
     url, _ = conductor
     env_id = "d" + uuid.uuid4().hex[:8]

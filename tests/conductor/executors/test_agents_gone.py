@@ -68,3 +68,17 @@ def test_an_agent_never_seen_is_waited_for(amqp_vhost):
 
 def test_transports_that_cannot_count_consumers_are_not_watched():
     assert Broker("memory://").consumers(["q"]) is None
+
+
+def test_a_plan_nobody_ever_listens_for_fails_after_the_boot_timeout(broker_url):
+    """A VM that never boots (or an agent reading another queue) no longer leaves
+    its plan waiting the whole agent_timeout in silence."""
+    with Broker(broker_url) as broker:
+        agents = AmqpAgents(broker, "e1", default_timeout=120, poll=0.1, absent_after=30,
+                            boot_timeout=1.0)
+        started = time.monotonic()
+        [reply] = agents.run([request("u3")])
+    assert time.monotonic() - started < 15
+    assert reply.result["IsException"] and reply.result["Result"][0] == "NoAgent"
+    assert reply.result["Result"][1].startswith(
+        f"no agent is listening on {contract.agent_queue('e1', 's1', 'u3')} (unit u3) ")
