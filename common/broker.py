@@ -27,7 +27,7 @@ import time
 import traceback
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import kombu
 from kombu import compression
@@ -57,6 +57,12 @@ class Delivery:
 
 
 Handler = Callable[[Any, Delivery], None]
+#: What a batch handler says of each message of its batch, in order: None
+#: (handled: acked), a :class:`ContractError` (a bad message: logged, acked) or
+#: another exception (requeued).  Returning None says "all handled".
+Outcomes = Sequence[BaseException | None] | None
+BatchHandler = Callable[[list[tuple[Any, Delivery]]], Outcomes]
+BATCH_SIZE = 100            # default most messages a batch handler gets at once
 
 
 def kombu_queue(name: str) -> kombu.Queue:
@@ -396,17 +402,53 @@ class Consumer:
     * When the broker goes away the consumer reconnects with backoff;
       messages taken but not acked then are redelivered by the broker.
 
+    Batches.  A consumer that stores what it receives pays a database
+    transaction per message; ``batch_handlers`` maps queue names (not also in
+    ``handlers``) to ``handler(items)`` that get up to ``batch_size`` waiting
+    messages of their queue at once, ``items`` being ``[(body, delivery)]`` in
+    arrival order (a queue's order is kept; batches of different queues are
+    not ordered among themselves, as single messages are not).  Such a queue
+    gets its own channel with a prefetch of ``2 * batch_size`` (at least
+    ``prefetch``), so the next batch is already here while one is handled;
+    a batch is whatever is waiting: nothing waits to fill one.  The rules
+    above hold for each message of a batch:
+
+    * a body that is not JSON is dropped (logged, acked) alone, before the
+      handler; the rest of the batch goes on (``raw_bodies`` hands it over);
+    * the handler returns None (every message handled) or one outcome per
+      message, in order: None (handled), a :class:`ContractError` (a bad
+      message: dropped alone, logged and acked) or another exception (that
+      message failed: requeued).  A handler raising fails the whole batch;
+    * handled messages are acked as soon as the handler returned; failed ones
+      are requeued after ``requeue_delay``, in order, followed by the
+      messages of the same queue that arrived meanwhile, so that on RabbitMQ
+      (which puts a requeued message back at its place) the queue's order
+      holds.  A handler that must keep its messages in order therefore stops
+      at the first failure and gives every later message the same exception
+      (not tried).  memory:// and folder brokers requeue at the tail, for
+      single messages as for batches.
+
     ``ready`` is set while the consumer is subscribed to all its queues.
     """
 
     def __init__(self, broker: Broker | str, handlers: Mapping[str, Handler],
                  stop: threading.Event, prefetch: int = 1, *,
+                 batch_handlers: Mapping[str, BatchHandler] | None = None,
+                 batch_size: int = BATCH_SIZE,
                  requeue_delay: float = 1.0, poll_interval: float = 0.5,
                  raw_bodies: bool = False) -> None:
-        if not handlers:
+        batch_handlers = dict(batch_handlers or {})
+        if not handlers and not batch_handlers:
             raise ValueError("a consumer needs at least one queue handler")
+        if set(handlers) & set(batch_handlers):
+            raise ValueError(f"queues with both a handler and a batch handler: "
+                             f"{', '.join(sorted(set(handlers) & set(batch_handlers)))}")
+        if batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
         self.broker = broker if isinstance(broker, Broker) else Broker(broker)
         self.handlers = dict(handlers)
+        self.batch_handlers = batch_handlers
+        self.batch_size = batch_size
         self.stop = stop
         self.prefetch = prefetch
         self.requeue_delay = requeue_delay
@@ -414,6 +456,12 @@ class Consumer:
         self.raw_bodies = raw_bodies
         self.ready = threading.Event()
         self._pending: collections.deque = collections.deque()
+        self._in_hand: list[Any] = []   # the batch being handled, not yet settled
+
+    @property
+    def batch_prefetch(self) -> int:
+        """The prefetch of a batch queue: the batch handled and the next one."""
+        return max(self.prefetch, 2 * self.batch_size)
 
     def run(self) -> None:
         delay = RECONNECT_START
@@ -447,16 +495,23 @@ class Consumer:
 
     # -- one connection --------------------------------------------------------
     def _subscribe(self, conn: kombu.Connection) -> None:
-        channel = conn.channel()
         self._consumers = []
+        channel = conn.channel() if self.handlers else None
         for name in self.handlers:
-            consumer = kombu.Consumer(channel, queues=[kombu_queue(name)],
-                                      on_message=self._receiver(name),
-                                      prefetch_count=self.prefetch)
-            consumer.consume()
-            self._consumers.append(consumer)
+            self._consume(channel, name, self.prefetch)
+        for name in self.batch_handlers:
+            # a channel of its own: memory:// and folder brokers apply a prefetch
+            # to the whole channel, RabbitMQ to each consumer
+            self._consume(conn.channel(), name, self.batch_prefetch)
         self.ready.set()
-        LOG.debug("consuming %s on %s", ", ".join(self.handlers), self.broker.display)
+        LOG.debug("consuming %s on %s", ", ".join([*self.handlers, *self.batch_handlers]),
+                  self.broker.display)
+
+    def _consume(self, channel: Any, name: str, prefetch: int) -> None:
+        consumer = kombu.Consumer(channel, queues=[kombu_queue(name)],
+                                  on_message=self._receiver(name), prefetch_count=prefetch)
+        consumer.consume()
+        self._consumers.append(consumer)
 
     def _receiver(self, queue: str) -> Callable[[Any], None]:
         def receive(message: Any) -> None:
@@ -466,7 +521,12 @@ class Consumer:
     def _loop(self, conn: kombu.Connection, worker: concurrent.futures.Executor) -> None:
         while not self.stop.is_set():
             if self._pending:
-                self._handle(conn, worker, *self._pending.popleft())
+                queue, message = self._pending.popleft()
+                if queue in self.batch_handlers:
+                    self._handle_batch(conn, worker, queue, self._take_batch(conn, queue,
+                                                                             message))
+                else:
+                    self._handle(conn, worker, queue, message)
                 continue
             self._pump(conn, self.poll_interval)
 
@@ -478,11 +538,14 @@ class Consumer:
             pass
         conn.heartbeat_check()
 
+    def _delivery(self, queue: str, message: Any) -> Delivery:
+        return Delivery(message_id=message.properties.get("message_id"), queue=queue,
+                        redelivered=bool(message.delivery_info.get("redelivered")),
+                        headers=dict(message.headers or {}))
+
     def _handle(self, conn: kombu.Connection, worker: concurrent.futures.Executor,
                 queue: str, message: Any) -> None:
-        delivery = Delivery(message_id=message.properties.get("message_id"), queue=queue,
-                            redelivered=bool(message.delivery_info.get("redelivered")),
-                            headers=dict(message.headers or {}))
+        delivery = self._delivery(queue, message)
         try:
             body = decode_message(message, queue)
         except ContractError as exc:
@@ -492,7 +555,7 @@ class Consumer:
                 return
             body = _raw_text(message)
         future = worker.submit(self.handlers[queue], body, delivery)
-        self._wait(conn, future, delivery)
+        self._wait(conn, future, f"message {delivery.message_id} on {queue!r}")
         exc = future.exception()
         if exc is None:
             message.ack()
@@ -504,13 +567,104 @@ class Consumer:
                       delivery.message_id, queue, self.requeue_delay,
                       mask_text("".join(traceback.format_exception(exc)).rstrip(),
                                 find_secrets(body)))
-            deadline = time.monotonic() + self.requeue_delay
-            while not self.stop.is_set() and time.monotonic() < deadline:
-                self._pump(conn, min(self.poll_interval, max(deadline - time.monotonic(), 0.01)))
+            self._sit_out_requeue_delay(conn)
             message.reject(requeue=True)
 
+    def _sit_out_requeue_delay(self, conn: kombu.Connection) -> None:
+        """Wait ``requeue_delay`` (less after ``stop``), the connection kept alive."""
+        deadline = time.monotonic() + self.requeue_delay
+        while not self.stop.is_set() and time.monotonic() < deadline:
+            self._pump(conn, min(self.poll_interval, max(deadline - time.monotonic(), 0.01)))
+
+    # -- batches -----------------------------------------------------------------
+    def _take_batch(self, conn: kombu.Connection, queue: str, first: Any) -> list[Any]:
+        """``first`` and the messages of ``queue`` waiting behind it, in order.
+
+        What the broker has already pushed is read first (without waiting), so
+        a batch holds everything that is here, up to ``batch_size``.
+        """
+        self._read_waiting(conn)
+        batch, others = [first], collections.deque()
+        while self._pending:
+            entry = self._pending.popleft()
+            if entry[0] == queue and len(batch) < self.batch_size:
+                batch.append(entry[1])
+            else:
+                others.append(entry)
+        self._pending.extend(others)
+        return batch
+
+    def _read_waiting(self, conn: kombu.Connection) -> None:
+        """Take the deliveries already received (in the socket), without waiting."""
+        for _ in range(2 * self.batch_size):
+            try:
+                conn.drain_events(timeout=0)
+            except socket.timeout:
+                break
+        conn.heartbeat_check()
+
+    def _handle_batch(self, conn: kombu.Connection, worker: concurrent.futures.Executor,
+                      queue: str, messages: list[Any]) -> None:
+        self._in_hand = messages
+        items: list[tuple[Any, Delivery]] = []
+        kept: list[Any] = []
+        for message in messages:
+            delivery = self._delivery(queue, message)
+            try:
+                body = decode_message(message, queue)
+            except ContractError as exc:
+                if not self.raw_bodies:
+                    self._drop(delivery, exc)
+                    message.ack()
+                    continue
+                body = _raw_text(message)
+            items.append((body, delivery))
+            kept.append(message)
+        if items:
+            future = worker.submit(self.batch_handlers[queue], items)
+            self._wait(conn, future, _batch_name(items, queue))
+            self._settle(conn, queue, items, kept, _outcomes(future, len(items)))
+        self._in_hand = []
+
+    def _settle(self, conn: kombu.Connection, queue: str, items: list[tuple[Any, Delivery]],
+                messages: list[Any], outcomes: list[BaseException | None]) -> None:
+        """Ack what was handled, drop the bad ones, requeue the failed ones in order."""
+        failed: list[tuple[Any, Delivery, Any, BaseException]] = []
+        for (body, delivery), message, outcome in zip(items, messages, outcomes):
+            if outcome is None:
+                message.ack()
+            elif isinstance(outcome, ContractError):
+                self._drop(delivery, outcome, find_secrets(body))
+                message.ack()
+            else:
+                failed.append((body, delivery, message, outcome))
+        if not failed:
+            return
+        self._log_failures(queue, failed)
+        self._sit_out_requeue_delay(conn)
+        for _, _, message, _ in failed:
+            message.reject(requeue=True)
+        self._give_back(queue)   # what came after the failed ones goes back behind them
+
+    def _log_failures(self, queue: str,
+                      failed: list[tuple[Any, Delivery, Any, BaseException]]) -> None:
+        """One error per distinct exception, naming its messages (secrets masked)."""
+        groups: dict[int, list[tuple[Any, Delivery, Any, BaseException]]] = {}
+        for entry in failed:
+            groups.setdefault(id(entry[3]), []).append(entry)
+        for group in groups.values():
+            exc = group[0][3]
+            secrets: set[str] = set()
+            for body, *_ in group:
+                find_secrets(body, secrets)
+            LOG.error("handler for %s on %r failed; requeuing %s in %.1f s:\n%s",
+                      _ids([d for _, d, _, _ in group]), queue,
+                      "it" if len(group) == 1 else "them", self.requeue_delay,
+                      mask_text("".join(traceback.format_exception(exc)).rstrip(), secrets))
+
+    # -- waiting, dropping, giving back ------------------------------------------
     def _wait(self, conn: kombu.Connection, future: concurrent.futures.Future,
-              delivery: Delivery) -> None:
+              what: str) -> None:
         """Wait for a handler, keeping the connection alive meanwhile.
 
         Deliveries for other queues that arrive meanwhile wait in
@@ -524,9 +678,8 @@ class Consumer:
             try:
                 self._pump(conn, 0.05)
             except Exception as exc:
-                LOG.warning("connection lost while message %s on %r was handled (%s); "
-                            "it will be delivered again", delivery.message_id,
-                            delivery.queue, exc)
+                LOG.warning("connection lost while %s was handled (%s); "
+                            "it will be delivered again", what, exc)
                 concurrent.futures.wait([future])
                 raise
 
@@ -534,14 +687,57 @@ class Consumer:
         LOG.error("dropping bad message %s on %r: %s", delivery.message_id, delivery.queue,
                   mask_text(str(exc), secrets))
 
-    def _give_back(self) -> None:
-        """Requeue deliveries taken but not handled (memory:// would lose them)."""
-        while self._pending:
-            _, message = self._pending.popleft()
+    def _give_back(self, queue: str | None = None) -> None:
+        """Requeue, in arrival order, the deliveries taken but not handled
+        (memory:// would lose them): those of ``queue``, or all of them."""
+        if queue is None:
+            taken = [*self._in_hand, *(message for _, message in self._pending)]
+            self._in_hand = []
+            self._pending.clear()
+        else:
+            taken = [message for name, message in self._pending if name == queue]
+            kept = [entry for entry in self._pending if entry[0] != queue]
+            self._pending.clear()
+            self._pending.extend(kept)
+        for message in taken:
+            if message.acknowledged:    # settled before the connection broke
+                continue
             try:
                 message.reject(requeue=True)
             except Exception:  # noqa: BLE001 -- the connection is gone: the broker requeues
                 pass
+
+
+def _outcomes(future: concurrent.futures.Future, count: int) -> list[BaseException | None]:
+    """One outcome per message of a batch from its handler's future (see
+    :class:`Consumer`): a raising handler, or one that answers with the wrong
+    number of outcomes, fails every message."""
+    exc = future.exception()
+    if exc is not None:
+        return [exc] * count
+    outcomes = future.result()
+    if outcomes is None:
+        return [None] * count
+    outcomes = list(outcomes)
+    if len(outcomes) != count or not all(o is None or isinstance(o, BaseException)
+                                         for o in outcomes):
+        wrong = TypeError(f"a batch handler must return None or one outcome (None or an "
+                          f"exception) per message: got {len(outcomes)} for {count} messages")
+        return [wrong] * count
+    return outcomes
+
+
+def _ids(deliveries: Sequence[Delivery], shown: int = 5) -> str:
+    """``message a``, or ``messages a, b, c and 7 more`` (for logs)."""
+    ids = [str(d.message_id) for d in deliveries]
+    if len(ids) == 1:
+        return f"message {ids[0]}"
+    more = f" and {len(ids) - shown} more" if len(ids) > shown else ""
+    return f"messages {', '.join(ids[:shown])}{more}"
+
+
+def _batch_name(items: Sequence[tuple[Any, Delivery]], queue: str) -> str:
+    return f"a batch of {len(items)} ({_ids([d for _, d in items])}) on {queue!r}"
 
 
 def _raw_text(message: Any) -> Any:

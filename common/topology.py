@@ -35,16 +35,31 @@ class Topology:
     units: dict[str, str]                        # unit id -> service id
     edges: list[Edge] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    # depends_on edges by source and by target, with the edge count they were built at
+    _by_edges: Any = field(default=None, init=False, repr=False, compare=False)
 
     def depends_on(self, service_id: str) -> set[str]:
         """Services ``service_id`` depends on directly."""
-        return {e.target for e in self.edges
-                if e.kind == "depends_on" and e.source == service_id}
+        return set(self._adjacency()[0].get(service_id, ()))
 
     def dependents(self, service_id: str) -> set[str]:
         """Services that depend on ``service_id`` directly."""
-        return {e.source for e in self.edges
-                if e.kind == "depends_on" and e.target == service_id}
+        return set(self._adjacency()[1].get(service_id, ()))
+
+    def _adjacency(self) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+        """``depends_on`` edges by source and by target, built again when the
+        edges changed (one pass instead of one per service)."""
+        cached = self._by_edges
+        if cached is not None and cached[0] == len(self.edges):
+            return cached[1], cached[2]
+        sources: dict[str, set[str]] = {}
+        targets: dict[str, set[str]] = {}
+        for edge in self.edges:
+            if edge.kind == "depends_on":
+                sources.setdefault(edge.source, set()).add(edge.target)
+                targets.setdefault(edge.target, set()).add(edge.source)
+        self._by_edges = (len(self.edges), sources, targets)
+        return sources, targets
 
     def all_dependencies(self, service_id: str) -> set[str]:
         return _closure(service_id, self.depends_on)

@@ -60,8 +60,8 @@ class NullHooks:
     def callback(self, action: Action) -> Iterator[None]:
         yield
 
-    def changed(self, path: str) -> None:
-        pass
+    def changed(self, path: str, base: Any = None) -> None:
+        """The model changed at ``path`` (``base``: the object a ``#name.`` path starts at)."""
 
     def log(self, plan_id: str, lines: list[str]) -> None:
         pass

@@ -46,14 +46,24 @@ class PlanIds:
     def __init__(self, seed: str | None = None) -> None:
         self.seed = seed
         self._sent: collections.Counter = collections.Counter()
+        self._scripts: dict[str, str] = {}   # digest by script text: the same few scripts
+
+    def _script_digest(self, script: Any) -> str:
+        if not isinstance(script, str):
+            return json.dumps(script, sort_keys=True, default=str)
+        found = self._scripts.get(script)
+        if found is None:
+            found = self._scripts[script] = hashlib.sha256(script.encode()).hexdigest()
+        return found
 
     def assign(self, unit: str, plan: dict[str, Any]) -> str:
         if self.seed is None:
             plan["ID"] = uuid.uuid4().hex
             return plan["ID"]
-        content = json.dumps({k: v for k, v in plan.items() if k != "ID"}, sort_keys=True,
-                             default=str)
-        digest = hashlib.sha256(content.encode()).hexdigest()
+        content = json.dumps({k: v for k, v in plan.items() if k not in ("ID", "Scripts")},
+                             sort_keys=True, default=str)
+        scripts = [self._script_digest(script) for script in plan.get("Scripts") or []]
+        digest = hashlib.sha256(f"{content}\0{scripts}".encode()).hexdigest()
         self._sent[(unit, digest)] += 1
         key = "\0".join((self.seed, unit, digest, str(self._sent[(unit, digest)])))
         plan["ID"] = hashlib.sha256(key.encode()).hexdigest()[:32]

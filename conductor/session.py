@@ -148,14 +148,15 @@ class Session:
                                  f"rule {rule_id!r}" if rule_id else "(top level)", target)
 
     def changed(self, rule_id: str, node: Node, path: str, value: Any, size: int = 8,
-                known_depth: bool = True) -> None:
-        """The model changed at ``path``; ``size``: the value's (:meth:`admit`)."""
+                known_depth: bool = True, base: Any = None) -> None:
+        """The model changed at ``path``; ``size``: the value's (:meth:`admit`);
+        ``base``: the object a ``#name.`` path starts at (a context variable's)."""
         self.side_effects = True
         self._root_queries.clear()
         who = f"{rule_id or '(top level)'} at {node.where}"
         self._firing[who] += 1
         self.trace.changed(rule_id, node.where, path, value)
-        self.hooks.changed(path)
+        self.hooks.changed(path, base)
         budget = self.budget   # its bookkeeping inline: this runs for every change
         size += len(path)   # about the key(s) the write may add
         budget.growth[who] += size

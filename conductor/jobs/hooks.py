@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator
 
 from fornace.common.catalog import Catalog
 from fornace.common.modelview import hostname_of, iter_units, services_of
-from fornace.common.topology import TopologyError, build
+from fornace.common.topology import Topology, TopologyError, build
 from fornace.conductor.dispatch import NullHooks
 from fornace.conductor.dsl.pending import Action
 from fornace.conductor.jobs import changes
@@ -64,10 +64,13 @@ def _structural(path: str) -> bool:
     return len(parts) <= 4 or (parts[-1] == "id" and len(parts) in (3, 5))
 
 
-def _runtime_only(path: str) -> bool:
+def _runtime_only(path: str, owner_base: bool = False) -> bool:
     """Whether a change at ``path`` is to a service's or unit's state, temp or
-    status only (not what the user described: change detection ignores them)."""
+    status only (not what the user described: change detection ignores them);
+    ``owner_base``: the path is ``#name.rest`` and ``#name`` is a service or unit."""
     parts = path.split(".")
+    if owner_base:
+        return len(parts) >= 2 and parts[1] in ("state", "temp", "status")
     if parts[0] != "services" or len(parts) < 3:
         return False
     field = parts[4] if len(parts) > 4 and parts[2] == "units" else parts[2]
@@ -98,6 +101,7 @@ class JobHooks(NullHooks):
         # (the objects are kept beside their digests so that no id is reused)
         self._descriptions: dict[tuple[int, int], tuple[Any, Any, str]] = {}
         self._shared: dict[int, tuple[Any, str]] = {}   # service_text by service, likewise
+        self._topology: tuple[Any, Topology] | None = None   # (model, its topology), likewise
         self.halted_by: Callable[[], str | None] | None = None   # the conductor's lock watch
 
     def halted(self) -> str | None:
@@ -125,10 +129,9 @@ class JobHooks(NullHooks):
         names = sorted({str(a.template) for a in batch})
         task = self.recorder.task(None, "stack", f"update-cf-stack {', '.join(names)}",
                                   "new" if new else "update",
-                                  status="planned" if self.dry_run else "pending")
+                                  status="planned" if self.dry_run else "running")
         if self.dry_run:
             return (task, owners)
-        task.start()
         fragments: dict[int, list[str]] = {}
         for action, owner in owned:
             if owner is not None:
@@ -170,28 +173,25 @@ class JobHooks(NullHooks):
         reason = self._reason(owner, key, unit)
         failed = self._failed_dependencies(str(action.service))
         if failed:
-            task = self.recorder.task(action.unit, target_name, str(action.template), reason,
-                                      digest=digest)
             service = self._service(str(action.service))
             name = str(service.get("name") if service else action.service)
-            task.finish("blocked", f"not sent: {name} depends on {', '.join(failed)}, "
-                                   f"which failed in this job")
+            self.recorder.task(action.unit, target_name, str(action.template), reason,
+                               digest=digest, status="blocked",
+                               summary=f"not sent: {name} depends on {', '.join(failed)}, "
+                                       f"which failed in this job")
             self.blocked_units.add(str(action.unit))
             return "block", blocked_error(name, failed)
         recorded = changes.unchanged(owner, key, digest, self.mode)
         if recorded is not None:
-            task = self.recorder.task(action.unit, target_name, str(action.template),
-                                      "unchanged", digest=digest,
-                                      status="planned" if self.dry_run else "pending")
-            if not self.dry_run:
-                task.finish("skipped", "same inputs as change "
-                                       f"{recorded.get('changeId')}: not run again")
+            self.recorder.task(action.unit, target_name, str(action.template), "unchanged",
+                               digest=digest, status="planned" if self.dry_run else "skipped",
+                               summary=f"same inputs as change {recorded.get('changeId')}: "
+                                       f"not run again")
             return "replay", recorded.get("result")
         task = self.recorder.task(action.unit, target_name, str(action.template), reason,
-                                  digest=digest, status="planned" if self.dry_run else "pending")
+                                  digest=digest, status="planned" if self.dry_run else "running")
         if self.dry_run:
             return "run", (task, owner, key)
-        task.start()
         self._plans[str(plan.get("ID"))] = task
         if unit is not None:
             set_node(unit, "configuring", change_id=task.change_id)
@@ -230,14 +230,16 @@ class JobHooks(NullHooks):
                                    task.change_id, changes.marks(self.model(), paths) if ok else [],
                                    value, ok, self._description(service, unit))
 
-    def changed(self, path: str) -> None:
+    def changed(self, path: str, base: Any = None) -> None:
         if self._capture is not None:
             self._capture.append(path)
         if self._index is not None and _structural(path):
             self._index = None
-        if self._descriptions and not _runtime_only(path):
+        if (self._descriptions or self._topology) and not _runtime_only(
+                path, base is not None and id(base) in self._indexed().objects):
             self._descriptions.clear()
             self._shared.clear()
+            self._topology = None
 
     def log(self, plan_id: str, lines: list[str]) -> None:
         task = self._plans.get(plan_id)
@@ -257,7 +259,10 @@ class JobHooks(NullHooks):
     def _failed_dependencies(self, service_id: str) -> list[str]:
         if not self.failed_services:
             return []
-        topology = build(self.model(), self.catalog)
+        model = self.model()
+        if self._topology is None or self._topology[0] is not model:
+            self._topology = (model, build(model, self.catalog))
+        topology = self._topology[1]
         failed = sorted(topology.all_dependencies(service_id) & self.failed_services)
         return [str(topology.services[sid].get("name") or sid) for sid in failed]
 

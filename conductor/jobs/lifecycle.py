@@ -198,9 +198,9 @@ def run_commands(job: Job, commands: list[Command], ids: PlanIds) -> list[tuple[
                    plan)
         task = job.recorder.task(command.agent_unit, hostname_of(command.unit),
                                  f"{command.operation.name} ({command.operation.template})",
-                                 command.reason,
+                                 command.reason, status="running",
                                  digest=changes.command_digest(str(command.operation.template),
-                                                               command.mappings)).start()
+                                                               command.mappings))
         tasks.append(task)
         requests.append(PlanRequest(service=str(command.service["id"]), unit=command.agent_unit,
                                     template=str(command.operation.template), plan=plan,
@@ -246,9 +246,9 @@ def _execute_operation(job: Job) -> Outcome:
                                           params.get("allow_kwargs_override")))
     for service, unit in skipped:
         job.recorder.task(str(unit["id"]), hostname_of(unit), name, "operation",
-                          status="skipped").finish(
-            "skipped", f"{service_type(service)} declares {name!r} without an implementation: "
-                       f"nothing to do")
+                          status="skipped",
+                          summary=f"{service_type(service)} declares {name!r} without an "
+                                  f"implementation: nothing to do")
     if not commands and not skipped:
         job.report(f"execute_operation {name}: no unit matches the filters", "warning")
     ids = PlanIds(job.plan_seed)
@@ -340,7 +340,8 @@ def _remove_resources(job: Job, resources: list[str], owners: list[dict], reason
     for owner in owners:
         set_node(owner, "deleting")
     if resources:
-        task = job.recorder.task(None, "stack", f"remove {', '.join(resources)}", reason).start()
+        task = job.recorder.task(None, "stack", f"remove {', '.join(resources)}", reason,
+                                 status="running")
         try:
             job.stacks.remove(job.stack_name, resources)
         except StackFailure as exc:

@@ -44,6 +44,7 @@ class ChangeIds:
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
         self.clock = clock
         self._last = (0, 0)
+        self._prefix = (0, _base32(0, 10))   # the millisecond part, written once per millisecond
         self._lock = threading.Lock()
 
     def next(self) -> str:
@@ -55,11 +56,24 @@ class ChangeIds:
             else:
                 counter = 0
             self._last = (millis, counter)
-            return _base32(millis, 10) + _base32(counter, 3)
+            if self._prefix[0] != millis:
+                self._prefix = (millis, _base32(millis, 10))
+            return self._prefix[1] + _base32(counter, 3)
+
+
+_second: tuple[int, str] = (0, "")   # the last whole second written, and its text
 
 
 def now_iso() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+    """The time now in UTC, ISO 8601 to the millisecond (the second's part
+    written once per second: tasks start and end by the thousand)."""
+    global _second
+    now = time.time()
+    cached = _second   # one read: another thread may replace it meanwhile
+    if cached[0] != int(now):
+        cached = _second = (int(now), datetime.datetime.fromtimestamp(
+            int(now), datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S"))
+    return f"{cached[1]}.{int((now - cached[0]) * 1000):03d}+00:00"
 
 
 @dataclass
@@ -78,11 +92,6 @@ class TaskRecord:
     summary: str = ""
     digest: str | None = None
     log: list[str] = field(default_factory=list)
-
-    def start(self) -> "TaskRecord":
-        self.status, self.started = "running", now_iso()
-        self.recorder.send(self, status=self.status, started=self.started)
-        return self
 
     def add_log(self, lines: list[str]) -> None:
         lines = [self.recorder.mask(str(line)) for line in lines]
@@ -119,10 +128,18 @@ class JobRecorder:
         self._lock = threading.Lock()
 
     def task(self, target: str | None, target_name: str | None, operation: str, reason: str,
-             status: str = "pending", digest: str | None = None) -> TaskRecord:
-        """A new task (sent at once with its first status)."""
+             status: str = "pending", digest: str | None = None,
+             summary: str = "") -> TaskRecord:
+        """A new task, sent at once with its first status: ``running`` (it
+        starts now), one that ended (``summary``: why), or pending/planned --
+        one event where a task created, then started or ended would send two."""
         record = TaskRecord(self, self.ids.next(), target, target_name, operation, reason,
                             status=status, digest=digest)
+        if status == "running":
+            record.started = now_iso()
+        elif status not in ("pending", "planned"):
+            record.finished = now_iso()
+            record.summary = self.mask(summary)[:2000]
         self.tasks.append(record)
         self.send(record, **record.full())
         return record

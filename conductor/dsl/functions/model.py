@@ -206,7 +206,7 @@ def _set_inside(ev: Evaluator, node: Node, frame: Frame, data: Any, name: str, p
     deeper = container or not _containers_exist(data, parts[:-1])
     if set_path(data, path, value):
         ev.session.changed(frame.rule_id, node, f"#{name}.{path}", value, size,
-                           known_depth=not deeper)
+                           known_depth=not deeper, base=data)
 
 
 def _containers_exist(data: Any, parts: list[str]) -> bool:
