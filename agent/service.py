@@ -171,14 +171,18 @@ class Agent:
         """Journal the answer, then send it -- or, for a reboot plan, keep it for later."""
         contract.parse_plan_result(result)   # our own answers follow the contract
         self.journal.result(key, result, reboot=deferred_reboot)
-        if not self.settings.keep_plan_inputs:   # answered: its inputs are not needed
-            self.runner.forget_inputs(key)
         if deferred_reboot:
+            self._forget_inputs(key)
             LOG.info("plan %s asks for a reboot; its answer is sent after the restart", key)
             self.reboot_requested = key
             return Outcome(key, result, "reboot", reason)
         self._send(key, result)
+        self._forget_inputs(key)   # after the answer went: it does not wait for the disk
         return Outcome(key, result, None, reason)
+
+    def _forget_inputs(self, key: str) -> None:
+        if not self.settings.keep_plan_inputs:   # answered: its inputs are not needed
+            self.runner.forget_inputs(key)
 
     def _send(self, key: str, result: dict[str, Any]) -> None:
         self.publish(key, result)

@@ -26,8 +26,8 @@ How the figures are taken -- and why so:
   connection.  Timed from just before the publish to the reply's arrival;
   ``--round-trips`` of them after 20 untimed warm-ups; median and p90.
 * Per-command round trip, conductor side.  The conductor builds an
-  ``AmqpAgents`` per task; the benchmark swaps ``fornace.conductor.daemon.AmqpAgents``
-  for a subclass whose broker is wrapped: the clock starts just before each
+  ``AmqpAgents`` per task (its ``agents`` backend); the benchmark gives it a
+  subclass whose broker is wrapped: the clock starts just before each
   plan's publish and stops when the conductor's inbox hands over its answer.
   No conductor or agent code is changed.
 * Agent boot is kept out.  Before a round of plans is published (and the
@@ -50,8 +50,8 @@ How the figures are taken -- and why so:
   ``sent`` record (written once the agent's publish is confirmed) into the
   agent's send and the broker + conductor delivery.  And the conductor's
   publish phase per round: first plan published -> first answer asked for
-  (``AmqpAgents`` publishes every plan of a round, each confirmed, before it
-  opens its results inbox; answers that come earlier wait in the queue).
+  (``AmqpAgents`` subscribes to its results first, then publishes every plan
+  of a round, each confirmed; answers that come meanwhile wait in its inbox).
 * CPU time (``getrusage``) of this process -- the conductor and the bench --
   and of the agent processes reaped during the run: on a small machine the
   agents, one Python process per unit, compete with everything else.
@@ -104,7 +104,6 @@ import kombu  # noqa: E402
 
 from fornace.common import contract  # noqa: E402
 from fornace.common.broker import Broker, kombu_queue  # noqa: E402
-from fornace.conductor import daemon
 from fornace.conductor.daemon import Conductor, ConductorSettings  # noqa: E402
 from fornace.conductor.executors.agents import AmqpAgents  # noqa: E402
 from fornace.conductor.executors.base import PlanReply, PlanRequest  # noqa: E402
@@ -311,8 +310,8 @@ class AgentProbe:
         """Seconds waited until every queue had a consumer (or the boot timeout).
 
         All of a round's agents are waited for before its first plan goes:
-        ``AmqpAgents`` reads answers only once every plan is published, so a
-        wait between two publishes would count against the earlier plans.
+        ``AmqpAgents`` hands answers over only once every plan is published,
+        so a wait between two publishes would count against the earlier plans.
         """
         started, waiting = time.perf_counter(), list(dict.fromkeys(queues))
         while waiting and not abort.is_set() and time.perf_counter() - started < BOOT_TIMEOUT:
@@ -446,20 +445,19 @@ class Names:
 
 
 @contextlib.contextmanager
-def instrumented(names: Names, agents: type[AmqpAgents]) -> Iterator[None]:
-    """Give the conductor the run's queue names and the timing agents, then undo.
+def instrumented(names: Names) -> Iterator[None]:
+    """Give the conductor the run's queue names, then undo.
 
     Why: ``tasks``, ``task-results`` and ``task-reports`` are shared by every
     Fornace on this broker; unique names keep earlier leftovers (and other
     users) out of the figures.  The contract module is read at call time.
     """
-    saved = (contract.TASKS, contract.RESULTS, contract.REPORTS, daemon.AmqpAgents)
+    saved = (contract.TASKS, contract.RESULTS, contract.REPORTS)
     contract.TASKS, contract.RESULTS, contract.REPORTS = names.tasks, names.results, names.reports
-    daemon.AmqpAgents = agents  # type: ignore[misc]
     try:
         yield
     finally:
-        contract.TASKS, contract.RESULTS, contract.REPORTS, daemon.AmqpAgents = saved
+        contract.TASKS, contract.RESULTS, contract.REPORTS = saved
 
 
 # ----------------------------------------------------------------- the models
@@ -619,6 +617,8 @@ class Bench:
         settings = ConductorSettings(broker_url=self.url, data_dir=CATALOG,
                                      max_environments=self.args.parallel, engine=engine)
         self.conductor = Conductor(settings, lambda task: self.stacks)
+        # its agents backend: AmqpAgents with the stopwatch (unchanged otherwise)
+        self.conductor.agents = timed_agents(self.watch, self.probe)
         self.conductor.start()
         if not self.conductor.wait_ready():
             raise RuntimeError("the conductor did not subscribe to its tasks queue")
@@ -911,7 +911,7 @@ def main(argv: list[str] | None = None) -> int:
     state_dir = Path(tempfile.mkdtemp(prefix=f"fornace-bench-{run_id}-"))
     bench = Bench(args, run_id, state_dir)
     try:
-        with instrumented(bench.names, timed_agents(bench.watch, bench.probe)):
+        with instrumented(bench.names):
             try:
                 progress(f"timing {args.round_trips} raw kombu round trips")
                 raw = raw_round_trips(args.broker, args.round_trips, f"fornace-bench-{run_id}")
