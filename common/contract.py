@@ -18,7 +18,8 @@ Queues (all durable, JSON bodies):
   while a plan runs, its log lines come on the same queue as
   ``{PlanId, Log: [lines]}`` (a Fornace extension; 0.2 agents never send it).
 * job events: what a job does, task by task (``{environment_id, job_id,
-  kind: "task"|"job", ...}``, see :func:`task_event_body`); the API keeps
+  kind: "task"|"tasks"|"job", ...}``, see :func:`task_event_body` and
+  :func:`task_events_body`); the API keeps
   them as the job's tasks.  They travel on ``task-results`` (told apart by
   :func:`is_job_event`), so a job's last events are stored before its result
   ends it; the API also reads the ``job-events`` queue.
@@ -44,6 +45,9 @@ the earlier ones, and a Murano 0.2 agent or API speaks 1.0)::
     1.3 - "fence" on job events, reports and results of a job that holds the
           environment's lock: its token; the API drops what carries an older
           one than the environment's lock has now (fenced)
+    1.4 - Job events of kind "tasks": the changes of many tasks in one
+          message ({tasks: [task, ...]}, each shaped as a "task" event's task,
+          at most MAX_TASKS_PER_EVENT), sent by conductors in batches
 """
 from __future__ import annotations
 
@@ -54,7 +58,7 @@ from typing import Any
 
 from fornace.common import jsonlimits
 
-CONTRACT_VERSION = "1.3"   # see the history above; bump it with every change of a body
+CONTRACT_VERSION = "1.4"   # see the history above; bump it with every change of a body
 
 TASKS = "tasks"            # exchange, queue and routing key
 RESULTS = "task-results"
@@ -177,6 +181,20 @@ def task_event_body(environment_id: str, job_id: str, task: dict[str, Any]) -> d
     return body
 
 
+MAX_TASKS_PER_EVENT = 500
+
+
+def task_events_body(environment_id: str, job_id: str,
+                     tasks: list[dict[str, Any]]) -> dict[str, Any]:
+    """A ``job-events`` message about several tasks of a job (contract 1.4):
+    each of ``tasks`` as the ``task`` of :func:`task_event_body`, applied in
+    their order; at most :data:`MAX_TASKS_PER_EVENT`."""
+    body = {"environment_id": environment_id, "job_id": job_id, "kind": "tasks",
+            "tasks": tasks}
+    _check_event(body)
+    return body
+
+
 def job_event_body(environment_id: str, job_id: str, state: str,
                    summary: str = "") -> dict[str, Any]:
     """A ``job-events`` message about the job itself (e.g. ``refused`` by the lock)."""
@@ -189,7 +207,7 @@ def job_event_body(environment_id: str, job_id: str, state: str,
 def is_job_event(body: Any) -> bool:
     """Whether a ``task-results`` body is a job event (a final model has an ``id``)."""
     return (isinstance(body, dict) and "job_id" in body and "id" not in body
-            and body.get("kind") in ("task", "job"))
+            and body.get("kind") in ("task", "tasks", "job"))
 
 
 def plan_log_body(plan_id: str, lines: list[str]) -> dict[str, Any]:
@@ -316,8 +334,9 @@ def parse_task(body: Any) -> Task:
 class JobEvent:
     environment_id: str
     job_id: str
-    kind: str                      # "task" or "job"
+    kind: str                      # "task", "tasks" or "job"
     task: dict[str, Any] | None = None
+    tasks: list[dict[str, Any]] | None = None   # of a "tasks" event (contract 1.4)
     state: str | None = None
     summary: str = ""
     fence: int | None = None       # the sender's lock token (contract 1.3)
@@ -328,7 +347,8 @@ def parse_job_event(body: Any) -> JobEvent:
     body = _object(body, "job event")
     _check_event(body)
     return JobEvent(environment_id=body["environment_id"], job_id=body["job_id"],
-                    kind=body["kind"], task=body.get("task"), state=body.get("state"),
+                    kind=body["kind"], task=body.get("task"), tasks=body.get("tasks"),
+                    state=body.get("state"),
                     summary=body.get("summary") or "", fence=fence_of(body, "job event"))
 
 
@@ -425,21 +445,39 @@ def _check_event(body: dict) -> None:
                                f"got {body['state'][:40]!r}", "state")
         _require(body, "summary", kind, str, "a string", optional=True)
         return
+    if body["kind"] == "tasks":
+        _require(body, "tasks", kind, list, "a list")
+        if len(body["tasks"]) > MAX_TASKS_PER_EVENT:
+            raise _error(kind, f"has more than {MAX_TASKS_PER_EVENT} tasks", "tasks")
+        for number, task in enumerate(body["tasks"]):
+            _check_task_event(task, f"tasks[{number}]")
+        return
     if body["kind"] != "task":
-        raise _error(kind, f"must be task or job, got {body['kind'][:40]!r}", "kind")
+        raise _error(kind, f"must be task, tasks or job, got {body['kind'][:40]!r}", "kind")
     _require(body, "task", kind, dict, "an object")
-    task = body["task"]
-    _require(task, "change_id", kind, str, "a string")
+    _check_task_event(body["task"], "task")
+
+
+def _check_task_event(task: Any, where: str) -> None:
+    """One task's changes in a job event; ``where``: its place, for the errors."""
+    kind = "job event"
+    if not isinstance(task, dict):
+        raise _error(kind, f"must be an object, got {_kind(task)}", where)
+    if "change_id" not in task:
+        raise _error(kind, "is missing", f"{where}.change_id")
+    if not isinstance(task["change_id"], str):
+        raise _error(kind, f"must be a string, got {_kind(task['change_id'])}",
+                     f"{where}.change_id")
     if not task["change_id"]:
-        raise _error(kind, "must not be empty", "task.change_id")
+        raise _error(kind, "must not be empty", f"{where}.change_id")
     for name, types in _TASK_FIELDS.items():
         if name in task and not isinstance(task[name], types):
-            raise _error(kind, f"has the wrong type ({_kind(task[name])})", f"task.{name}")
+            raise _error(kind, f"has the wrong type ({_kind(task[name])})", f"{where}.{name}")
     if "status" in task and task["status"] not in TASK_STATUSES:
         raise _error(kind, f"must be one of {', '.join(TASK_STATUSES)}, "
-                           f"got {task['status'][:40]!r}", "task.status")
+                           f"got {task['status'][:40]!r}", f"{where}.status")
     if "log" in task and not all(isinstance(line, str) for line in task["log"]):
-        raise _error(kind, "must be a list of strings", "task.log")
+        raise _error(kind, "must be a list of strings", f"{where}.log")
 
 
 def _check_result(body: dict) -> None:

@@ -263,10 +263,11 @@ def start_server(args: argparse.Namespace, url: str) -> Server:
     port = args.port or free_port()
     workdir = Path(tempfile.mkdtemp(prefix="fornace-bench-"))
     conf_file = workdir / "fornace.conf"
-    conf_file.write_text("[broker]\nurl = memory://\n")
+    conf_file.write_text(f"[broker]\nurl = {args.broker if args.workers > 1 else 'memory://'}\n")
     if args.server == "fornace":
         command = [sys.executable, "-m", "fornace.cli", "--config-file", str(conf_file),
-                   "api", "--host", "127.0.0.1", "--port", str(port), "--db", url]
+                   "api", "--host", "127.0.0.1", "--port", str(port), "--db", url,
+                   "--workers", str(args.workers)]
     else:
         command = [sys.executable, "-m", "uvicorn", "tools.bench_api:server_app", "--factory",
                    "--host", "127.0.0.1", "--port", str(port), "--workers", str(args.workers),
@@ -751,8 +752,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server", choices=("fornace", "uvicorn"), default="fornace",
                         help="fornace: the `fornace api` command (default); uvicorn: "
                              "python -m uvicorn on server_app, see --workers")
-    parser.add_argument("--workers", type=int, default=1, help="uvicorn workers (--server "
-                                                                 "uvicorn only)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="worker processes (`fornace api --workers N`, or uvicorn's); "
+                             "above 1 the server's broker is --broker")
+    parser.add_argument("--broker", default="amqp://guest:guest@127.0.0.1:5672//",
+                        help="the server's broker with --workers above 1 (worker processes "
+                             "cannot share the in-process one)")
     parser.add_argument("--no-access-log", action="store_true",
                         help="uvicorn without its access log (--server uvicorn only)")
     parser.add_argument("--client", choices=("raw", "httpx"), default="raw")
@@ -770,8 +775,8 @@ def main(argv: list[str] | None = None) -> int:
                              "without installing them")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args(argv)
-    if args.server == "fornace" and (args.workers != 1 or args.no_access_log):
-        parser.error("--workers and --no-access-log need --server uvicorn")
+    if args.server == "fornace" and args.no_access_log:
+        parser.error("--no-access-log needs --server uvicorn")
 
     import logging
     logging.basicConfig(level=logging.WARNING)

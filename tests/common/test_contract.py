@@ -248,6 +248,23 @@ def test_job_events_are_told_apart_from_results_on_one_queue():
     assert not contract.is_job_event(["not", "an", "object"])
 
 
+def test_task_batches_are_job_events_checked_task_by_task():
+    body = contract.task_events_body("env1", "job1", [{"change_id": "A", "status": "ok"},
+                                                      {"change_id": "B", "log": ["x"]}])
+    assert contract.is_job_event(body)
+    event = contract.parse_job_event(body)
+    assert event.kind == "tasks" and [t["change_id"] for t in event.tasks] == ["A", "B"]
+    bad = dict(body, tasks=[{"change_id": "A"}, {"change_id": "B", "status": "done"}])
+    with pytest.raises(ContractError, match=r"field 'tasks\[1\]\.status' must be one of"):
+        contract.parse_job_event(bad)
+    with pytest.raises(ContractError, match=r"field 'tasks\[0\]\.change_id' is missing"):
+        contract.parse_job_event(dict(body, tasks=[{"status": "ok"}]))
+    with pytest.raises(ContractError, match=r"field 'tasks\[0\]' must be an object"):
+        contract.parse_job_event(dict(body, tasks=["A"]))
+    with pytest.raises(ContractError, match="has more than 500 tasks"):
+        contract.parse_job_event(dict(body, tasks=[{"change_id": "A"}] * 501))
+
+
 def test_the_version_is_the_last_of_the_history():
     import re
     versions = re.findall(r"^    (\d+\.\d+) - ", contract.__doc__, re.M)
