@@ -47,7 +47,13 @@ def run(conf: cfg.ConfigOpts) -> int:
         engine=engine_settings(conf), database_url=database_url(conf),
         agents=command.agents or conf.conductor.agents)
     warn_if_in_memory(settings.broker_url, "this conductor gets no task from an API process")
-    daemon = Conductor(settings, stacks_factory(command.stacks or conf.conductor.stacks, conf))
+    stacks = command.stacks or conf.conductor.stacks
+    if stacks == "simulator" and settings.agents != "simulator":
+        logging.getLogger(__name__).warning(
+            "stacks are simulated: no VM boots, so no agent listens unless one is started "
+            "by hand; plans fail %s s after they are sent ([engine] agent_boot_timeout) -- "
+            "add --agents simulator to have every plan answered", conf.engine.agent_boot_timeout)
+    daemon = Conductor(settings, stacks_factory(stacks, conf))
     daemon.start()
     stopped = daemon.stop
     for signum in (signal.SIGINT, signal.SIGTERM):
