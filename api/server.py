@@ -3,12 +3,18 @@
 The consumers of ``task-results``, ``task-reports`` and ``job-events`` run in
 a background thread of the API process; the web app publishes tasks through one broker
 connection per thread (kombu connections are not shared across threads).
+
+They take what waits in each queue in batches (up to
+:data:`fornace.common.broker.BATCH_SIZE` messages, see
+:class:`fornace.common.broker.Consumer`) and store a batch of job events or
+reports in one transaction: with one transaction per message the API, not the
+conductors, was the bottleneck of large deployments (``tools/bench_events.py``).
 """
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from typing import Any, Callable, Sequence
 
 from fastapi import FastAPI
 from oslo_config import cfg
@@ -18,13 +24,15 @@ from fornace.api.auth import KeystoneAuth, NoAuth
 from fornace.api.config import catalog_file, database_url
 from fornace.api.jobstore import Jobs
 from fornace.api.limits import UnitLimits
-from fornace.api.store import Store
+from fornace.api.store import Outcome, Store
 from fornace.common import contract
-from fornace.common.broker import Broker, Consumer, Delivery
+from fornace.common.broker import BATCH_SIZE, Broker, Consumer, Delivery
 from fornace.common.catalog import load_catalog
 from fornace.common.db.engine import make_engine, session_factory, upgrade
 
 LOG = logging.getLogger(__name__)
+
+Items = list[tuple[Any, Delivery]]
 
 
 class ThreadBrokers:
@@ -77,26 +85,36 @@ class ApiService:
         self._consumer: Consumer | None = None
         self._thread: threading.Thread | None = None
 
-    def _on_result(self, body: Any, delivery: Delivery) -> None:
-        # job events share the results queue: a job's last task events are then
-        # stored before its result ends it (one queue keeps their order)
-        if contract.is_job_event(body):
-            self.jobs.apply_job_event(body, delivery.message_id)
-            return
-        self.store.apply_result(body, delivery.message_id)
+    def _on_results(self, items: Items) -> list[Outcome]:
+        """Results and job events, in their order: job events share the results
+        queue so that a job's last task events are stored before its result
+        ends it.  Consecutive job events are stored together, each result
+        alone; after a failure nothing later is tried (it comes again, in order)."""
+        outcomes: list[Outcome] = []
+        for run in _runs(items, contract.is_job_event):
+            failure = _failure(outcomes)
+            if failure is not None:
+                outcomes += [failure] * len(run)
+            elif contract.is_job_event(run[0][0]):
+                outcomes += self.jobs.apply_job_events(_pairs(run))
+            else:
+                body, delivery = run[0]
+                outcomes.append(_outcome(self.store.apply_result, body, delivery.message_id))
+        return outcomes
 
-    def _on_report(self, body: Any, delivery: Delivery) -> None:
-        self.store.add_report(body, delivery.message_id)
+    def _on_reports(self, items: Items) -> list[Outcome]:
+        return self.store.add_reports(_pairs(items))
 
-    def _on_job_event(self, body: Any, delivery: Delivery) -> None:
-        self.jobs.apply_job_event(body, delivery.message_id)
+    def _on_job_events(self, items: Items) -> list[Outcome]:
+        return self.jobs.apply_job_events(_pairs(items))
 
     def start_consumers(self) -> Consumer:
         """Consume results, reports and job events in a background thread."""
-        self._consumer = Consumer(Broker(self.brokers.url),
-                                  {contract.RESULTS: self._on_result,
-                                   contract.REPORTS: self._on_report,
-                                   contract.JOB_EVENTS: self._on_job_event}, self._stop)
+        self._consumer = Consumer(Broker(self.brokers.url), {}, self._stop,
+                                  batch_handlers={contract.RESULTS: self._on_results,
+                                                  contract.REPORTS: self._on_reports,
+                                                  contract.JOB_EVENTS: self._on_job_events},
+                                  batch_size=BATCH_SIZE)
         self._thread = threading.Thread(target=self._consumer.run, name="api-consumers",
                                         daemon=True)
         self._thread.start()
@@ -108,3 +126,35 @@ class ApiService:
             self._thread.join(timeout=10)
         self.brokers.close()
         self.engine.dispose()
+
+
+def _pairs(items: Items) -> list[tuple[Any, str | None]]:
+    return [(body, delivery.message_id) for body, delivery in items]
+
+
+def _runs(items: Items, together: Callable[[Any], bool]) -> list[Items]:
+    """``items`` cut into runs, in order: consecutive items whose body is
+    ``together`` form one run, every other item is a run of its own."""
+    runs: list[Items] = []
+    for item in items:
+        if runs and together(item[0]) and together(runs[-1][-1][0]):
+            runs[-1].append(item)
+        else:
+            runs.append([item])
+    return runs
+
+
+def _outcome(store: Callable[[Any, str | None], None], body: Any,
+             message_id: str | None) -> Outcome:
+    """What storing one message came to (see :data:`fornace.api.store.Outcome`)."""
+    try:
+        store(body, message_id)
+    except Exception as exc:  # noqa: BLE001 -- the consumer logs, drops or requeues it
+        return exc
+    return None
+
+
+def _failure(outcomes: Sequence[Outcome]) -> Exception | None:
+    """The failure (not a bad message) among ``outcomes``, if any."""
+    return next((o for o in outcomes
+                 if o is not None and not isinstance(o, contract.ContractError)), None)

@@ -16,7 +16,7 @@ import copy
 import datetime
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.exc import IntegrityError
@@ -38,6 +38,11 @@ LOG = logging.getLogger(__name__)
 
 BUSY = ("deploying", "deleting")
 Publisher = Callable[[dict, str], None]  # (task body, message id)
+#: what storing one message of a batch came to: None (stored, or dropped as
+#: its own code decided), a ContractError (a bad message) or the failure that
+#: stopped it (the consumer requeues it); see :func:`store_all`
+Outcome = Exception | None
+Item = TypeVar("Item")
 
 
 @dataclass(frozen=True)
@@ -513,38 +518,129 @@ class Store:
 
     def add_report(self, body: Any, message_id: str | None) -> None:
         """Store a status row (task-reports); a redelivered report is stored once."""
-        report = contract.parse_report(body)
-        fence = contract.fence_of(body, "report")
+        outcome, = self.add_reports([(body, message_id)])
+        if outcome is not None:
+            raise outcome
+
+    def add_reports(self, items: Sequence[tuple[Any, str | None]]) -> list[Outcome]:
+        """Store reports (``[(body, message id)]``, in arrival order) in one
+        transaction: a consumer storing them one by one spends its time on
+        transactions and lookups (lock token, job, secrets) that a batch shares.
+
+        One outcome per report: a bad one gets its ContractError (the consumer
+        drops it), the rest None or, when the database failed even one by one,
+        the failure (see :func:`store_all`).
+        """
+        outcomes: list[Outcome] = [None] * len(items)
+        parsed: list[tuple[contract.Report, int | None, str | None]] = []
+        places: list[int] = []
+        for index, (body, message_id) in enumerate(items):
+            try:
+                parsed.append((contract.parse_report(body), contract.fence_of(body, "report"),
+                               message_id))
+            except contract.ContractError as exc:
+                outcomes[index] = exc
+                continue
+            places.append(index)
+        stored = store_all(parsed, self._store_reports, self._store_report, "reports")
+        for index, outcome in zip(places, stored):
+            outcomes[index] = outcome
+        return outcomes
+
+    def _store_report(self, report: tuple[contract.Report, int | None, str | None]) -> None:
         try:
-            with self._sessions.begin() as db:
-                if fenced_off(db, report.environment_id, fence, f"report {message_id}"):
-                    return
-                if message_id and db.scalar(select(Status.id).where(
-                        Status.message_id == message_id)):
-                    return
-                deployment = _report_job(db, report.environment_id, message_id)
-                if deployment is None:
-                    LOG.info("report %s for unknown environment %s dropped", message_id,
-                             report.environment_id)
-                    return
-                if deployment.state == "abandoned":
-                    LOG.info("report %s of abandoned job %s ignored", message_id,
-                             deployment.id)
-                    return
-                secrets = job_secrets(db, deployment)
-                details = report.details
-                if details is not None and not isinstance(details, str):
-                    details = str(masked(details, secrets))
-                if report.level == "error" and deployment.state == "success":
-                    _late_error(db, deployment)
-                db.add(Status(id=new_id(), deployment_id=deployment.id, message_id=message_id,
-                              entity=report.entity,
-                              entity_id=None if report.id is None else str(report.id),
-                              text=mask_text(report.text, secrets),
-                              details=mask_text(details, secrets) if details else details,
-                              level=report.level))
+            self._store_reports([report])
         except IntegrityError:  # the same report stored by a concurrent consumer
-            LOG.info("report %s already stored", message_id)
+            LOG.info("report %s already stored", report[2])
+
+    def _store_reports(self,
+                       reports: Sequence[tuple[contract.Report, int | None, str | None]]) -> None:
+        with self._sessions.begin() as db:
+            tokens = lock_tokens(db, {report.environment_id for report, fence, _ in reports
+                                      if fence is not None})
+            seen = stored_message_ids(db, [message_id for _, _, message_id in reports])
+            secrets: dict[str, set[str]] = {}
+            rows: list[Status] = []
+            for report, fence, message_id in reports:
+                if fenced(tokens.get(report.environment_id), report.environment_id, fence,
+                          f"report {message_id}"):
+                    continue
+                if message_id and message_id in seen:
+                    continue
+                row = _status_row(db, report, message_id, secrets)
+                if row is not None:
+                    rows.append(row)
+                    seen.add(message_id)
+            # in arrival order, whatever the clock's resolution: reports are listed by time
+            now = utcnow()
+            for number, row in enumerate(rows):
+                row.created = row.updated = now + datetime.timedelta(microseconds=number)
+            db.add_all(rows)
+
+
+def stored_message_ids(db: DbSession, message_ids: Iterable[str | None]) -> set[str | None]:
+    """Which of these reports are stored already (redelivered), in one query."""
+    wanted = {message_id for message_id in message_ids if message_id}
+    if not wanted:
+        return set()
+    return set(db.scalars(select(Status.message_id).where(Status.message_id.in_(wanted))))
+
+
+def _status_row(db: DbSession, report: contract.Report, message_id: str | None,
+                secrets: dict[str, set[str]]) -> Status | None:
+    """The status row of a report (None: dropped, and said why); ``secrets``
+    caches each job's secrets for the batch."""
+    deployment = _report_job(db, report.environment_id, message_id)
+    if deployment is None:
+        LOG.info("report %s for unknown environment %s dropped", message_id,
+                 report.environment_id)
+        return None
+    if deployment.state == "abandoned":
+        LOG.info("report %s of abandoned job %s ignored", message_id, deployment.id)
+        return None
+    if deployment.id not in secrets:
+        secrets[deployment.id] = job_secrets(db, deployment)
+    known = secrets[deployment.id]
+    details = report.details
+    if details is not None and not isinstance(details, str):
+        details = str(masked(details, known))
+    if report.level == "error" and deployment.state == "success":
+        _late_error(db, deployment)
+    return Status(id=new_id(), deployment_id=deployment.id, message_id=message_id,
+                  entity=report.entity, entity_id=None if report.id is None else str(report.id),
+                  text=mask_text(report.text, known),
+                  details=mask_text(details, known) if details else details,
+                  level=report.level)
+
+
+def store_all(items: Sequence[Item], together: Callable[[Sequence[Item]], None],
+              alone: Callable[[Item], None], what: str) -> list[Outcome]:
+    """Store ``items`` in one transaction (``together``); when that fails (a
+    concurrent insert, a value the database refuses), one by one (``alone``),
+    so that one item never loses the others.
+
+    One outcome per item: None (stored, or dropped as its own code decided),
+    or the exception that stopped it one by one.  That stops the batch: the
+    later items get the same exception, untried, so that what comes from one
+    queue is stored in its order (the consumer requeues them behind the
+    failed one).  A single item goes straight to ``alone``.
+    """
+    if len(items) > 1:
+        try:
+            together(items)
+            return [None] * len(items)
+        except Exception as exc:  # noqa: BLE001 -- whatever it was, one by one tells
+            LOG.warning("storing %d %s in one transaction failed (%s: %.200s); storing them "
+                        "one by one", len(items), what, type(exc).__name__,
+                        str(exc).split("\n", 1)[0])
+    outcomes: list[Outcome] = []
+    for index, item in enumerate(items):
+        try:
+            alone(item)
+        except Exception as exc:  # noqa: BLE001 -- the consumer logs and requeues it
+            return outcomes + [exc] * (len(items) - index)
+        outcomes.append(None)
+    return outcomes
 
 
 ID_LENGTH = 64  # of the String(64) id columns
@@ -649,7 +745,23 @@ def fenced_off(db: DbSession, environment_id: str, fence: int | None, what: str)
     if fence is None:
         return False
     current = db.scalar(select(JobLock.token).where(JobLock.environment_id == environment_id))
-    if current is None or fence >= current:
+    return fenced(current, environment_id, fence, what)
+
+
+def lock_tokens(db: DbSession, environment_ids: Iterable[str]) -> dict[str, int]:
+    """The current lock token of each environment that has one, in one query
+    (for batches: :func:`fenced` then decides per write)."""
+    wanted = [env_id for env_id in set(environment_ids) if could_be_id(env_id)]
+    if not wanted:
+        return {}
+    rows = db.execute(select(JobLock.environment_id, JobLock.token).where(
+        JobLock.environment_id.in_(wanted)))
+    return {env_id: token for env_id, token in rows}
+
+
+def fenced(current: int | None, environment_id: str, fence: int | None, what: str) -> bool:
+    """:func:`fenced_off` with the environment's ``current`` token already known."""
+    if fence is None or current is None or fence >= current:
         return False
     LOG.warning("%s dropped: sent by a run that lost the lock of environment %s (token %s, "
                 "now %s)", what, environment_id, fence, current)

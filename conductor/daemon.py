@@ -175,11 +175,13 @@ class Conductor:
                     return
                 if task.deleted and _removed_everything(outcome):
                     self._delete_queues(broker, task.environment_id)
+                recorder.flush()   # every task stored before the result ends the job
                 broker.publish(contract.RESULTS,
                                contract.fenced(contract.result_body(outcome.model), fence[0]),
                                task_id)
                 watch.answered = True
             finally:
+                recorder.flush()
                 self._unlock(grant, watch)
         LOG.info("environment %s: job %s (%s) ended: %s after %d round(s)",
                  task.environment_id, job_id, task.action, outcome.status, outcome.rounds)

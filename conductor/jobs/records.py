@@ -113,19 +113,36 @@ class TaskRecord:
 
 
 class JobRecorder:
-    """The tasks of one job, sent as ``job-events`` (or only kept, without a publisher)."""
+    """The tasks of one job, sent as ``job-events`` (or only kept, without a publisher).
+
+    Changes are sent in batches (``tasks`` events, contract 1.4): a job of a
+    thousand units changes thousands of tasks, and one message each would
+    make the broker's confirms and the API's transactions the job's pace.
+    A batch goes ``batch_seconds`` after its first change (so progress shows
+    while a job waits for its agents), when it holds ``batch_size`` tasks, or
+    on :meth:`flush` -- which the conductor calls before it sends the job's
+    result, so the API has stored every task when the result ends the job.
+    Changes of one task within a batch are merged (log lines appended in
+    order).  ``batch_seconds = 0`` sends every change at once.
+    """
 
     def __init__(self, environment_id: str, job_id: str | None,
                  publish: Publisher | None = None, mask: Callable[[str], str] | None = None,
-                 change_ids: ChangeIds | None = None) -> None:
+                 change_ids: ChangeIds | None = None, batch_seconds: float = 0.25,
+                 batch_size: int = 200) -> None:
         self.environment_id = environment_id
         self.job_id = job_id or f"job-{environment_id}"
         self.publish = publish
         self.mask = mask or (lambda text: text)
         self.ids = change_ids or ChangeIds()
+        self.batch_seconds = batch_seconds
+        self.batch_size = min(batch_size, contract.MAX_TASKS_PER_EVENT)
         self.tasks: list[TaskRecord] = []
         self._events = 0
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()          # the batch being filled and its timer
+        self._sending = threading.Lock()       # batches go out one at a time, in order
+        self._batch: dict[str, dict[str, Any]] = {}   # change id -> its merged changes
+        self._timer: threading.Timer | None = None
 
     def task(self, target: str | None, target_name: str | None, operation: str, reason: str,
              status: str = "pending", digest: str | None = None,
@@ -145,22 +162,48 @@ class JobRecorder:
         return record
 
     def send(self, record: TaskRecord, **changes: Any) -> None:
+        """Add a change of ``record`` to the batch (sent as the class says)."""
         if self.publish is None:
             return
-        body = contract.task_event_body(self.environment_id, self.job_id,
-                                        {"change_id": record.change_id, **changes})
         with self._lock:
-            self._events += 1
-            message_id = f"{self.job_id}-event-{self._events}"
-        try:
-            self.publish(body, message_id)
-        except Exception as exc:  # progress lost, never the job
-            LOG.warning("job %s: could not send the event of task %s: %s", self.job_id,
-                        record.change_id, exc)
+            merged = self._batch.get(record.change_id)
+            if merged is None:
+                merged = self._batch[record.change_id] = {"change_id": record.change_id}
+            lines = changes.pop("log", None)
+            merged.update(changes)
+            if lines:
+                merged["log"] = [*merged.get("log", ()), *lines]
+            full = len(self._batch) >= self.batch_size or self.batch_seconds <= 0
+            if not full and self._timer is None:
+                self._timer = threading.Timer(self.batch_seconds, self.flush)
+                self._timer.daemon = True
+                self._timer.start()
+        if full:
+            self.flush()
+
+    def flush(self) -> None:
+        """Send the changes not sent yet, now."""
+        with self._sending:
+            with self._lock:
+                batch, self._batch = list(self._batch.values()), {}
+                timer, self._timer = self._timer, None
+                if batch:
+                    self._events += 1
+            if timer is not None:
+                timer.cancel()
+            if not batch:
+                return
+            try:
+                self.publish(contract.task_events_body(self.environment_id, self.job_id, batch),
+                             f"{self.job_id}-events-{self._events}")
+            except Exception as exc:  # progress lost, never the job
+                LOG.warning("job %s: could not send the changes of %d task(s): %s",
+                            self.job_id, len(batch), exc)
 
     def job_state(self, state: str, summary: str = "") -> None:
         if self.publish is None:
             return
+        self.flush()   # the tasks first, as they happened
         try:
             self.publish(contract.job_event_body(self.environment_id, self.job_id, state,
                                                  self.mask(summary)),

@@ -61,3 +61,36 @@ def test_deploy_result_and_reports_round_trip(service):
     assert [r["text"] for r in reports] == ["Instance created"]
     deployment = client.get(f"/environments/{env['id']}/deployments").json()["deployments"][0]
     assert deployment["state"] == "success"
+
+
+def test_job_events_and_results_are_stored_in_order(service):
+    """Job events come in batches, and a result after the job events before it
+    on the results queue (else it would settle their tasks as cancelled)."""
+    svc, client, broker = service
+    env = client.post("/environments", json={"name": f"ev-{uuid.uuid4().hex[:6]}"}).json()
+    session = client.post(f"/environments/{env['id']}/configure").json()["id"]
+    client.post(f"/environments/{env['id']}/services/", json=web_server(),
+                headers={"X-Configuration-Session": session})
+    assert client.post(f"/environments/{env['id']}/sessions/{session}/deploy").status_code == 200
+    body, job_id = wait_for(lambda: broker.drain(contract.TASKS, timeout=0.5, count=1),
+                            "the deployment task")[0]
+    model = contract.parse_task(body).model
+
+    def task(change_id, **fields):
+        return contract.task_event_body(env["id"], job_id, {"change_id": change_id, **fields})
+
+    def tasks():
+        return client.get(f"/environments/{env['id']}/jobs/{job_id}").json()["tasks"]
+
+    for n in range(60):
+        broker.publish(contract.JOB_EVENTS, task(f"K{n % 3}", status="running",
+                                                 log=[f"line {n}"]), f"ev-{n}")
+    wait_for(lambda: sum(len(t["log"]) for t in tasks()) == 60, "the job events")
+    for k in range(3):
+        broker.publish(contract.RESULTS, task(f"K{k}", status="ok", log=["end"]), f"end-{k}")
+    broker.publish(contract.RESULTS, contract.result_body(model), message_id=job_id)
+    wait_for(lambda: client.get(f"/environments/{env['id']}").json()["version"] == 1,
+             "the result")
+    assert [(t["change_id"], t["status"], t["summary"], t["log"]) for t in tasks()] == [
+        (f"K{k}", "ok", None, [f"line {n}" for n in range(k, 60, 3)] + ["end"])
+        for k in range(3)]

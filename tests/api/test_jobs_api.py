@@ -614,6 +614,52 @@ def test_the_api_service_consumes_job_events(tmp_path):
         broker.close()
 
 
+def test_the_results_queue_keeps_results_behind_their_job_events(tmp_path, monkeypatch):
+    """A batch of the results queue: runs of job events stored together, each
+    result alone, in their order; after a failure nothing later is tried."""
+    from fornace.common.broker import Delivery
+
+    conf = build_conf()
+    conf(["api"], default_config_files=[])
+    conf.set_override("url", "memory://", group="broker")
+    service = ApiService(conf, f"sqlite:///{tmp_path / 'order.sqlite'}")
+    calls: list = []
+    broken = RuntimeError("database down")
+    failing: set = set()
+
+    def apply_job_events(pairs):
+        calls.append(("events", [m for _, m in pairs]))
+        return [broken if m in failing else None for _, m in pairs]
+
+    def apply_result(body, message_id):
+        calls.append(("result", message_id))
+        if "id" not in body:
+            raise contract.ContractError("result message: field 'id' is missing")
+
+    monkeypatch.setattr(service.jobs, "apply_job_events", apply_job_events)
+    monkeypatch.setattr(service.store, "apply_result", apply_result)
+
+    def item(message_id, event=True):
+        body = (contract.task_event_body("E", "J", {"change_id": message_id}) if event
+                else {"id": "E"} if message_id.startswith("r") else {"no": "id"})
+        return body, Delivery(message_id, contract.RESULTS)
+
+    try:
+        items = [item("e1"), item("e2"), item("r1", False), item("e3"), item("bad", False),
+                 item("r2", False)]
+        outcomes = service._on_results(items)
+        assert [type(o).__name__ for o in outcomes] == [
+            "NoneType", "NoneType", "NoneType", "NoneType", "ContractError", "NoneType"]
+        assert calls == [("events", ["e1", "e2"]), ("result", "r1"), ("events", ["e3"]),
+                         ("result", "bad"), ("result", "r2")]
+        calls.clear()
+        failing.add("e2")
+        assert service._on_results(items) == [None, broken, broken, broken, broken, broken]
+        assert calls == [("events", ["e1", "e2"])]          # r1 waits for e2, and so on
+    finally:
+        service.stop()
+
+
 def test_upgrade_from_0001_keeps_deployments(tmp_path):
     from alembic import command
     from sqlalchemy import text
@@ -714,3 +760,236 @@ def test_writes_of_a_run_that_lost_the_lock_are_dropped(api):
              api.client.get(f"/environments/{env_id}/deployments/{job['id']}").json()["reports"]]
     assert "report of b" in texts and "report of a" not in texts
     assert len(api.client.get(f"/environments/{env_id}").json()["services"]) == 2
+
+
+# -- job events and reports in batches ---------------------------------------------------------
+
+def _two_jobs(api):
+    """Two deployed environments, each running a check job with a lock grant
+    taken over (old token 1, current token 2), and a stored task ``T0``."""
+    import datetime
+    jobs = []
+    now = [datetime.datetime(2030, 1, 1)]
+    lock = JobLock(api.store.sessions.kw["bind"], clock=lambda: now[0])
+    for name in ("one-by-one", "batched"):
+        env_id, _ = deployed(api)
+        job_id = action(api, env_id, "check", {}).json()["id"]
+        old = lock.acquire(env_id, job_id, "conductor-a")
+        now[0] += datetime.timedelta(seconds=120)
+        new = lock.acquire(env_id, job_id, "conductor-b", stale_after=60)
+        event(api, env_id, job_id, "T0", status="running", log=["before the batch"])
+        jobs.append((env_id, job_id, old.token, new.token))
+    return jobs
+
+
+def _events(env_id, job_id, old, new):
+    """Job events as a conductor sends them, with every kind of trouble mixed in."""
+    def task(change_id, fence=new, **fields):
+        return contract.fenced(contract.task_event_body(
+            env_id, job_id, {"change_id": change_id, **fields}), fence)
+
+    bodies = [
+        task("T1", target="u1", target_name="web1", operation="check", reason="check",
+             status="pending"),
+        task("T2", target="u2", status="running", started="2024-05-01T12:00:00Z",
+             log=["connecting", "password is P@ssw0rd-web"]),
+        task("T0", status="ok", log=["after", ""], finished="2024-05-01T12:00:09"),
+        task("T1", status="running", log=["one"]),
+        {"kind": "task"},                                                  # not a job event
+        task("T3", started="yesterday"),                                   # malformed
+        task("T9", status="ok"),
+        task("T4", fence=old, status="ok", log=["from the old run"]),      # fenced off
+        task("B" * 65, status="ok"),                                       # too long
+        task("T2", status="ok", summary="P@ssw0rd-web works", digest="d2", log=["done"],
+             finished="2024-05-01T14:00:07+02:00"),
+        task("T1", log=["two", "three"], summary=None),
+        task("T5\x00", status="error", summary="nul \x00 here"),
+        contract.task_event_body(env_id, "no-such-job", {"change_id": "T6"}),
+        contract.fenced(contract.job_event_body(env_id, job_id, "running"), new),
+        task("T7", status="running", log=["settled by the refusal"]),
+        contract.fenced(contract.job_event_body(env_id, job_id, "refused",
+                                                "refused, P@ssw0rd-web"), new),
+        task("T1", status="ok", log=["after the refusal"]),
+        task("T8", status="pending"),
+    ]
+    bodies[6] = contract.task_event_body(env_id, job_id, {"change_id": "T9", "status": "ok"})
+    return [(body, f"{job_id}-ev-{n}") for n, body in enumerate(bodies)]
+
+
+def _stored(api, env_id, job_id):
+    """The job's tasks, state and reports and the environment's status, with what
+    depends on the moment or the job's id (the tasks its end settled) left out."""
+    job = api.client.get(f"/environments/{env_id}/jobs/{job_id}").json()
+    reports = api.client.get(f"/environments/{env_id}/deployments/{job_id}").json()["reports"]
+    tasks = {}
+    for task in job["tasks"]:
+        if (task["summary"] or "").startswith(f"superseded: job {job_id} "):
+            task.update(finished="(settled)", summary=task["summary"].replace(job_id, "JOB"))
+        tasks[task["change_id"]] = task
+    return (tasks, job["state"], [(r["level"], r["text"]) for r in reports],
+            api.client.get(f"/environments/{env_id}").json()["status"])
+
+
+def test_a_batch_of_job_events_stores_what_one_by_one_stores(api):
+    (env_a, job_a, old_a, new_a), (env_b, job_b, old_b, new_b) = _two_jobs(api)
+    for body, message_id in _events(env_a, job_a, old_a, new_a):
+        api.jobs.apply_job_event(body, message_id)
+    batch = _events(env_b, job_b, old_b, new_b)
+    assert api.jobs.apply_job_events(batch[:7]) == [None] * 7
+    assert api.jobs.apply_job_events(batch[7:]) == [None] * (len(batch) - 7)
+    one_by_one, batched = _stored(api, env_a, job_a), _stored(api, env_b, job_b)
+    assert batched == one_by_one
+    tasks, state, reports, status = batched
+    assert sorted(tasks) == ["T0", "T1", "T2", "T5\ufffd", "T7", "T8", "T9"]
+    assert tasks["T0"]["log"] == ["before the batch", "after", ""]
+    assert tasks["T1"]["log"] == ["one", "two", "three", "after the refusal"]
+    assert (tasks["T1"]["status"], tasks["T1"]["target_name"]) == ("ok", "web1")
+    assert "superseded: job JOB ended (refused)" in tasks["T1"]["summary"]  # then updated
+    assert tasks["T2"] == {"change_id": "T2", "target": "u2", "target_name": None,
+                           "operation": None, "reason": None, "status": "ok",
+                           "started": "2024-05-01T12:00:00", "finished": "2024-05-01T12:00:07",
+                           "summary": "*** works", "digest": "d2",
+                           "log": ["connecting", "password is ***", "done"]}
+    assert tasks["T7"]["status"] == "cancelled"             # open when the job was refused
+    assert tasks["T8"]["status"] == "pending"               # came after it
+    assert state == "refused" and status == "ready"
+    assert reports == [("error", "refused, ***")]
+
+
+def test_a_malformed_event_in_a_batch_does_not_lose_the_others(api, caplog):
+    env_id, _ = deployed(api)
+    job = action(api, env_id, "check", {}).json()["id"]
+    caplog.set_level("INFO", logger="fornace.api.jobstore")
+    items = [(contract.task_event_body(env_id, job, {"change_id": "M1", "status": "ok"}), "a"),
+             (b"not json", "b"),
+             (contract.task_event_body(env_id, job, {"change_id": "M2",
+                                                     "started": "yesterday"}), "c"),
+             (contract.task_event_body(env_id, job, {"change_id": "M3", "log": ["x"]}), "d")]
+    assert api.jobs.apply_job_events(items) == [None] * 4
+    tasks = api.client.get(f"/environments/{env_id}/jobs/{job}").json()["tasks"]
+    assert [(t["change_id"], t["status"], t["log"]) for t in tasks] == [
+        ("M1", "ok", []), ("M3", "pending", ["x"])]
+    assert "job event b dropped" in caplog.text
+    assert f"job event c of job {job} dropped: field 'task.started' is not an ISO 8601 time" \
+        in caplog.text
+    assert "one by one" not in caplog.text      # dropped alone: the batch went through
+
+
+def test_a_tasks_event_is_stored_as_its_task_events_would_be(api, caplog):
+    """Contract 1.4: many tasks of a job in one message, each as a "task" event's
+    task, in order; a malformed task is dropped alone."""
+    envs = [deployed(api)[0] for _ in range(2)]
+    jobs = [action(api, env_id, "check", {}).json()["id"] for env_id in envs]
+    changes = [{"change_id": "S1", "status": "running", "log": ["a"]},
+               {"change_id": "S2", "status": "ok", "summary": "P@ssw0rd-web is set"},
+               {"change_id": "S3", "started": "yesterday"},
+               {"change_id": "S1", "status": "ok", "log": ["b"]}]
+    for change in changes:                                  # the first job: one by one
+        event(api, envs[0], jobs[0], **change)
+    caplog.set_level("INFO", logger="fornace.api.jobstore")
+    body = contract.task_events_body(envs[1], jobs[1], changes)
+    assert api.jobs.apply_job_events([(body, "many"), (contract.task_event_body(
+        envs[1], jobs[1], {"change_id": "S2", "log": ["c"]}), "one")]) == [None, None]
+    assert f"job event many (task 2) of job {jobs[1]} dropped: field 'task.started'" \
+        in caplog.text
+    stored = [[(t["change_id"], t["status"], t["summary"], t["log"]) for t in
+               api.client.get(f"/environments/{env_id}/jobs/{job}").json()["tasks"]]
+              for env_id, job in zip(envs, jobs)]
+    assert stored[1] == [("S1", "ok", None, ["a", "b"]), ("S2", "ok", "*** is set", ["c"])]
+    assert stored[0] == [("S1", "ok", None, ["a", "b"]), ("S2", "ok", "*** is set", [])]
+
+
+def test_a_batch_the_database_refuses_is_stored_one_by_one(api, caplog, monkeypatch):
+    """A task row inserted by another consumer between the batch's select and its
+    insert (an IntegrityError): the events are stored one by one instead, the
+    concurrent row updated, its log lines kept in order."""
+    from fornace.api import jobstore
+
+    env_id, _ = deployed(api)
+    job = action(api, env_id, "check", {}).json()["id"]
+    event(api, env_id, job, "R1", status="running", log=["first"])
+    found = jobstore._EventBatch._rows
+    blind = []
+
+    def rows(self):      # the first batch does not see R1: it was inserted "meanwhile"
+        blind.append(len(self.events))
+        return {} if len(blind) == 1 else found(self)
+
+    monkeypatch.setattr(jobstore._EventBatch, "_rows", rows)
+    caplog.set_level("INFO", logger="fornace.api")
+    items = [(contract.task_event_body(env_id, job, {"change_id": "R1", "log": ["second"]}),
+              "e1"),
+             (contract.task_event_body(env_id, job, {"change_id": "R2", "status": "ok"}), "e2"),
+             (contract.task_event_body(env_id, job, {"change_id": "R1", "status": "ok",
+                                                     "log": ["third"]}), "e3")]
+    assert api.jobs.apply_job_events(items) == [None, None, None]
+    assert blind == [3, 1, 1, 1]
+    assert "storing 3 job events in one transaction failed (IntegrityError" in caplog.text
+    tasks = api.client.get(f"/environments/{env_id}/jobs/{job}").json()["tasks"]
+    assert [(t["change_id"], t["status"], t["log"]) for t in tasks] == [
+        ("R1", "ok", ["first", "second", "third"]), ("R2", "ok", [])]
+
+
+def test_an_event_failing_alone_stops_the_batch_there_and_loses_nothing(api, monkeypatch):
+    """One by one, the first event that still fails is given back with those
+    after it (untried, so they come again in order); those before are stored."""
+    from fornace.api import jobstore
+
+    env_id, _ = deployed(api)
+    job = action(api, env_id, "check", {}).json()["id"]
+    fields = jobstore.task_fields
+    broken = RuntimeError("the database went away")
+
+    def failing(task, secrets):
+        if task["change_id"] == "F2":
+            raise broken
+        return fields(task, secrets)
+
+    monkeypatch.setattr(jobstore, "task_fields", failing)
+    items = [(contract.task_event_body(env_id, job, {"change_id": f"F{n}", "log": [f"l{n}"]}),
+              f"e{n}") for n in range(1, 4)]
+    assert api.jobs.apply_job_events(items) == [None, broken, broken]
+    with pytest.raises(RuntimeError, match="went away"):       # alone, it raises as before
+        api.jobs.apply_job_event(*items[1])
+    tasks = api.client.get(f"/environments/{env_id}/jobs/{job}").json()["tasks"]
+    assert [t["change_id"] for t in tasks] == ["F1"]
+    monkeypatch.setattr(jobstore, "task_fields", fields)       # redelivered, it works
+    assert api.jobs.apply_job_events(items[1:]) == [None, None]
+    tasks = api.client.get(f"/environments/{env_id}/jobs/{job}").json()["tasks"]
+    assert [(t["change_id"], t["log"]) for t in tasks] == [
+        ("F1", ["l1"]), ("F2", ["l2"]), ("F3", ["l3"])]
+
+
+def test_reports_in_a_batch(api, monkeypatch, caplog):
+    from fornace.api import store as store_module
+
+    env_id, model = deployed(api)
+    job = action(api, env_id, "check", {}).json()["id"]
+
+    def report(text, level="info"):
+        return contract.report_body(env_id, "environment", text, level, env_id)
+
+    api.store.add_report(report("stored before"), f"{job}-report-0")
+    items = [(report("one"), f"{job}-report-1"),
+             (report("two, P@ssw0rd-web"), f"{job}-report-2"),
+             (report("one"), f"{job}-report-1"),                  # redelivered in the batch
+             ({"text": "garbage"}, "bad"),
+             (report("stored before"), f"{job}-report-0"),        # redelivered
+             (report("three", "warning"), f"{job}-report-3")]
+    outcomes = api.store.add_reports(items)
+    assert [type(o).__name__ for o in outcomes] == [
+        "NoneType", "NoneType", "NoneType", "ContractError", "NoneType", "NoneType"]
+    shown = api.client.get(f"/environments/{env_id}/deployments/{job}").json()["reports"]
+    assert [(r["level"], r["text"]) for r in shown] == [
+        ("info", "stored before"), ("info", "one"), ("info", "two, ***"),
+        ("warning", "three")]
+
+    # a report stored by another consumer after the batch looked: one by one, stored once
+    monkeypatch.setattr(store_module, "stored_message_ids", lambda db, ids: set())
+    caplog.set_level("INFO", logger="fornace.api.store")
+    assert api.store.add_reports([(report("four"), f"{job}-report-4"),
+                                  (report("three", "warning"), f"{job}-report-3")]) == \
+        [None, None]
+    assert "one by one" in caplog.text and f"report {job}-report-3 already stored" in caplog.text
+    shown = api.client.get(f"/environments/{env_id}/deployments/{job}").json()["reports"]
+    assert [r["text"] for r in shown] == ["stored before", "one", "two, ***", "three", "four"]

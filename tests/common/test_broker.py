@@ -4,6 +4,10 @@ The RabbitMQ tests each use a virtual host of their own (the ``amqp_vhost``
 fixture: skip, or fail under ``FORNACE_REQUIRE_SERVICES=1``, when RabbitMQ is
 absent), and a small TCP proxy to cut connections the
 way a broker restart or a network failure does.
+
+Every test of the ``consumers`` fixture runs twice: with a handler per
+message, and with a batch handler that goes through its batch message by
+message (the consumer's guarantees must hold for batches too).
 """
 from __future__ import annotations
 
@@ -29,27 +33,73 @@ def unique(prefix: str = "test") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
 
 
+def one_by_one(handler: Any) -> Any:
+    """A batch handler calling ``handler(body, delivery)`` for each message:
+    its ContractError drops that message alone, another exception fails it
+    and (untried) every later one, so the queue's order holds."""
+    def handle(items: list[tuple[Any, Delivery]]) -> list[BaseException | None]:
+        outcomes: list[BaseException | None] = []
+        failure: BaseException | None = None
+        for body, delivery in items:
+            if failure is not None:
+                outcomes.append(failure)
+                continue
+            try:
+                handler(body, delivery)
+                outcomes.append(None)
+            except ContractError as exc:
+                outcomes.append(exc)
+            except Exception as exc:  # noqa: BLE001 -- the consumer requeues it
+                outcomes.append(failure := exc)
+        return outcomes
+    return handle
+
+
 class Running:
-    """A Consumer in a thread, with the calls its handlers got."""
+    """A Consumer in a thread, with the calls its handlers got.
+
+    ``batch`` makes the queues batch queues: ``handler`` is then called for
+    each message of a batch (see :func:`one_by_one`), or ``batch_handler``
+    gets the batches; ``batches`` keeps the message ids of each batch.
+    """
 
     def __init__(self, broker: Broker, queues: list[str], handler: Any = None,
-                 **options: Any) -> None:
+                 batch: bool = False, batch_handler: Any = None, **options: Any) -> None:
         self.calls: list[tuple[Any, Delivery]] = []
+        self.batches: list[list[str | None]] = []
         self.changed = threading.Condition()
         self.stop = threading.Event()
         self.handler = handler
-        self.consumer = Consumer(broker, {q: self._handle for q in queues}, self.stop,
-                                 **{"requeue_delay": 0.05, "poll_interval": 0.1, **options})
+        self.batch_handler = batch_handler
+        options = {"requeue_delay": 0.05, "poll_interval": 0.1, **options}
+        if batch or batch_handler is not None:
+            self.consumer = Consumer(broker, {}, self.stop,
+                                     batch_handlers={q: self._handle_batch for q in queues},
+                                     **options)
+        else:
+            self.consumer = Consumer(broker, {q: self._handle for q in queues}, self.stop,
+                                     **options)
         self.thread = threading.Thread(target=self.consumer.run, daemon=True)
         self.thread.start()
         assert self.consumer.ready.wait(WAIT), "the consumer did not subscribe"
 
-    def _handle(self, body: Any, delivery: Delivery) -> None:
+    def _record(self, items: list[tuple[Any, Delivery]]) -> None:
         with self.changed:
-            self.calls.append((body, delivery))
+            self.calls.extend(items)
             self.changed.notify_all()
+
+    def _handle(self, body: Any, delivery: Delivery) -> None:
+        self._record([(body, delivery)])
         if self.handler is not None:
             self.handler(body, delivery)
+
+    def _handle_batch(self, items: list[tuple[Any, Delivery]]) -> Any:
+        with self.changed:
+            self.batches.append([d.message_id for _, d in items])
+        if self.batch_handler is None:
+            return one_by_one(self._handle)(items)
+        self._record(items)
+        return self.batch_handler(items)
 
     def wait_calls(self, count: int, timeout: float = WAIT) -> list[tuple[Any, Delivery]]:
         with self.changed:
@@ -63,18 +113,29 @@ class Running:
         assert not self.thread.is_alive(), "the consumer did not stop"
 
 
-@pytest.fixture
-def consumers():
+def _starter(**defaults: Any) -> Any:
     started: list[Running] = []
 
     def start(*args: Any, **kwargs: Any) -> Running:
-        running = Running(*args, **kwargs)
+        running = Running(*args, **{**defaults, **kwargs})
         started.append(running)
         return running
 
     yield start
     for running in started:
         running.close()
+
+
+@pytest.fixture(params=["single", "batch"])
+def consumers(request):
+    """Start a :class:`Running` (per message, then in batches); stopped after the test."""
+    yield from _starter(batch=request.param == "batch")
+
+
+@pytest.fixture
+def batching():
+    """Start a :class:`Running` on batch queues; stopped after the test."""
+    yield from _starter(batch=True)
 
 
 def record_acks(monkeypatch, log: list) -> None:
@@ -335,6 +396,201 @@ def test_a_stop_lets_the_running_handler_finish_and_acks_it(url, queue):
         assert broker.drain(name, timeout=0.05) == []
 
 
+# ================================================= batches, on every transport
+
+def publish_numbered(url: str, name: str, count: int, prefix: str = "m") -> list[str]:
+    """``count`` messages ``{"n": i}`` with ids ``m0``, ``m1``..., waiting in ``name``."""
+    with Broker(url) as broker:
+        return [broker.publish(name, {"n": n}, message_id=f"{prefix}{n}") for n in range(count)]
+
+
+def handled_ids(running: Running) -> list[str | None]:
+    return [d.message_id for _, d in running.calls]
+
+
+def test_a_batch_handler_gets_the_waiting_messages_in_order(url, queue, batching):
+    name = queue()
+    sent = publish_numbered(url, name, 25)
+    running = batching(Broker(url), [name], batch_size=10)
+    running.wait_calls(25)
+    assert handled_ids(running) == sent                        # the queue's order
+    assert [m for batch in running.batches for m in batch] == sent
+    assert all(1 <= len(batch) <= 10 for batch in running.batches)
+    assert len(running.batches) < 25                           # waiting ones came together
+    assert running.consumer.batch_prefetch == 20
+    assert Broker(url).drain(name, timeout=0.05) == []         # all acked
+
+
+def test_a_batch_is_acked_only_after_its_handler_returned(url, queue, batching, monkeypatch):
+    name = queue()
+    log: list = []
+    record_acks(monkeypatch, log)
+    started, release = threading.Event(), threading.Event()
+
+    def handler(items):
+        log.append(("start", [d.message_id for _, d in items]))
+        started.set()
+        assert release.wait(WAIT)
+        log.append(("end", [d.message_id for _, d in items]))
+
+    sent = publish_numbered(url, name, 3)
+    running = batching(Broker(url), [name], batch_handler=handler)
+    assert started.wait(WAIT)
+    assert not [entry for entry in log if entry[0] == "ack"]   # the handler still runs
+    release.set()
+    running.wait_calls(3)
+    assert all(acked(log, message_id) for message_id in sent)
+    for message_id in sent:
+        end = next(i for i, (what, ids) in enumerate(log) if what == "end" and message_id in ids)
+        assert log.index(("ack", message_id)) > end
+
+
+def test_a_bad_message_in_a_batch_is_dropped_alone(url, queue, batching, caplog, monkeypatch):
+    name = queue()
+    acks: list = []
+    record_acks(monkeypatch, acks)
+    with Broker(url) as broker:
+        broker.publish(name, {"n": 1}, message_id="good-1")
+        with broker.connection() as conn:
+            kombu.Producer(conn).publish("{not json", exchange="", routing_key=name,
+                                         serializer=None, content_type="text/plain",
+                                         content_encoding="utf-8", message_id="garbage")
+        broker.publish(name, {"n": 2}, message_id="good-2")
+        broker.publish(name, {"bad": True, "token": "tok-secret-789"}, message_id="poison")
+        broker.publish(name, {"n": 3}, message_id="good-3")
+
+    def handler(items):
+        return [ContractError("report message: field 'level' must be a string")
+                if body.get("bad") else None for body, _ in items]
+
+    with caplog.at_level(logging.ERROR, logger="fornace.common.broker"):
+        running = batching(Broker(url), [name], batch_handler=handler)
+        running.wait_calls(4)
+        assert all(acked(acks, m) for m in ("good-1", "garbage", "good-2", "poison", "good-3"))
+    assert handled_ids(running) == ["good-1", "good-2", "poison", "good-3"]
+    dropped = [r.getMessage() for r in caplog.records if "dropping" in r.getMessage()]
+    assert len(dropped) == 2
+    assert dropped[0].startswith(f"dropping bad message garbage on {name!r}: ")
+    assert dropped[1] == (f"dropping bad message poison on {name!r}: "
+                          "report message: field 'level' must be a string")
+    assert "tok-secret-789" not in caplog.text
+    assert Broker(url).drain(name, timeout=0.05) == []
+
+
+def test_a_failing_batch_handler_requeues_the_whole_batch(url, queue, batching, caplog):
+    name = queue()
+    failed: list[list[str | None]] = []
+    done: list[str | None] = []
+
+    def handler(items):
+        if not failed:
+            failed.append([d.message_id for _, d in items])
+            raise RuntimeError(f"database down, token was {items[0][0]['token']}")
+        done.extend(d.message_id for _, d in items)
+
+    with Broker(url) as broker:
+        sent = [broker.publish(name, {"n": n, "token": "tok-secret-321"}, message_id=f"m{n}")
+                for n in range(4)]
+    with caplog.at_level(logging.ERROR, logger="fornace.common.broker"):
+        running = batching(Broker(url), [name], batch_handler=handler)
+        running.wait_calls(4 + len(sent))
+    with running.changed:
+        assert running.changed.wait_for(lambda: len(done) == 4, WAIT)
+    assert done == sent                          # each stored once, in the queue's order
+    redelivered = [d.message_id for _, d in running.calls if d.redelivered]
+    if url.startswith("amqp"):
+        assert redelivered == failed[0]
+    assert "RuntimeError: database down, token was ***" in caplog.text
+    assert "tok-secret-321" not in caplog.text
+    assert f"handler for messages {', '.join(failed[0][:5])}" in caplog.text or \
+        f"handler for message {failed[0][0]} " in caplog.text
+    assert Broker(url).drain(name, timeout=0.05) == []
+
+
+def test_a_batch_handler_can_fail_only_some_messages(url, queue, batching, monkeypatch):
+    """The handler stored m0 and m1, then failed at m2: only m2 and what
+    follows come again."""
+    name = queue()
+    acks: list = []
+    record_acks(monkeypatch, acks)
+    stored: list[str | None] = []
+    failures: list[str | None] = []
+
+    def handler(items):
+        outcomes: list[BaseException | None] = []
+        for _, delivery in items:
+            if delivery.message_id == "m2" and not failures or outcomes and outcomes[-1]:
+                failures.append(delivery.message_id)
+                outcomes.append(outcomes[-1] if outcomes and outcomes[-1]
+                                else RuntimeError("deadlock"))
+            else:
+                stored.append(delivery.message_id)
+                outcomes.append(None)
+        return outcomes
+
+    sent = publish_numbered(url, name, 5)
+    running = batching(Broker(url), [name], batch_handler=handler)
+    with running.changed:
+        assert running.changed.wait_for(lambda: len(stored) == 5, WAIT), stored
+    assert stored == sent
+    assert failures[0] == "m2"
+    assert all(acked(acks, m) for m in sent)
+    assert acks.count(("ack", "m0")) == acks.count(("ack", "m1")) == 1   # not again
+    assert Broker(url).drain(name, timeout=0.05) == []
+
+
+def test_a_stop_lets_the_running_batch_finish_and_acks_it(url, queue):
+    name = queue()
+    stop = threading.Event()
+    started, done = threading.Event(), []
+
+    def handler(items):
+        started.set()
+        stop.wait()
+        done.extend(d.message_id for _, d in items)
+
+    sent = publish_numbered(url, name, 3)
+    consumer = Consumer(Broker(url), {}, stop, batch_handlers={name: handler}, batch_size=2,
+                        poll_interval=0.1)
+    thread = threading.Thread(target=consumer.run)
+    thread.start()
+    assert started.wait(WAIT)
+    stop.set()
+    thread.join(WAIT)
+    assert not thread.is_alive()
+    left = Broker(url).drain(name, timeout=0.5)
+    # what was handled is acked; the rest (given back) is still there
+    assert sorted(done + [m for _, m in left]) == sent and done and len(done) <= 2
+
+
+def test_batch_and_single_queues_in_one_consumer(url, queue):
+    batched, single = queue("batched"), queue("single")
+    got: list[tuple[str, list[Any]]] = []
+    changed = threading.Condition()
+
+    def record(kind: str, bodies: list[Any]) -> None:
+        with changed:
+            got.append((kind, bodies))
+            changed.notify_all()
+
+    publish_numbered(url, batched, 6)
+    publish_numbered(url, single, 3, prefix="s")
+    stop = threading.Event()
+    consumer = Consumer(Broker(url), {single: lambda body, d: record("single", [body["n"]])},
+                        stop, batch_handlers={batched: lambda items: record(
+                            "batch", [body["n"] for body, _ in items])}, poll_interval=0.1)
+    thread = threading.Thread(target=consumer.run)
+    thread.start()
+    try:
+        with changed:
+            assert changed.wait_for(lambda: sum(len(b) for _, b in got) == 9, WAIT), got
+    finally:
+        stop.set()
+        thread.join(WAIT)
+    assert [n for kind, b in got if kind == "batch" for n in b] == list(range(6))
+    assert [b for kind, b in got if kind == "single"] == [[0], [1], [2]]
+
+
 # ============================================================ memory only
 
 def test_memory_tasks_exchange_routing():
@@ -366,6 +622,14 @@ def test_broker_repr_masks_the_password():
 def test_consumer_needs_handlers():
     with pytest.raises(ValueError):
         Consumer(Broker(), {}, threading.Event())
+    with pytest.raises(ValueError, match="both a handler and a batch handler: q"):
+        Consumer(Broker(), {"q": lambda b, d: None}, threading.Event(),
+                 batch_handlers={"q": lambda items: None})
+    with pytest.raises(ValueError, match="batch_size"):
+        Consumer(Broker(), {}, threading.Event(), batch_handlers={"q": lambda items: None},
+                 batch_size=0)
+    assert Consumer(Broker(), {}, threading.Event(), batch_handlers={"q": lambda items: None},
+                    batch_size=100, prefetch=1).batch_prefetch == 200
 
 
 # ========================================================== RabbitMQ only
@@ -530,6 +794,31 @@ def test_the_consumer_reconnects_after_the_broker_went_away(rabbit, rabbit_queue
     # "one" comes again if the cut took its ack with it: at least once
     assert [d.message_id for _, d in running.calls][-1] == "two"
     assert {d.message_id for _, d in running.calls} == {"one", "two"}
+
+
+def test_a_failed_batch_keeps_the_queues_order_on_rabbitmq(rabbit, rabbit_queue, batching):
+    """RabbitMQ puts a requeued message back at its place: the failed batch and
+    what came after it (already here, given back behind it) come again in order."""
+    name = rabbit_queue()
+    stored: list[str | None] = []
+    failed = threading.Event()
+
+    def handler(items):
+        ids = [d.message_id for _, d in items]
+        if "m12" in ids and not failed.is_set():
+            failed.set()
+            at = ids.index("m12")
+            stored.extend(ids[:at])
+            error = RuntimeError("deadlock")
+            return [None] * at + [error] * (len(ids) - at)
+        stored.extend(ids)
+        return None
+
+    sent = publish_numbered(rabbit, name, 30)
+    running = batching(Broker(rabbit), [name], batch_handler=handler, batch_size=5)
+    with running.changed:
+        assert running.changed.wait_for(lambda: len(stored) >= 30, WAIT), stored
+    assert failed.is_set() and stored == sent
 
 
 def test_an_inbox_reconnects_after_the_broker_went_away(rabbit, rabbit_queue, proxy):

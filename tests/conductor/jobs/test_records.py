@@ -2,26 +2,34 @@
 from __future__ import annotations
 
 import datetime
+import threading
 
 from fornace.common import contract
 from fornace.conductor.jobs.records import ChangeIds, JobRecorder, now_iso
 
 
-def recorder() -> tuple[JobRecorder, list[dict]]:
+def recorder(**options) -> tuple[JobRecorder, list[dict]]:
+    """A recorder sending every change at once (unless ``options`` say otherwise)."""
     events: list[dict] = []
+    options.setdefault("batch_seconds", 0)
     return JobRecorder("env1", "job1", lambda body, message_id: events.append(body),
-                       mask=lambda text: text.replace("s3cret", "***")), events
+                       mask=lambda text: text.replace("s3cret", "***"), **options), events
+
+
+def tasks_of(events: list[dict]) -> list[dict]:
+    """The task changes of ``tasks`` events, in the order sent."""
+    return [task for event in events for task in contract.parse_job_event(event).tasks]
 
 
 def test_a_task_that_starts_at_once_sends_one_event_with_its_start():
     made, events = recorder()
     task = made.task("u1", "web1", "Deploy", "new", status="running", digest="d1")
     assert len(events) == 1
-    sent = contract.parse_job_event(events[0]).task
+    [sent] = tasks_of(events)
     assert sent["status"] == "running" and sent["started"] == task.started
     assert sent["finished"] is None and sent["digest"] == "d1"
     task.finish("ok", "ok: done")
-    assert [contract.parse_job_event(e).task["status"] for e in events] == ["running", "ok"]
+    assert [t["status"] for t in tasks_of(events)] == ["running", "ok"]
 
 
 def test_a_task_that_ended_before_it_ran_sends_one_event_with_its_summary_masked():
@@ -29,7 +37,7 @@ def test_a_task_that_ended_before_it_ran_sends_one_event_with_its_summary_masked
     made.task("u1", "web1", "Deploy", "unchanged", status="skipped",
               summary="same inputs; password s3cret")
     assert len(events) == 1
-    sent = contract.parse_job_event(events[0]).task
+    [sent] = tasks_of(events)
     assert sent["status"] == "skipped" and sent["finished"] and sent["started"] is None
     assert sent["summary"] == "same inputs; password ***"
 
@@ -38,8 +46,7 @@ def test_pending_and_planned_tasks_have_no_times():
     made, events = recorder()
     for status in ("pending", "planned"):
         made.task("u1", "web1", "Deploy", "new", status=status)
-    assert all(contract.parse_job_event(e).task["started"] is None
-               and contract.parse_job_event(e).task["finished"] is None for e in events)
+    assert all(t["started"] is None and t["finished"] is None for t in tasks_of(events))
 
 
 def test_now_iso_is_utc_iso_8601_to_the_millisecond_and_follows_the_clock():
@@ -58,3 +65,62 @@ def test_change_ids_grow_within_a_millisecond_and_when_the_clock_steps_back():
     made = [ids.next() for _ in range(5)]
     assert made == sorted(made) and len(set(made)) == 5
     assert made[3][:10] == made[0][:10] and made[4][:10] > made[0][:10]
+
+
+def test_changes_wait_for_a_flush_and_a_task_changed_twice_goes_once_merged():
+    made, events = recorder(batch_seconds=3600)
+    first = made.task("u1", "web1", "Deploy", "new", status="running")
+    first.add_log(["line 1"])
+    first.add_log(["line 2", "line 3"])
+    first.finish("error", "exit 1")
+    second = made.task("u2", "web2", "Deploy", "new", status="running")
+    assert events == []
+    made.flush()
+    assert len(events) == 1 and contract.parse_job_event(events[0]).kind == "tasks"
+    merged, other = tasks_of(events)
+    assert merged["change_id"] == first.change_id and other["change_id"] == second.change_id
+    assert merged["status"] == "error" and merged["summary"] == "exit 1"
+    assert merged["started"] == first.started and merged["finished"] == first.finished
+    assert merged["log"] == ["line 1", "line 2", "line 3"]
+    made.flush()
+    assert len(events) == 1   # nothing new: nothing sent
+
+
+def test_a_full_batch_goes_at_once():
+    made, events = recorder(batch_seconds=3600, batch_size=3)
+    for n in range(7):
+        made.task(f"u{n}", f"web{n}", "Deploy", "new", status="running")
+    assert [len(contract.parse_job_event(e).tasks) for e in events] == [3, 3]
+    made.flush()
+    assert len(tasks_of(events)) == 7
+
+
+def test_a_batch_goes_by_itself_soon_after_its_first_change():
+    sent = threading.Event()
+    events: list[dict] = []
+
+    def publish(body, message_id):
+        events.append(body)
+        sent.set()
+
+    made = JobRecorder("env1", "job1", publish, batch_seconds=0.05)
+    made.task("u1", "web1", "Deploy", "new", status="running")
+    assert sent.wait(10), "the batch was never sent without a flush"
+    assert [t["status"] for t in tasks_of(events)] == ["running"]
+
+
+def test_job_state_sends_the_tasks_first():
+    made, events = recorder(batch_seconds=3600)
+    made.task("u1", "web1", "Deploy", "new", status="running")
+    made.job_state("refused", "locked")
+    assert [contract.parse_job_event(e).kind for e in events] == ["tasks", "job"]
+
+
+def test_a_failing_publisher_loses_progress_not_the_job(caplog):
+    def publish(body, message_id):
+        raise ConnectionError("broker down")
+
+    made = JobRecorder("env1", "job1", publish, batch_seconds=0)
+    made.task("u1", "web1", "Deploy", "new", status="running").finish("ok")
+    assert made.counts() == {"ok": 1}
+    assert "could not send the changes of 1 task(s)" in caplog.text
