@@ -15,9 +15,12 @@ are already running: so the simulate figure is the harder one to beat).
 Printed per size: simulate seconds, plan seconds, their ratio, the tasks the
 plan recorded, and the peak RSS of the API and the conductor; then the
 targets: plan(1000) within 3 x simulate(1000), plan(1000)/plan(100) under 12.
+``--action deploy`` times whole deployments instead (the session deployed,
+until its job ends), for the conductor's memory during a 1000-unit deployment.
 
     python tools/bench_plan.py                     # 100 and 1000 units
     python tools/bench_plan.py --sizes 100,1000,2000 --repeat 3
+    python tools/bench_plan.py --action deploy --sizes 1000
 """
 from __future__ import annotations
 
@@ -153,15 +156,20 @@ def time_simulate(model_file: Path) -> float:
     return seconds
 
 
-def time_plan(api: Api, model: dict[str, Any]) -> tuple[float, int]:
-    """Seconds from the plan request to the job's end, and the tasks it recorded."""
+def time_job(api: Api, model: dict[str, Any], action: str) -> tuple[float, int]:
+    """Seconds from the plan (or deploy) request to the job's end, and the
+    tasks it recorded."""
     env = api.call("POST", "/environments", {"name": f"bench-{time.monotonic_ns()}"})
     session = api.call("POST", f"/environments/{env['id']}/configure")
     header = {"X-Configuration-Session": session["id"]}
     for service in model["services"]:
         api.call("POST", f"/environments/{env['id']}/services", service, header)
     started = time.perf_counter()
-    job = api.call("POST", f"/environments/{env['id']}/actions/plan", {}, header)
+    if action == "plan":
+        job = api.call("POST", f"/environments/{env['id']}/actions/plan", {}, header)
+    else:
+        api.call("POST", f"/environments/{env['id']}/sessions/{session['id']}/deploy")
+        job = api.call("GET", f"/environments/{env['id']}/jobs")["jobs"][0]
     while True:
         shown = api.call("GET", f"/environments/{env['id']}/jobs/{job['id']}")
         if shown.get("finished"):
@@ -180,6 +188,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs per size; best kept")
     parser.add_argument("--db", help="database URL (default SQLite in a temporary folder)")
     parser.add_argument("--broker", help="broker URL (default a folder broker)")
+    parser.add_argument("--action", choices=("plan", "deploy"), default="plan",
+                        help="the job timed: plan (default) or a whole deployment (simulated "
+                             "stacks and agents)")
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     services = Services.start(args, max(sizes))
@@ -191,15 +202,17 @@ def main(argv: list[str] | None = None) -> int:
             model_file = services.workdir / f"env-{size}.json"
             model_file.write_text(json.dumps(model))
             simulate = min(time_simulate(model_file) for _ in range(args.repeat))
-            runs = [time_plan(api, model) for _ in range(args.repeat)]
+            runs = [time_job(api, model, args.action) for _ in range(args.repeat)]
             plan, tasks = min(runs)
             rows[size] = (simulate, plan, tasks)
-            print(f"{size:6d} units: simulate {simulate:7.2f} s   plan through the API "
+            print(f"{size:6d} units: simulate {simulate:7.2f} s   {args.action} through the API "
                   f"{plan:7.2f} s   ratio {plan / simulate:5.2f}   tasks {tasks}", flush=True)
         print(f"peak RSS: API {peak_rss_mb(services.api.pid):.0f} MB, "
               f"conductor {peak_rss_mb(services.conductor.pid):.0f} MB")
     finally:
         services.stop()
+    if args.action != "plan":
+        return 0
     if 1000 in rows:
         simulate, plan, _ = rows[1000]
         print(f"target plan(1000) <= 3 x simulate(1000): {plan / simulate:.2f} x  "
