@@ -32,9 +32,9 @@ from fornace.common.secrets import find_secrets, mask_text, masked
 from fornace.common.db.models import (ConfigSession, Deployment, Environment, JobTask, Status,
                         new_id, utcnow)
 from fornace.api.errors import BadRequest, Conflict, NotFound
-from fornace.api.store import (BUSY, Context, Outcome, Store, could_be_id, fenced, iso,
-                               job_secrets, lock_tokens, lookup_id, running_job, settle_tasks,
-                               settled_state, store_all)
+from fornace.api.store import (BUSY, LIGHT_JOB, Context, Outcome, Store, could_be_id, fenced,
+                               iso, job_secrets, lock_tokens, lookup_id, running_job,
+                               settle_tasks, settled_state, store_all)
 
 LOG = logging.getLogger(__name__)
 
@@ -284,7 +284,7 @@ class _EventBatch:
         if not ids:
             return {}
         return {job.id: job for job in self.db.scalars(select(Deployment).where(
-            Deployment.id.in_(ids)))}
+            Deployment.id.in_(ids)).options(*LIGHT_JOB))}
 
     def _rows(self) -> dict[tuple[str, str], str]:
         """(environment, change id) -> id of the task rows the batch's events name."""

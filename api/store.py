@@ -12,15 +12,18 @@ delete one of action ``delete``; every task carries its job section.
 """
 from __future__ import annotations
 
+import collections
 import copy
 import datetime
 import logging
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
 from sqlalchemy import delete, exists, func, select, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session as DbSession, sessionmaker
+from sqlalchemy.orm import Session as DbSession, defer, sessionmaker
 
 from fornace.api import specs, tree
 from fornace.api.limits import UnitLimits, unit_counts
@@ -687,14 +690,40 @@ def allowed(ctx: Context, env_id: str, env: Any) -> Any:
     return env
 
 
+_SECRETS_KEPT = 30.0    # seconds a running job's secrets are kept between two batches
+_secrets_lock = threading.Lock()
+_secrets_kept: collections.OrderedDict = collections.OrderedDict()   # job id -> (time, set)
+
+
 def job_secrets(db: DbSession, deployment: Deployment) -> set[str]:
-    """The secrets a job's reports and logs may quote (masked before storing)."""
+    """The secrets a job's reports and logs may quote (masked before storing).
+
+    Those of a running job are kept for a while: its reports and task
+    changes come in batch after batch, and finding them means reading and
+    walking the environment's and the session's descriptions (megabytes for
+    a thousand units).  While the job runs neither changes what it was sent."""
+    now = time.monotonic()
+    if deployment.finished is None:
+        with _secrets_lock:
+            kept = _secrets_kept.get(deployment.id)
+            if kept is not None and now - kept[0] < _SECRETS_KEPT:
+                return set(kept[1])
     secrets: set[str] = set()
     for owner in (db.get(Environment, deployment.environment_id),
                   db.get(ConfigSession, deployment.session_id or "")):
         if owner is not None:
             find_secrets(owner.description, secrets)
+    if deployment.finished is None:
+        with _secrets_lock:
+            _secrets_kept[deployment.id] = (now, frozenset(secrets))
+            _secrets_kept.move_to_end(deployment.id)
+            while len(_secrets_kept) > 64:
+                _secrets_kept.popitem(last=False)
     return secrets
+
+
+# a job's description (the model it was given) is not read to store what it sends
+LIGHT_JOB = [defer(Deployment.description), defer(Deployment.parameters)]
 
 
 def _report_job(db: DbSession, env_id: str, message_id: str | None) -> Deployment | None:
@@ -706,7 +735,7 @@ def _report_job(db: DbSession, env_id: str, message_id: str | None) -> Deploymen
     """
     if message_id and "-report-" in message_id:
         job_id = message_id.rsplit("-report-", 1)[0]
-        named = db.get(Deployment, job_id) if could_be_id(job_id) else None
+        named = db.get(Deployment, job_id, options=LIGHT_JOB) if could_be_id(job_id) else None
         if named is not None and named.environment_id == env_id:
             return named
     return running_job(db, env_id) or db.scalars(select(Deployment).where(

@@ -27,6 +27,7 @@ message) and ``control/`` (exchange bindings, kombu's format; ``consumers/``).
 """
 from __future__ import annotations
 
+import collections
 import hashlib
 import os
 import threading
@@ -45,6 +46,7 @@ from kombu.utils.json import dumps, loads
 from fornace.common.brokerurl import FOLDER_SCHEME
 
 POLLING_INTERVAL = 0.05     # seconds between two looks at the folder
+RELIST_INTERVAL = 0.02      # seconds a listing of the folder serves an emptied queue
 
 
 def folder_of(url: str) -> Path:
@@ -151,23 +153,58 @@ class Channel(filesystem.Channel):
                                f"{self.data_folder_out!r}: {exc}") from exc
 
     def _get(self, queue: str) -> Any:
-        wanted = f"{queue}.msg"
+        """The oldest message of ``queue``, claimed by renaming its file.
+
+        The folder holds every queue's messages: one listing is kept, split
+        by queue, and taken from until the queue's share runs out (listing
+        and sorting thousands of files for every message made reading a
+        backlog quadratic).  Names start with the time they were written, so
+        a share is in order, and what was written after the listing is in
+        the next one -- made at most every :data:`RELIST_INTERVAL` when the
+        queue's share is empty (an idle queue polled between two messages of
+        a busy one would list the folder again every time)."""
+        listed = self.__dict__.setdefault("_listed", {})
+        data = self._take(listed.get(queue))
+        now = time.monotonic()
+        if data is None and now - self.__dict__.get("_listed_at", 0.0) >= RELIST_INTERVAL:
+            listed.clear()   # its share ran out (or others took it): list again
+            listed.update(self._listing())
+            self.__dict__["_listed_at"] = now
+            data = self._take(listed.get(queue))
+        if data is None:
+            raise Empty()
+        return loads(data.decode())
+
+    def _take(self, names: collections.deque | None) -> bytes | None:
+        while names:
+            data = self._claim(names.popleft())
+            if data is not None:
+                return data
+        return None
+
+    def _listing(self) -> dict[str, collections.deque]:
+        """The messages in the folder by queue, oldest first."""
+        found: dict[str, collections.deque] = {}
+        for name in sorted(os.listdir(self.data_folder_in)):
+            if not name.startswith(".") and name.endswith(".msg"):
+                queue = name.partition(".")[2][:-len(".msg")]
+                found.setdefault(queue, collections.deque()).append(name)
+        return found
+
+    def _claim(self, name: str) -> bytes | None:
+        """The content of message file ``name``, now removed; None if another
+        reader took it first."""
         folder = self.data_folder_in
-        for name in sorted(os.listdir(folder)):
-            if name.startswith(".") or name.partition(".")[2] != wanted:
-                continue
-            claimed = os.path.join(folder, f".claimed-{os.getpid()}-{name}")
-            try:
-                os.rename(os.path.join(folder, name), claimed)
-            except FileNotFoundError:
-                continue        # another reader took it
-            try:
-                with open(claimed, "rb") as handle:
-                    data = handle.read()
-            finally:
-                os.unlink(claimed)
-            return loads(data.decode())
-        raise Empty()
+        claimed = os.path.join(folder, f".claimed-{os.getpid()}-{name}")
+        try:
+            os.rename(os.path.join(folder, name), claimed)
+        except FileNotFoundError:
+            return None
+        try:
+            with open(claimed, "rb") as handle:
+                return handle.read()
+        finally:
+            os.unlink(claimed)
 
 
 class Transport(filesystem.Transport):

@@ -993,3 +993,24 @@ def test_reports_in_a_batch(api, monkeypatch, caplog):
     assert "one by one" in caplog.text and f"report {job}-report-3 already stored" in caplog.text
     shown = api.client.get(f"/environments/{env_id}/deployments/{job}").json()["reports"]
     assert [r["text"] for r in shown] == ["stored before", "one", "two, ***", "three", "four"]
+
+
+def test_a_running_jobs_secrets_mask_every_batch_of_its_reports_and_events(api):
+    """Its secrets are read once and kept while it runs: later batches are masked too."""
+    env_id, session = new_env(api.client, [web_server()])
+    assert api.client.post(f"/environments/{env_id}/sessions/{session}/deploy").status_code \
+        == 200
+    body, message_id = api.published.tasks[-1]
+    secret = body["services"][0]["adminPassword"]
+    for batch in range(3):   # three batches: the first reads the secrets, the others keep them
+        api.store.add_reports([(contract.report_body(env_id, "environment",
+                                                     f"batch {batch}: password {secret}",
+                                                     "info", env_id),
+                                f"{message_id}-report-{batch + 1}")])
+        event(api, env_id, message_id, f"T{batch}", status="running",
+              summary=f"with {secret}", log=[f"line {secret}"])
+    reports = api.client.get(f"/environments/{env_id}/deployments/{message_id}").text
+    job = api.client.get(f"/environments/{env_id}/jobs/{message_id}").text
+    for text in (reports, job):
+        assert secret not in text
+    assert reports.count("password ***") == 3 and job.count("with ***") == 3
