@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import collections
 import concurrent.futures
+import functools
 import logging
 import socket
 import threading
@@ -71,9 +72,14 @@ def kombu_queue(name: str) -> kombu.Queue:
     Every other queue (results, reports, agent queues) is reached through the
     default exchange with its own name as routing key.
     """
-    if name == contract.TASKS:
-        exchange = kombu.Exchange(contract.TASKS, "direct", durable=True)
-        return kombu.Queue(contract.TASKS, exchange, routing_key=contract.TASKS, durable=True)
+    return _kombu_queue(name, contract.TASKS)
+
+
+@functools.lru_cache(maxsize=1024)   # the same few names for every message (users bind copies)
+def _kombu_queue(name: str, tasks: str) -> kombu.Queue:
+    if name == tasks:
+        exchange = kombu.Exchange(tasks, "direct", durable=True)
+        return kombu.Queue(tasks, exchange, routing_key=tasks, durable=True)
     return kombu.Queue(name, kombu.Exchange(""), routing_key=name, durable=True,
                        auto_delete=False)
 

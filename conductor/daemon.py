@@ -73,6 +73,9 @@ class Conductor:
         self._threads: list[threading.Thread] = []
         self._running: dict[str, _Run] = {}
         self._running_lock = threading.Lock()
+        self._thread_state = threading.local()
+        self._publishers: list[Broker] = []          # every consumer thread's, to close
+        self._publishers_lock = threading.Lock()
 
     def start(self) -> None:
         """Start the consumer threads (one deployment each at a time)."""
@@ -92,6 +95,21 @@ class Conductor:
         self.stop.set()
         for thread in self._threads:
             thread.join(timeout)
+        with self._publishers_lock:
+            for broker in self._publishers:
+                broker.close()
+            self._publishers.clear()
+
+    def _publisher(self) -> Broker:
+        """This consumer thread's publishing broker: its connection is kept from
+        one job to the next (a new one per job cost a connection handshake
+        on both sides for every deployment); it reconnects by itself."""
+        broker = getattr(self._thread_state, "broker", None)
+        if broker is None:
+            broker = self._thread_state.broker = Broker(self.settings.broker_url)
+            with self._publishers_lock:
+                self._publishers.append(broker)
+        return broker
 
     def handle_task(self, body: Any, delivery: Delivery) -> None:
         """Run one deployment task; raises ContractError for a malformed one.
@@ -135,54 +153,54 @@ class Conductor:
         job_id = task.job_id or task_id
         LOG.info("environment %s: job %s (%s) started", task.environment_id, job_id,
                  task.action)
-        with Broker(self.settings.broker_url) as broker:
-            secrets = find_secrets(task.model)
-            find_secrets(task.parameters or {}, secrets)   # an action's own passwords too
-            if task.token:
-                secrets.add(task.token)
-            fence: list[int | None] = [None]   # the grant's token, once the lock is held
-            recorder = JobRecorder(
-                task.environment_id, job_id,
-                # on the results queue: the API stores them before the result (one order)
-                lambda body, message_id: broker.publish(
-                    contract.RESULTS, contract.fenced(body, fence[0]), message_id),
-                mask=lambda text: mask_text(text, secrets) if secrets else text)
-            grant = self._lock(task, job_id, recorder)
-            if grant is None:
-                return
-            watch = _LockWatch(self.stop)
-            if grant is not _NO_LOCK:
-                fence[0] = grant.token
-                self._beat(grant, watch)
-            counter = iter(range(1, 1 << 30))
+        broker = self._publisher()   # kept for this thread's next jobs
+        secrets = find_secrets(task.model)
+        find_secrets(task.parameters or {}, secrets)   # an action's own passwords too
+        if task.token:
+            secrets.add(task.token)
+        fence: list[int | None] = [None]   # the grant's token, once the lock is held
+        recorder = JobRecorder(
+            task.environment_id, job_id,
+            # on the results queue: the API stores them before the result (one order)
+            lambda body, message_id: broker.publish(
+                contract.RESULTS, contract.fenced(body, fence[0]), message_id),
+            mask=lambda text: mask_text(text, secrets) if secrets else text)
+        grant = self._lock(task, job_id, recorder)
+        if grant is None:
+            return
+        watch = _LockWatch(self.stop)
+        if grant is not _NO_LOCK:
+            fence[0] = grant.token
+            self._beat(grant, watch)
+        counter = iter(range(1, 1 << 30))
 
-            def report(body: dict) -> None:
-                broker.publish(contract.REPORTS, contract.fenced(body, fence[0]),
-                               f"{task_id}-report-{next(counter)}")
-            try:
-                outcome = self._run(task, task_id, broker, recorder, report, watch.reason)
-                if watch.stop_seen and not watch.lost.is_set():
-                    # halted by the shutdown: not answered; another conductor runs it
-                    LOG.warning("environment %s: job %s stopped with the conductor; its task "
-                                "goes back to the queue", task.environment_id, job_id)
-                    raise Interrupted(f"job {job_id} stopped with the conductor")
-                if watch.lost.is_set():
-                    text = f"job {job_id} ({task.action}) stopped: {LOST}; it sends no result"
-                    LOG.warning("environment %s: %s", task.environment_id, text)
-                    report(contract.report_body(task.environment_id, "environment",
-                                                recorder.mask(text), "warning",
-                                                environment_id=task.environment_id))
-                    return
-                if task.deleted and _removed_everything(outcome):
-                    self._delete_queues(broker, task.environment_id)
-                recorder.flush()   # every task stored before the result ends the job
-                broker.publish(contract.RESULTS,
-                               contract.fenced(contract.result_body(outcome.model), fence[0]),
-                               task_id)
-                watch.answered = True
-            finally:
-                recorder.flush()
-                self._unlock(grant, watch)
+        def report(body: dict) -> None:
+            broker.publish(contract.REPORTS, contract.fenced(body, fence[0]),
+                           f"{task_id}-report-{next(counter)}")
+        try:
+            outcome = self._run(task, task_id, broker, recorder, report, watch.reason)
+            if watch.stop_seen and not watch.lost.is_set():
+                # halted by the shutdown: not answered; another conductor runs it
+                LOG.warning("environment %s: job %s stopped with the conductor; its task "
+                            "goes back to the queue", task.environment_id, job_id)
+                raise Interrupted(f"job {job_id} stopped with the conductor")
+            if watch.lost.is_set():
+                text = f"job {job_id} ({task.action}) stopped: {LOST}; it sends no result"
+                LOG.warning("environment %s: %s", task.environment_id, text)
+                report(contract.report_body(task.environment_id, "environment",
+                                            recorder.mask(text), "warning",
+                                            environment_id=task.environment_id))
+                return
+            if task.deleted and _removed_everything(outcome):
+                self._delete_queues(broker, task.environment_id)
+            recorder.flush()   # every task stored before the result ends the job
+            broker.publish(contract.RESULTS,
+                           contract.fenced(contract.result_body(outcome.model), fence[0]),
+                           task_id)
+            watch.answered = True
+        finally:
+            recorder.flush()
+            self._unlock(grant, watch)
         LOG.info("environment %s: job %s (%s) ended: %s after %d round(s)",
                  task.environment_id, job_id, task.action, outcome.status, outcome.rounds)
 

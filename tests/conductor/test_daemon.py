@@ -78,6 +78,28 @@ def test_a_conductor_with_simulated_agents_deploys_without_any_agent():
     assert [u["state"].get("siteDeployed") for u in units] == [True, True]
 
 
+def test_consumer_threads_keep_their_publishing_connection_from_job_to_job():
+    daemon = Conductor(ConductorSettings(broker_url="memory://", data_dir=DATA,
+                                         agents="simulator", max_environments=2,
+                                         engine=Settings(agent_timeout=3600)),
+                       lambda task: SimulatedCloud().executors()[0])
+    daemon.start()
+    envs = ["k" + uuid.uuid4().hex[:8] for _ in range(5)]
+    try:
+        assert daemon.wait_ready()
+        with Broker("memory://") as broker:
+            for env_id in envs:
+                broker.publish(contract.TASKS, contract.task_body(model(env_id), "tok", "t1"),
+                               "task-" + env_id)
+            results = collect(broker, contract.RESULTS, lambda found: {
+                "task-" + e for e in envs} <= {m for _, m in found}, 30)
+        assert {"task-" + e for e in envs} <= {m for _, m in results}
+        assert 1 <= len(daemon._publishers) <= 2   # one per consumer thread, not per job
+    finally:
+        daemon.shutdown()
+    assert daemon._publishers == []                # closed with the conductor
+
+
 def test_unknown_agent_backend_is_refused_by_name():
     with pytest.raises(ValueError, match="unknown agent backend 'vms' \\(one of amqp, simulator\\)"):
         Conductor(ConductorSettings(agents="vms", data_dir=DATA), lambda task: None)
