@@ -528,13 +528,38 @@ def read_journal(path: Path) -> dict[str, JournalTimes]:
             for plan_id, events in times.items() if "started" in events and "result" in events}
 
 
+AGENT_PEAK_RSS_MB: list[float] = []   # each agent's, read just before it is stopped
+
+
+def peak_rss_mb(pid: int) -> float:
+    """The largest VmHWM (MB) of ``pid`` and its descendants (an instance runs
+    its user data in a shell, and the agent under it)."""
+    peak, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        with contextlib.suppress(OSError, ValueError):
+            for line in Path(f"/proc/{current}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    peak = max(peak, int(line.split()[1]) / 1024)
+            todo += [int(c) for c in Path(f"/proc/{current}/task/{current}/children")
+                     .read_text().split()]
+    return peak
+
+
+def _self_peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
 def stop_stack(stacks: LocalStacks, stack: str) -> None:
-    """Stop every agent of a stack, then delete it.
+    """Stop every agent of a stack, then delete it (their peak RSS noted first).
 
     Why: ``LocalStacks.delete`` stops instances one after the other, each
     taking up to the agent's 0.5 s consumer poll; signalling them all first
     makes a teardown cost one agent stop instead of U.
     """
+    for info in stacks.instances(stack).values():
+        if info.get("running") and info.get("pid"):
+            AGENT_PEAK_RSS_MB.append(peak_rss_mb(int(info["pid"])))
     for info in stacks.instances(stack).values():
         if info.get("running") and info.get("pid"):
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -825,6 +850,9 @@ def run_rows(args: argparse.Namespace, outcome: Outcome,
         ("wall time", f"{outcome.wall:.1f} s"),
         ("CPU time", f"{outcome.cpu_self:.1f} s conductor+bench, {outcome.cpu_agents:.1f} s "
                      f"agents ({os.cpu_count()} cores; teardown included)"),
+        ("peak RSS", f"this process (conductor+bench) {_self_peak_mb():.0f} MB; one agent "
+                     + (f"median {statistics.median(AGENT_PEAK_RSS_MB):.0f} MB, max "
+                        f"{max(AGENT_PEAK_RSS_MB):.0f} MB" if AGENT_PEAK_RSS_MB else "n/a")),
         ("deployments/s", f"{args.environments / wall:.3f}"),
         ("agent commands/s", f"{figures.answered / wall:.2f}"),
     ]
