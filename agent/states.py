@@ -113,6 +113,8 @@ class Machine:
             return State.EXIT, "stop signal"
         try:
             sent = self.agent.startup()
+            # the first answer then waits for no handshake
+            self.agent.broker().connect([self.agent.settings.result_queue])
             self.inbox.open()
         except Exception as exc:  # noqa: BLE001 -- INIT is retried whatever failed
             self.inbox.close()

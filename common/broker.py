@@ -28,9 +28,10 @@ import time
 import traceback
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import kombu
+import kombu.common
 from kombu import compression
 
 from fornace.common import contract, folderbroker
@@ -206,10 +207,15 @@ class Broker:
         LOG.debug("published message %s to %r", message_id, queue)
         return message_id
 
-    def connect(self) -> None:
-        """Open the publishing connection now, so the first publish does not wait for it."""
+    def connect(self, queues: Iterable[str] = ()) -> None:
+        """Open the publishing connection and its channel now, and declare
+        ``queues``: the first publish to them then waits for no handshake
+        (kombu opens both lazily, at the first publish)."""
         with self._lock:
-            self._get_producer()
+            producer = self._get_producer()
+            channel = producer.channel   # resolves kombu's channel promise: connects
+            for name in queues:
+                kombu.common.maybe_declare(kombu_queue(name), channel)
 
     def _get_producer(self) -> kombu.Producer:
         if self._producer is None:

@@ -965,3 +965,21 @@ def test_folder_broker_delete_removes_the_queues_messages(tmp_path):
         broker.delete("gone-q")
         assert broker.drain("gone-q", timeout=0.2) == []
         assert broker.drain("kept-q", timeout=0.5) == [({"n": 2}, "m2")]
+
+
+def test_connect_opens_the_publishing_channel_and_declares_the_queues(rabbit):
+    """The agent connects at start so that its first answer waits for no handshake."""
+    broker = Broker(rabbit)
+    try:
+        broker.connect(["answers-q"])
+        assert broker._connection is not None and broker._connection.connected
+        conn = broker.connection(heartbeat=0)
+        try:   # a passive declare fails for a queue that does not exist
+            declared = conn.channel().queue_declare(queue="answers-q", passive=True)
+            assert declared.message_count == 0
+        finally:
+            conn.release()
+        broker.publish("answers-q", {"n": 1}, "m1")
+        assert broker.drain("answers-q", timeout=5, count=1) == [({"n": 1}, "m1")]
+    finally:
+        broker.close()
