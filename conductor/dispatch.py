@@ -7,9 +7,8 @@ need the instances.  Each action's callback runs its ``<success>`` or
 """
 from __future__ import annotations
 
-import contextlib
 import datetime
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from fornace.common.errors import LocatedError, WorkflowError
 from fornace.conductor.dsl.functions.values import detached
@@ -56,9 +55,12 @@ class NullHooks:
     def command_finished(self, token: Any, action: Action, ok: bool, value: Any) -> None:
         pass
 
-    @contextlib.contextmanager
-    def callback(self, action: Action) -> Iterator[None]:
-        yield
+    def callback_started(self, action: Action) -> None:
+        """Before an action's ``<success>``/``<failure>`` block runs."""
+
+    def callback_ended(self, action: Action) -> None:
+        """After it ran (or raised).  Two calls, not a context manager: this
+        happens for every action of a deployment."""
 
     def changed(self, path: str, base: Any = None) -> None:
         """The model changed at ``path`` (``base``: the object a ``#name.`` path starts at)."""
@@ -112,11 +114,14 @@ class ActionRunner:
 
     def _finish(self, action: Action, ok: bool, value: Any) -> None:
         self.trace.action_finished(action, "success" if ok else "failure", value)
-        with self.hooks.callback(action):
+        self.hooks.callback_started(action)
+        try:
             if ok:
                 action.succeed(value)
             else:
                 action.fail(value)
+        finally:
+            self.hooks.callback_ended(action)
 
     def _update_stack(self, batch: list[Action]) -> None:
         template: dict[str, Any] = {}

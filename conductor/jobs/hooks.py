@@ -21,8 +21,7 @@ behaviour: simulations, tests).
 """
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from fornace.common.catalog import Catalog
 from fornace.common.modelview import hostname_of, iter_units, services_of
@@ -212,23 +211,21 @@ class JobHooks(NullHooks):
         task.finish("ok" if ok else "error", result_summary(ok, value))
         self._pending_record = (task, owner, key, ok, value)
 
-    @contextlib.contextmanager
-    def callback(self, action: Action) -> Iterator[None]:
-        """Around an action's ``<success>``/``<failure>`` block: what it marks."""
+    def callback_started(self, action: Action) -> None:
+        """An action's ``<success>``/``<failure>`` block starts: what it marks is noted."""
         self._capture = []
-        try:
-            yield
-        finally:
-            paths, self._capture = self._capture, None
-            pending, self._pending_record = self._pending_record, None
-            if pending is not None:
-                task, owner, key, ok, value = pending
-                service = self._service(str(action.service))
-                if owner is not None and service is not None:
-                    unit = owner if owner is not service else None
-                    changes.record(owner, service, unit, key, task.digest or "",
-                                   task.change_id, changes.marks(self.model(), paths) if ok else [],
-                                   value, ok, self._description(service, unit))
+
+    def callback_ended(self, action: Action) -> None:
+        paths, self._capture = self._capture or [], None
+        pending, self._pending_record = self._pending_record, None
+        if pending is not None:
+            task, owner, key, ok, value = pending
+            service = self._service(str(action.service))
+            if owner is not None and service is not None:
+                unit = owner if owner is not service else None
+                changes.record(owner, service, unit, key, task.digest or "",
+                               task.change_id, changes.marks(self.model(), paths) if ok else [],
+                               value, ok, self._description(service, unit))
 
     def changed(self, path: str, base: Any = None) -> None:
         if self._capture is not None:
