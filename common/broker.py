@@ -555,17 +555,25 @@ class Consumer:
                         redelivered=bool(message.delivery_info.get("redelivered")),
                         headers=dict(message.headers or {}))
 
-    def _handle(self, conn: kombu.Connection, worker: concurrent.futures.Executor,
-                queue: str, message: Any) -> None:
+    def _decoded(self, queue: str, message: Any) -> tuple[Any, Delivery] | None:
+        """A message's body and delivery; None for a body that is not JSON
+        (dropped and acked, unless ``raw_bodies`` asks for its text)."""
         delivery = self._delivery(queue, message)
         try:
-            body = decode_message(message, queue)
+            return decode_message(message, queue), delivery
         except ContractError as exc:
             if not self.raw_bodies:
                 self._drop(delivery, exc)
                 message.ack()
-                return
-            body = _raw_text(message)
+                return None
+            return _raw_text(message), delivery
+
+    def _handle(self, conn: kombu.Connection, worker: concurrent.futures.Executor,
+                queue: str, message: Any) -> None:
+        decoded = self._decoded(queue, message)
+        if decoded is None:
+            return
+        body, delivery = decoded
         future = worker.submit(self.handlers[queue], body, delivery)
         self._wait(conn, future, f"message {delivery.message_id} on {queue!r}")
         exc = future.exception()
@@ -621,17 +629,10 @@ class Consumer:
         items: list[tuple[Any, Delivery]] = []
         kept: list[Any] = []
         for message in messages:
-            delivery = self._delivery(queue, message)
-            try:
-                body = decode_message(message, queue)
-            except ContractError as exc:
-                if not self.raw_bodies:
-                    self._drop(delivery, exc)
-                    message.ack()
-                    continue
-                body = _raw_text(message)
-            items.append((body, delivery))
-            kept.append(message)
+            decoded = self._decoded(queue, message)
+            if decoded is not None:
+                items.append(decoded)
+                kept.append(message)
         if items:
             future = worker.submit(self.batch_handlers[queue], items)
             self._wait(conn, future, _batch_name(items, queue))

@@ -88,6 +88,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_plan import fornace, peak_rss_mb  # noqa: E402  (the same processes, measured alike)
+
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 BUSY = ("deploying", "deleting")
 START_TIMEOUT = 90.0       # s for the API to answer and the conductors to consume
@@ -116,8 +120,6 @@ def service(units: int) -> dict[str, Any]:
                       for n in range(units)]}
 
 
-def fornace(*args: str) -> list[str]:
-    return [sys.executable, "-m", "fornace.cli", *args]
 
 
 # ------------------------------------------------------------ /proc figures
@@ -217,15 +219,6 @@ def tree_peak_rss_mb(pid: int) -> float:
     return found
 
 
-def peak_rss_mb(pid: int) -> float:
-    """VmHWM of a live process, in MB (0 when it is gone)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
 
 
 # ------------------------------------------------------------ the REST API
