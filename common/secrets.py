@@ -8,9 +8,10 @@ composed from a selected password.
 from __future__ import annotations
 
 import functools
-import json
 import re
 from typing import Any, Iterable
+
+from fornace.common.canonicaljson import canonical_json
 
 MASK = "***"
 _MIN_LENGTH = 4  # shorter values would mask ordinary words
@@ -64,13 +65,16 @@ def masked(value: Any, secrets: Iterable[str] = ()) -> Any:
     return _masked(value, _pattern(frozenset(secrets)))
 
 
+# any secret ending, anywhere (one scan of the text instead of one per ending)
+_ANY_ENDING = re.compile("|".join(sorted(map(re.escape, SECRET_ENDINGS), key=len, reverse=True)))
+
+
 def _may_name_a_secret(text: str) -> bool:
     """False when no key of the JSON ``text`` can be a secret one: no secret
     ending anywhere in it, in any case, with or without ``_`` and ``-``."""
     if "\\u" in text:   # an escaped character may lower() to a letter of one
         return True
-    flat = text.lower().replace("_", "").replace("-", "")
-    return any(ending in flat for ending in SECRET_ENDINGS)
+    return _ANY_ENDING.search(text.lower().replace("_", "").replace("-", "")) is not None
 
 
 def masked_json(value: Any) -> str:
@@ -79,10 +83,10 @@ def masked_json(value: Any) -> str:
     :func:`masked` when the text of ``value`` names no secret at all (the
     common case; the C encoder and a scan of its output cost less than a
     walk in Python, which a value with secrets takes as before)."""
-    text = json.dumps(value, sort_keys=True, default=str, separators=(",", ":"))
+    text = canonical_json(value)
     if not _may_name_a_secret(text):
         return text
-    return json.dumps(masked(value), sort_keys=True, default=str, separators=(",", ":"))
+    return canonical_json(masked(value))
 
 
 def _masked(value: Any, pattern: re.Pattern[str] | None) -> Any:

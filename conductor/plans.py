@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import collections
 import hashlib
-import json
 import uuid
 from typing import Any
 
+from fornace.common.canonicaljson import canonical_json
 from fornace.common.errors import TemplateError
 from fornace.conductor.executors.base import PlanReply
 from fornace.conductor.templates import TemplateStore
@@ -50,7 +50,7 @@ class PlanIds:
 
     def _script_digest(self, script: Any) -> str:
         if not isinstance(script, str):
-            return json.dumps(script, sort_keys=True, default=str)
+            return canonical_json(script)
         found = self._scripts.get(script)
         if found is None:
             found = self._scripts[script] = hashlib.sha256(script.encode()).hexdigest()
@@ -60,13 +60,12 @@ class PlanIds:
         if self.seed is None:
             plan["ID"] = uuid.uuid4().hex
             return plan["ID"]
-        content = json.dumps({k: v for k, v in plan.items() if k not in ("ID", "Scripts")},
-                             sort_keys=True, default=str)
-        scripts = [self._script_digest(script) for script in plan.get("Scripts") or []]
-        digest = hashlib.sha256(f"{content}\0{scripts}".encode()).hexdigest()
-        self._sent[(unit, digest)] += 1
-        key = "\0".join((self.seed, unit, digest, str(self._sent[(unit, digest)])))
-        plan["ID"] = hashlib.sha256(key.encode()).hexdigest()[:32]
+        content = canonical_json({k: v for k, v in plan.items() if k not in ("ID", "Scripts")})
+        scripts = "\0".join(self._script_digest(script) for script in plan.get("Scripts") or [])
+        key = (unit, content, scripts)   # identical plans to one unit are told apart by count
+        self._sent[key] += 1
+        text = "\0".join((self.seed, unit, content, scripts, str(self._sent[key])))
+        plan["ID"] = hashlib.sha256(text.encode()).hexdigest()[:32]
         return plan["ID"]
 
 

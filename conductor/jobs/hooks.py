@@ -49,7 +49,9 @@ class _ModelIndex:
 
     def __init__(self, model: dict[str, Any]) -> None:
         self.root = model
-        self.units = {str(unit["id"]): unit for _, unit in iter_units(model)}
+        pairs = list(iter_units(model))
+        self.units = {str(unit["id"]): unit for _, unit in pairs}
+        self.service_of = {id(unit): service for service, unit in pairs}   # a unit's service
         self.services = {str(service["id"]): service for service in services_of(model)}
         self.unit_objects = {id(unit) for unit in self.units.values()}
         self.objects = self.unit_objects | {id(service) for service in self.services.values()}
@@ -220,9 +222,13 @@ class JobHooks(NullHooks):
         pending, self._pending_record = self._pending_record, None
         if pending is not None:
             task, owner, key, ok, value = pending
-            service = self._service(str(action.service))
-            if owner is not None and service is not None:
-                unit = owner if owner is not service else None
+            if owner is not None:
+                # what the owner's user described, as changes.prepare reads it
+                # again: a unit with its service's fields, or a service alone
+                # (also when its rule sends the command to another service's unit)
+                service = self._indexed().service_of.get(id(owner))
+                unit = owner if service is not None else None
+                service = service if service is not None else owner
                 changes.record(owner, service, unit, key, task.digest or "",
                                task.change_id, changes.marks(self.model(), paths) if ok else [],
                                value, ok, self._description(service, unit))

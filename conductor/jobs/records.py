@@ -142,7 +142,10 @@ class JobRecorder:
         self._lock = threading.Lock()          # the batch being filled and its timer
         self._sending = threading.Lock()       # batches go out one at a time, in order
         self._batch: dict[str, dict[str, Any]] = {}   # change id -> its merged changes
-        self._timer: threading.Timer | None = None
+        self._due = 0.0                        # when the batch being filled must go
+        self._wake = threading.Condition(self._lock)
+        self._flusher: threading.Thread | None = None   # sends batches when due; ends when
+                                                         # nothing is left to send
 
     def task(self, target: str | None, target_name: str | None, operation: str, reason: str,
              status: str = "pending", digest: str | None = None,
@@ -166,6 +169,8 @@ class JobRecorder:
         if self.publish is None:
             return
         with self._lock:
+            if not self._batch:   # a new batch: it goes batch_seconds from now at the latest
+                self._due = time.monotonic() + self.batch_seconds
             merged = self._batch.get(record.change_id)
             if merged is None:
                 merged = self._batch[record.change_id] = {"change_id": record.change_id}
@@ -174,11 +179,26 @@ class JobRecorder:
             if lines:
                 merged["log"] = [*merged.get("log", ()), *lines]
             full = len(self._batch) >= self.batch_size or self.batch_seconds <= 0
-            if not full and self._timer is None:
-                self._timer = threading.Timer(self.batch_seconds, self.flush)
-                self._timer.daemon = True
-                self._timer.start()
+            if not full and self._flusher is None:
+                self._flusher = threading.Thread(target=self._flush_when_due, daemon=True,
+                                                 name=f"{self.job_id}-events")
+                self._flusher.start()
         if full:
+            self.flush()
+
+    def _flush_when_due(self) -> None:
+        """Send each batch ``batch_seconds`` after its first change (one thread
+        while changes keep coming, not one per batch)."""
+        while True:
+            with self._wake:
+                while True:
+                    if not self._batch:
+                        self._flusher = None
+                        return
+                    remaining = self._due - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._wake.wait(remaining)
             self.flush()
 
     def flush(self) -> None:
@@ -186,11 +206,8 @@ class JobRecorder:
         with self._sending:
             with self._lock:
                 batch, self._batch = list(self._batch.values()), {}
-                timer, self._timer = self._timer, None
                 if batch:
                     self._events += 1
-            if timer is not None:
-                timer.cancel()
             if not batch:
                 return
             try:

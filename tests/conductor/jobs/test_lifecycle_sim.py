@@ -15,6 +15,7 @@ from fornace.common import contract
 from fornace.common.catalog import load_catalog
 from fornace.conductor.dsl.workflows import load_workflows
 from fornace.conductor.executors.simulator import Fault, SimulatedCloud
+from fornace.conductor.jobs import changes
 from fornace.conductor.jobs.lifecycle import Job, run_job
 from fornace.conductor.jobs.records import JobRecorder
 from fornace.conductor.limits import Limits
@@ -225,3 +226,47 @@ def test_a_task_model_over_the_limits_ends_the_job_with_an_error_report(action) 
     assert [r["text"] for r in reports] == [
         f"{action} failed: the environment's model is larger than 4096 bytes as JSON "
         f"([engine] max_model_bytes)"]
+
+
+def test_a_command_another_services_rule_sends_is_not_stale_at_the_next_deployment() -> None:
+    """In the benchmark's catalog (Murano 0.2's shape) a nested rule that
+    matched the Active Directory service sends JoinDomain to a web unit: the
+    directory owns that command, and what is recorded for it is the
+    directory's own description -- the one the next deployment compares --
+    so nothing is found changed and nothing runs again."""
+    bench = DATA.parent / "tools" / "bench_catalog"
+    workflows, store = load_workflows(bench / "workflows"), TemplateStore(bench)
+
+    def service(sid: str, name: str, kind: str, pattern: str, units: list[dict]) -> dict:
+        return {"id": sid, "name": name, "type": kind, "domain": "acme.loc",
+                "osImage": {"name": "ws-2012-std", "type": "ws-2012-std"},
+                "adminPassword": "Adm1n-pass!", "unitNamingPattern": pattern,
+                "units": [{"id": f"{sid}-u{i}", "name": f"{name}_instance_{i}", **unit}
+                          for i, unit in enumerate(units)]}
+
+    sim = SimulatedCloud(command_results={"AskDnsIp": [{"Result": ["10.0.0.2"]}]})
+    stacks, agents = sim.executors()
+
+    def deploy(model: dict) -> tuple[dict, JobRecorder]:
+        task = contract.parse_task(contract.task_body(
+            copy.deepcopy(model), None, "tenant", job=contract.job_section("j", "deploy", {})))
+        recorder = JobRecorder(task.environment_id, "j")
+        agents.plans.clear()
+        outcome = run_job(Job(task=task, workflows=workflows, store=store, catalog=None,
+                              stacks=stacks, agents=agents, recorder=recorder,
+                              engine=Settings()))
+        assert outcome.status == "success", outcome.reports
+        return outcome.model, recorder
+
+    model, first = deploy(environment(
+        service("ad", "acme", "activeDirectory", "dc#",
+                [{"isMaster": True, "recoveryPassword": "Rec0very-pass!"}]),
+        service("w1", "web", "webServer", "web#", [{}])))
+    assert ("w1-u0", "new", "ok") in commands(first)
+    directory = model["services"][0]
+    join = directory["status"]["configs"]["JoinDomain@w1-u0"]
+    assert join["inputs"] == changes.description_digest(directory)
+    assert changes.prepare(copy.deepcopy(model)) == {}
+    _, again = deploy(model)
+    assert [c for c in commands(again) if c[2] != "skipped"] == []
+    assert agents.plans == []
