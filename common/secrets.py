@@ -83,6 +83,8 @@ def masked_json(value: Any) -> str:
     :func:`masked` when the text of ``value`` names no secret at all (the
     common case; the C encoder and a scan of its output cost less than a
     walk in Python, which a value with secrets takes as before)."""
+    if isinstance(value, dict) and any(is_secret_key(key) for key in value):
+        return canonical_json(masked(value))   # a secret in sight: no need to look
     text = canonical_json(value)
     if not _may_name_a_secret(text):
         return text

@@ -25,7 +25,8 @@ import hashlib
 from typing import Any
 
 from fornace.common.modelview import find_object, iter_units, services_of
-from fornace.common.secrets import masked, masked_json
+from fornace.common.canonicaljson import canonical_json
+from fornace.common.secrets import is_secret_key, masked, masked_json
 from fornace.conductor.jobs.nodestatus import flag, status_of
 
 _NOT_INPUTS = {"units", "state", "temp", "status", "created", "updated"}
@@ -56,6 +57,9 @@ def description_digest(service: dict[str, Any], unit: dict[str, Any] | None = No
 
 
 def command_digest(template: str, mappings: dict[str, Any]) -> str:
+    if isinstance(mappings, dict) and any(is_secret_key(key) for key in mappings):
+        text = canonical_json({"template": template, "mappings": masked(mappings)})
+        return hashlib.sha256(text.encode()).hexdigest()[:16]   # masked already: no scan
     return _digest({"template": template, "mappings": mappings})
 
 

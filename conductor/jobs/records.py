@@ -76,7 +76,7 @@ def now_iso() -> str:
     return f"{cached[1]}.{int((now - cached[0]) * 1000):03d}+00:00"
 
 
-@dataclass
+@dataclass(slots=True)
 class TaskRecord:
     """One task of a job; changes go out as job events through the recorder."""
 
@@ -161,23 +161,28 @@ class JobRecorder:
             record.finished = now_iso()
             record.summary = self.mask(summary)[:2000]
         self.tasks.append(record)
-        self.send(record, **record.full())
+        self._add(record.change_id, record.full())
         return record
 
     def send(self, record: TaskRecord, **changes: Any) -> None:
         """Add a change of ``record`` to the batch (sent as the class says)."""
+        self._add(record.change_id, changes)
+
+    def _add(self, change_id: str, changes: dict[str, Any]) -> None:
         if self.publish is None:
             return
         with self._lock:
             if not self._batch:   # a new batch: it goes batch_seconds from now at the latest
                 self._due = time.monotonic() + self.batch_seconds
-            merged = self._batch.get(record.change_id)
+            merged = self._batch.get(change_id)
             if merged is None:
-                merged = self._batch[record.change_id] = {"change_id": record.change_id}
-            lines = changes.pop("log", None)
-            merged.update(changes)
-            if lines:
-                merged["log"] = [*merged.get("log", ()), *lines]
+                self._batch[change_id] = changes   # the first change of it in this batch
+                changes["change_id"] = change_id
+            else:
+                lines = changes.pop("log", None)
+                merged.update(changes)
+                if lines:
+                    merged["log"] = [*merged.get("log", ()), *lines]
             full = len(self._batch) >= self.batch_size or self.batch_seconds <= 0
             if not full and self._flusher is None:
                 self._flusher = threading.Thread(target=self._flush_when_due, daemon=True,
