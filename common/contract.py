@@ -470,9 +470,10 @@ def _check_task_event(task: Any, where: str) -> None:
                      f"{where}.change_id")
     if not task["change_id"]:
         raise _error(kind, "must not be empty", f"{where}.change_id")
-    for name, types in _TASK_FIELDS.items():
-        if name in task and not isinstance(task[name], types):
-            raise _error(kind, f"has the wrong type ({_kind(task[name])})", f"{where}.{name}")
+    for name, value in task.items():   # the fields a change carries (a few, often)
+        types = _TASK_FIELDS.get(name)
+        if types is not None and not isinstance(value, types):
+            raise _error(kind, f"has the wrong type ({_kind(value)})", f"{where}.{name}")
     if "status" in task and task["status"] not in TASK_STATUSES:
         raise _error(kind, f"must be one of {', '.join(TASK_STATUSES)}, "
                            f"got {task['status'][:40]!r}", f"{where}.status")

@@ -71,5 +71,6 @@ def hostname_of(unit: dict[str, Any] | None) -> str | None:
     """A unit's hostname (its name before it has one)."""
     if unit is None:
         return None
-    value = get_path(unit, "state.hostname") or unit.get("name")
+    state = unit.get("state")
+    value = (state.get("hostname") if isinstance(state, dict) else None) or unit.get("name")
     return str(value) if value is not None else None

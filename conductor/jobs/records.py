@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from fornace.common import contract
+from fornace.common.canonicaljson import canonical_json
 
 LOG = logging.getLogger(__name__)
 
@@ -32,6 +33,10 @@ def _base32(number: int, width: int) -> str:
         number, digit = divmod(number, 32)
         digits.append(_ALPHABET[digit])
     return "".join(reversed(digits))
+
+
+_COUNTER_LIMIT = 32 ** 3                               # what 3 characters can count
+_COUNTERS = [_base32(n, 3) for n in range(1024)]       # the usual counters, written once
 
 
 class ChangeIds:
@@ -53,12 +58,15 @@ class ChangeIds:
             last_millis, counter = self._last
             if millis <= last_millis:
                 millis, counter = last_millis, counter + 1
+                if counter >= _COUNTER_LIMIT:   # the counter is full: the next millisecond
+                    millis, counter = last_millis + 1, 0
             else:
                 counter = 0
             self._last = (millis, counter)
             if self._prefix[0] != millis:
                 self._prefix = (millis, _base32(millis, 10))
-            return self._prefix[1] + _base32(counter, 3)
+            return self._prefix[1] + (_COUNTERS[counter] if counter < len(_COUNTERS)
+                                      else _base32(counter, 3))
 
 
 _second: tuple[int, str] = (0, "")   # the last whole second written, and its text
@@ -243,10 +251,24 @@ class JobRecorder:
 def result_summary(ok: bool, value: Any) -> str:
     """A task's one-line summary of a plan's result (0.2 shape) or error list."""
     if ok:
-        results = [entry.get("Result") for entry in value or [] if isinstance(entry, dict)]
-        return "ok" + (f": {results[0]}" if results and results[0] not in (None, "", []) else "")
+        first = next((entry.get("Result") for entry in value or [] if isinstance(entry, dict)),
+                     None)
+        text = _as_text(first)
+        return f"ok: {text}" if text else "ok"
     messages = []
     for error in value or []:
         if isinstance(error, dict):
             messages.extend(str(m) for m in error.get("messages") or [])
     return "; ".join(messages) or "failed"
+
+
+def _as_text(value: Any, limit: int = 2000) -> str:
+    """A command's result as a person reads it: text as it is, a list of texts
+    one after another, anything else as compact JSON (never a Python repr)."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value[:limit]
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        return "; ".join(value)[:limit]
+    return canonical_json(value)[:limit]

@@ -4,8 +4,10 @@ from __future__ import annotations
 import datetime
 import threading
 
+import pytest
+
 from fornace.common import contract
-from fornace.conductor.jobs.records import ChangeIds, JobRecorder, now_iso
+from fornace.conductor.jobs.records import ChangeIds, JobRecorder, now_iso, result_summary
 
 
 def recorder(**options) -> tuple[JobRecorder, list[dict]]:
@@ -124,3 +126,30 @@ def test_a_failing_publisher_loses_progress_not_the_job(caplog):
     made.task("u1", "web1", "Deploy", "new", status="running").finish("ok")
     assert made.counts() == {"ok": 1}
     assert "could not send the changes of 1 task(s)" in caplog.text
+
+
+@pytest.mark.parametrize("value, summary", [
+    ([{"IsException": False, "Result": ["serving on 8080", "pid 12"]}], "ok: serving on 8080; pid 12"),
+    ([{"IsException": False, "Result": "done"}], "ok: done"),
+    ([{"IsException": False, "Result": {"port": 80, "up": True}}], 'ok: {"port":80,"up":true}'),
+    ([{"IsException": False, "Result": [1, "a"]}], 'ok: [1,"a"]'),
+    ([{"IsException": False, "Result": None}], "ok"),
+    ([{"IsException": False, "Result": []}], "ok"),
+    ([], "ok"),
+])
+def test_a_result_summary_is_text_not_a_python_repr(value, summary) -> None:
+    assert result_summary(True, value) == summary
+
+
+def test_a_failure_summary_joins_the_messages() -> None:
+    assert result_summary(False, [{"messages": ["boom", "exit 2"]}, {"messages": ["x"]}]) == \
+        "boom; exit 2; x"
+    assert result_summary(False, []) == "failed"
+
+
+def test_change_ids_stay_unique_and_growing_past_a_full_counter() -> None:
+    ids = ChangeIds(clock=lambda: 1_700_000_000.0)   # a clock that stands still
+    made = [ids.next() for _ in range(32 ** 3 + 50)]
+    assert len(set(made)) == len(made)
+    assert made == sorted(made)
+    assert all(len(i) == 13 for i in made)
