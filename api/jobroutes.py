@@ -2,7 +2,7 @@
 
 ``POST /environments/{id}/actions/{name}`` starts a lifecycle action; the
 jobs of an environment, their tasks (JSON or TSV), its topology and status
-can be read, and a stuck job abandoned.  The work is done by
+can be read, its endpoints (outputs) too, and a stuck job abandoned.  The work is done by
 :class:`~fornace.api.jobstore.Jobs`; these routes only translate HTTP.
 """
 from __future__ import annotations
@@ -89,6 +89,12 @@ async def show_topology(env_id: str, session_id: Optional[str] = SESSION_HEADER,
 async def show_status(env_id: str, session_id: Optional[str] = SESSION_HEADER,
                       ctx: Context = Depends(context), jobs: Jobs = Depends(_jobs)) -> dict:
     return await run(jobs.status, ctx, env_id, session_id)
+
+
+@router.get("/environments/{env_id}/outputs")
+async def show_outputs(env_id: str, ctx: Context = Depends(context),
+                       jobs: Jobs = Depends(_jobs)) -> dict:
+    return await run(jobs.outputs, ctx, env_id)
 
 
 @router.post("/environments/{env_id}/abandon")

@@ -32,6 +32,7 @@ from fornace.common.secrets import find_secrets, mask_text, masked
 from fornace.common.db.models import (ConfigSession, Deployment, Environment, JobTask, Status,
                         new_id, utcnow)
 from fornace.api.errors import BadRequest, Conflict, NotFound
+from fornace.api.outputs import environment_outputs
 from fornace.api.store import (BUSY, LIGHT_JOB, Context, Outcome, Store, could_be_id, fenced,
                                iso, job_secrets, lock_tokens, lookup_id, running_job,
                                settle_tasks, settled_state, store_all)
@@ -534,6 +535,14 @@ class Jobs:
             return {"environment_id": env.id, "version": env.version, "state": env.state,
                     "job": running.id if running is not None else None,
                     "services": status_view(description, env.version > 0)}
+
+    def outputs(self, ctx: Context, env_id: str) -> dict[str, Any]:
+        """The endpoints of the deployed environment (:mod:`fornace.api.outputs`)."""
+        with self._sessions() as db:
+            env = self.store.environment(db, ctx, env_id)
+            found = environment_outputs(env.description or {})
+            found["environment"] = {"id": env.id, "name": env.name}
+            return found
 
     # -- abandoning a job -------------------------------------------------------------
     def abandon(self, ctx: Context, env_id: str) -> dict[str, Any]:

@@ -169,7 +169,8 @@ def check_unit_answers(kind: str, service: dict[str, Any], unit: dict[str, Any],
     host = state["hostname"]
     if kind in ("linuxWebServer", "linuxWebServerFarm"):
         assert state["siteDeployed"] is True
-        status, _, page = fetch(f"http://{state['address']}:{port}/")
+        assert state["url"] == f"http://{state['address']}:{port}/"   # shown as an output
+        status, _, page = fetch(state["url"])
         assert status == 200
         assert f"<h1>{service['name']}</h1>" in page and f"Served by {host}" in page
     else:
