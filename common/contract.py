@@ -48,6 +48,10 @@ the earlier ones, and a Murano 0.2 agent or API speaks 1.0)::
     1.4 - Job events of kind "tasks": the changes of many tasks in one
           message ({tasks: [task, ...]}, each shaped as a "task" event's task,
           at most MAX_TASKS_PER_EVENT), sent by conductors in batches
+    1.5 - "nodes" on a "tasks" job event: the node state and status of the
+          units and services that changed since the last event
+          ({id: {state, local}}, at most MAX_NODES_PER_EVENT), so the API
+          shows them while the job runs; "stopped" is a node state
 """
 from __future__ import annotations
 
@@ -58,7 +62,7 @@ from typing import Any
 
 from fornace.common import jsonlimits
 
-CONTRACT_VERSION = "1.4"   # see the history above; bump it with every change of a body
+CONTRACT_VERSION = "1.5"   # see the history above; bump it with every change of a body
 
 TASKS = "tasks"            # exchange, queue and routing key
 RESULTS = "task-results"
@@ -184,13 +188,22 @@ def task_event_body(environment_id: str, job_id: str, task: dict[str, Any]) -> d
 MAX_TASKS_PER_EVENT = 500
 
 
-def task_events_body(environment_id: str, job_id: str,
-                     tasks: list[dict[str, Any]]) -> dict[str, Any]:
+MAX_NODES_PER_EVENT = 5000
+NODE_STATES = ("initial", "creating", "created", "configuring", "configured", "starting",
+               "started", "stopping", "stopped", "deleting", "deleted", "error")
+NODE_STATUSES = ("ok", "degraded", "error", "absent", "pending", "unknown")
+
+
+def task_events_body(environment_id: str, job_id: str, tasks: list[dict[str, Any]],
+                     nodes: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """A ``job-events`` message about several tasks of a job (contract 1.4):
     each of ``tasks`` as the ``task`` of :func:`task_event_body`, applied in
-    their order; at most :data:`MAX_TASKS_PER_EVENT`."""
+    their order; at most :data:`MAX_TASKS_PER_EVENT`.  ``nodes`` (1.5): the
+    units' and services' node states that changed, ``{id: {"state", "local"}}``."""
     body = {"environment_id": environment_id, "job_id": job_id, "kind": "tasks",
             "tasks": tasks}
+    if nodes:
+        body["nodes"] = nodes
     _check_event(body)
     return body
 
@@ -337,6 +350,7 @@ class JobEvent:
     kind: str                      # "task", "tasks" or "job"
     task: dict[str, Any] | None = None
     tasks: list[dict[str, Any]] | None = None   # of a "tasks" event (contract 1.4)
+    nodes: dict[str, dict[str, Any]] | None = None   # of a "tasks" event (contract 1.5)
     state: str | None = None
     summary: str = ""
     fence: int | None = None       # the sender's lock token (contract 1.3)
@@ -348,6 +362,7 @@ def parse_job_event(body: Any) -> JobEvent:
     _check_event(body)
     return JobEvent(environment_id=body["environment_id"], job_id=body["job_id"],
                     kind=body["kind"], task=body.get("task"), tasks=body.get("tasks"),
+                    nodes=body.get("nodes"),
                     state=body.get("state"),
                     summary=body.get("summary") or "", fence=fence_of(body, "job event"))
 
@@ -451,11 +466,33 @@ def _check_event(body: dict) -> None:
             raise _error(kind, f"has more than {MAX_TASKS_PER_EVENT} tasks", "tasks")
         for number, task in enumerate(body["tasks"]):
             _check_task_event(task, f"tasks[{number}]")
+        if "nodes" in body:
+            _check_nodes(body["nodes"])
         return
     if body["kind"] != "task":
         raise _error(kind, f"must be task, tasks or job, got {body['kind'][:40]!r}", "kind")
     _require(body, "task", kind, dict, "an object")
     _check_task_event(body["task"], "task")
+
+
+def _check_nodes(nodes: Any) -> None:
+    """The "nodes" of a "tasks" event: ``{id: {"state": ..., "local": ...}}``."""
+    kind = "job event"
+    if not isinstance(nodes, dict):
+        raise _error(kind, f"must be an object, got {_kind(nodes)}", "nodes")
+    if len(nodes) > MAX_NODES_PER_EVENT:
+        raise _error(kind, f"has more than {MAX_NODES_PER_EVENT} nodes", "nodes")
+    for number, (node_id, node) in enumerate(nodes.items()):
+        where = f"nodes (entry {number})"
+        if not node_id or len(node_id) > 64:
+            raise _error(kind, "must be an id of 1 to 64 characters", where)
+        if not isinstance(node, dict):
+            raise _error(kind, f"must be an object, got {_kind(node)}", where)
+        for name, allowed in (("state", NODE_STATES), ("local", NODE_STATUSES)):
+            value = node.get(name)
+            if value is not None and value not in allowed:
+                raise _error(kind, f"must be one of {', '.join(allowed)}",
+                             f"{where}.{name}")
 
 
 def _check_task_event(task: Any, where: str) -> None:

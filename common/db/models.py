@@ -68,6 +68,8 @@ class Deployment(Base):
     state: Mapped[str] = mapped_column(String(32), default="running")
     description: Mapped[dict] = mapped_column(JSON)  # masked: no secrets stored here
     parameters: Mapped[dict | None] = mapped_column(JSON, nullable=True)  # masked too
+    # while it runs: the node states its conductor sent, {unit or service id: {state, local}}
+    nodes: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     started: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
     finished: Mapped[datetime.datetime | None] = mapped_column(DateTime, nullable=True)
     created: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)

@@ -34,7 +34,7 @@ from fornace.conductor.executors.base import (AgentExecutor, PlanRequest, StackE
 from fornace.conductor.executors.simulator import SimulatedCloud
 from fornace.conductor.jobs import changes
 from fornace.conductor.jobs.hooks import JobHooks
-from fornace.conductor.jobs.nodestatus import flag, set_node, status_of, summarize
+from fornace.conductor.jobs.nodestatus import flag, observing, set_node, status_of, summarize
 from fornace.conductor.jobs.records import JobRecorder, result_summary
 from fornace.conductor.plans import PlanIds, build_plan, read_reply
 from fornace.conductor.session import Outcome, Session, Settings
@@ -93,7 +93,10 @@ def run_job(job: Job) -> Outcome:
         if action not in ("deploy", "delete"):
             job.task.parameters = check_parameters(action, job.task.parameters or {},
                                                    job.model, job.catalog)
-        return handler(job)
+        if action == "plan":   # a preview: no node of the environment moves
+            return handler(job)
+        with observing(job.recorder.node):   # node states go out as they change
+            return handler(job)
     except FornaceError as exc:
         job.report(f"{action} failed: {exc}", "error")
         return Outcome(clean_model(job.model), "error", 0, [])
@@ -154,16 +157,15 @@ def finish_statuses(model: dict[str, Any], failed: set[str],
     in error, blocked ones (a dependency failed) and units never created are
     pending; services sum up their units."""
     for service, unit in iter_units(model):
-        status = status_of(unit)
-        state = status.get("state")
+        state = status_of(unit).get("state")
         if str(unit["id"]) in blocked and str(unit["id"]) not in failed:
-            status["local"] = "pending"
+            set_node(unit, local="pending")
         elif str(unit["id"]) in failed or state == "error":
-            status["local"], status["state"] = "error", "error"
+            set_node(unit, "error", local="error")
         elif state in ("created", "configuring", "configured", "starting", "started"):
-            status["local"], status["state"] = "ok", "started"
+            set_node(unit, "started", local="ok")
         elif state is None:
-            status["local"], status["state"] = "pending", "initial"
+            set_node(unit, "initial", local="pending")
     for service in services_of(model):
         summarize(service)
 
@@ -253,9 +255,14 @@ def _execute_operation(job: Job) -> Outcome:
         job.report(f"execute_operation {name}: no unit matches the filters", "warning")
     ids = PlanIds(job.plan_seed)
     failures = 0
+    moving, moved = _OPERATION_STATES.get(name, (None, None))
     for group in _by_levels(job, commands, bool(params.get("run_by_dependency_order"))):
+        for command in group if moving else ():
+            set_node(command.unit, moving)
         for command, (ok, value) in zip(group, run_commands(job, group, ids)):
             where = hostname_of(command.unit) or command.unit["id"]
+            if moved:
+                set_node(command.unit, moved if ok else "error", local="ok" if ok else "error")
             if ok:
                 job.report(f"Operation {name} on {where}: {result_summary(ok, value)}", "info",
                            "unit", str(command.unit["id"]))
@@ -263,7 +270,15 @@ def _execute_operation(job: Job) -> Outcome:
                 failures += 1
                 job.report(f"Operation {name} on {where} failed: {result_summary(ok, value)}",
                            "error", "unit", str(command.unit["id"]))
+    if moving:
+        for service in services_of(job.model):
+            summarize(service)
     return Outcome(clean_model(job.model), "error" if failures else "success", 1, [])
+
+
+# the node state of a unit while and after these operations run on it
+_OPERATION_STATES = {"stop": ("stopping", "stopped"), "start": ("starting", "started"),
+                     "restart": ("starting", "started")}
 
 
 def _check(job: Job) -> Outcome:
@@ -279,9 +294,8 @@ def _check(job: Job) -> Outcome:
     results = run_commands(job, commands, PlanIds(job.plan_seed)) if commands else []
     for command, (ok, value) in zip(commands, results):
         verdict, detail = _check_verdict(ok, value)
-        status = status_of(command.unit)
-        status["local"] = verdict
-        status["check"] = detail
+        status_of(command.unit)["check"] = detail
+        set_node(command.unit, local=verdict)
         where = hostname_of(command.unit) or command.unit["id"]
         job.report(f"Check of {where}: {verdict}" + (f" ({detail})" if detail else ""),
                    "info" if verdict == "ok" else "warning" if verdict == "degraded" else "error",

@@ -3,19 +3,47 @@
 Each unit has ``status``: ``local`` (ok, degraded, error, absent, pending,
 unknown: how it relates to its description, as Unfurl users know it),
 ``state`` (the TOSCA node state: initial, creating, created, configuring,
-configured, starting, started, stopping, deleting, deleted, error),
+configured, starting, started, stopping, stopped, deleting, deleted, error),
 ``lastChange`` and ``created`` (change ids), ``configs`` (what change
 detection needs, see :mod:`fornace.conductor.jobs.changes`), ``resources`` (its stack
 resources), and the user's ``customized`` / ``protected`` flags.  A
 service's ``status`` sums up its units.  The workflows never read it.
+
+While a job runs, each change of a node's state or status is also told to
+the observer of the job's thread (:func:`observing`: the job's recorder,
+which sends it to the API with the job's task events), so what the operator
+sees moves with the job, not only when it ends.
 """
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import contextvars
+from typing import Any, Callable, Iterator
 
-STATUSES = ("ok", "degraded", "error", "absent", "pending", "unknown")
-NODE_STATES = ("initial", "creating", "created", "configuring", "configured", "starting",
-               "started", "stopping", "deleting", "deleted", "error")
+from fornace.common.contract import NODE_STATES, NODE_STATUSES
+
+STATUSES = NODE_STATUSES   # the contract's names for them
+
+Observer = Callable[[dict[str, Any]], None]   # told the unit or service whose status changed
+_observer: contextvars.ContextVar[Observer | None] = contextvars.ContextVar(
+    "fornace_node_observer", default=None)
+
+
+@contextlib.contextmanager
+def observing(observer: Observer) -> Iterator[None]:
+    """Within the block (in this thread), every :func:`set_node` and
+    :func:`summarize` tells ``observer`` the object it changed."""
+    token = _observer.set(observer)
+    try:
+        yield
+    finally:
+        _observer.reset(token)
+
+
+def _changed(obj: dict[str, Any]) -> None:
+    observer = _observer.get()
+    if observer is not None:
+        observer(obj)
 
 
 def status_of(obj: dict[str, Any]) -> dict[str, Any]:
@@ -36,6 +64,7 @@ def set_node(obj: dict[str, Any], state: str | None = None, local: str | None = 
     if change_id is not None:
         status["lastChange"] = change_id
         status.setdefault("created", change_id)
+    _changed(obj)
 
 
 def flag(obj: dict[str, Any], name: str) -> bool:
@@ -72,6 +101,7 @@ def summarize(service: dict[str, Any]) -> None:
     status = status_of(service)
     status["local"] = overall
     status["state"] = _least(states)
+    _changed(service)
 
 
 def _least(states: list[str]) -> str:

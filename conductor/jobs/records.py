@@ -131,7 +131,8 @@ class JobRecorder:
     on :meth:`flush` -- which the conductor calls before it sends the job's
     result, so the API has stored every task when the result ends the job.
     Changes of one task within a batch are merged (log lines appended in
-    order).  ``batch_seconds = 0`` sends every change at once.
+    order).  ``batch_seconds = 0`` sends every change at once.  The node
+    states that changed (:meth:`node`) go with the batch, the latest of each.
     """
 
     def __init__(self, environment_id: str, job_id: str | None,
@@ -150,6 +151,7 @@ class JobRecorder:
         self._lock = threading.Lock()          # the batch being filled and its timer
         self._sending = threading.Lock()       # batches go out one at a time, in order
         self._batch: dict[str, dict[str, Any]] = {}   # change id -> its merged changes
+        self._nodes: dict[str, dict[str, Any]] = {}   # node id -> its latest state and status
         self._due = 0.0                        # when the batch being filled must go
         self._wake = threading.Condition(self._lock)
         self._flusher: threading.Thread | None = None   # sends batches when due; ends when
@@ -176,12 +178,35 @@ class JobRecorder:
         """Add a change of ``record`` to the batch (sent as the class says)."""
         self._add(record.change_id, changes)
 
+    def node(self, obj: dict[str, Any]) -> None:
+        """A unit's or service's node state or status changed: send it with the batch."""
+        status, node_id = obj.get("status"), obj.get("id")
+        if self.publish is None or not isinstance(status, dict) or node_id is None:
+            return
+        with self._lock:
+            self._new_batch()
+            self._nodes[str(node_id)] = {"state": status.get("state"),
+                                         "local": status.get("local")}
+            full = len(self._nodes) >= contract.MAX_NODES_PER_EVENT or self.batch_seconds <= 0
+            self._start_flusher(full)
+        if full:
+            self.flush()
+
+    def _new_batch(self) -> None:
+        if not self._batch and not self._nodes:   # it goes batch_seconds from now at the latest
+            self._due = time.monotonic() + self.batch_seconds
+
+    def _start_flusher(self, full: bool) -> None:
+        if not full and self._flusher is None:
+            self._flusher = threading.Thread(target=self._flush_when_due, daemon=True,
+                                             name=f"{self.job_id}-events")
+            self._flusher.start()
+
     def _add(self, change_id: str, changes: dict[str, Any]) -> None:
         if self.publish is None:
             return
         with self._lock:
-            if not self._batch:   # a new batch: it goes batch_seconds from now at the latest
-                self._due = time.monotonic() + self.batch_seconds
+            self._new_batch()
             merged = self._batch.get(change_id)
             if merged is None:
                 self._batch[change_id] = changes   # the first change of it in this batch
@@ -192,10 +217,7 @@ class JobRecorder:
                 if lines:
                     merged["log"] = [*merged.get("log", ()), *lines]
             full = len(self._batch) >= self.batch_size or self.batch_seconds <= 0
-            if not full and self._flusher is None:
-                self._flusher = threading.Thread(target=self._flush_when_due, daemon=True,
-                                                 name=f"{self.job_id}-events")
-                self._flusher.start()
+            self._start_flusher(full)
         if full:
             self.flush()
 
@@ -205,7 +227,7 @@ class JobRecorder:
         while True:
             with self._wake:
                 while True:
-                    if not self._batch:
+                    if not self._batch and not self._nodes:
                         self._flusher = None
                         return
                     remaining = self._due - time.monotonic()
@@ -219,12 +241,14 @@ class JobRecorder:
         with self._sending:
             with self._lock:
                 batch, self._batch = list(self._batch.values()), {}
-                if batch:
+                nodes, self._nodes = self._nodes, {}
+                if batch or nodes:
                     self._events += 1
-            if not batch:
+            if not batch and not nodes:
                 return
             try:
-                self.publish(contract.task_events_body(self.environment_id, self.job_id, batch),
+                self.publish(contract.task_events_body(self.environment_id, self.job_id, batch,
+                                                       nodes),
                              f"{self.job_id}-events-{self._events}")
             except Exception as exc:  # progress lost, never the job
                 LOG.warning("job %s: could not send the changes of %d task(s): %s",

@@ -284,3 +284,20 @@ def test_fences_travel_and_are_checked():
             contract.fence_of({"fence": bad}, "report")
     with pytest.raises(contract.ContractError, match="fence"):
         contract.parse_result({"id": "e1", "fence": "x"})
+
+
+def test_a_tasks_event_carries_node_states_and_bad_ones_are_named() -> None:
+    body = contract.task_events_body("e1", "j1", [], {"u1": {"state": "creating",
+                                                             "local": "pending"}})
+    assert contract.parse_job_event(body).nodes == {"u1": {"state": "creating",
+                                                           "local": "pending"}}
+    assert "nodes" not in contract.task_events_body("e1", "j1", [{"change_id": "A"}])
+    for nodes, where in [([], "nodes"), ({"u1": "started"}, "nodes (entry 0)"),
+                         ({"u1": {"state": "flying"}}, "nodes (entry 0).state"),
+                         ({"u1": {"local": "fine"}}, "nodes (entry 0).local"),
+                         ({"": {}}, "nodes (entry 0)")]:
+        bad = {"environment_id": "e1", "job_id": "j1", "kind": "tasks", "tasks": [],
+               "nodes": nodes}
+        with pytest.raises(contract.ContractError) as caught:
+            contract.parse_job_event(bad)
+        assert where in str(caught.value)

@@ -121,8 +121,10 @@ def test_task_to_result_with_reports(conductor):
     final = contract.parse_result(body)
     assert "token" not in final and "temp" not in final
     units = final["services"][0]["units"]
-    assert [u["state"] for u in units] == [{"hostname": "web1", "address": None, "siteDeployed": True},
-                                           {"hostname": "web2", "address": None, "siteDeployed": True}]
+    assert [u["state"] for u in units] == [{"hostname": "web1", "address": None, "siteDeployed": True,
+                                            "url": None},
+                                           {"hostname": "web2", "address": None, "siteDeployed": True,
+                                            "url": None}]
     assert sorted(agents.plans) == ["u1", "u2"]
     ours = [(b, m) for b, m in reports if b["environment_id"] == env_id]
     texts = [b["text"] for b, _ in ours]

@@ -370,11 +370,10 @@ def test_simulated_linux_farm_example(capsys, tmp_path):
          ("send-command", "Linux/DeployStaticSite", "unit0302")],
         [("send-command", "Linux/RegisterBackend", "farm0001-proxy")] * 2
         + [("send-command", "Linux/RegisterBackend", "farm0002-proxy")] * 2]
-    stack = [a["mappings"] for a in doc["rounds"][0]["actions"]]
-    assert [m["instanceName"] for m in stack] == ["hello1", "hello2", "site1", "site2",
-                                                  "hello1-lb", "site1-lb"]
+    stack = {a["mappings"]["instanceName"]: a["mappings"] for a in doc["rounds"][0]["actions"]}
+    assert sorted(stack) == ["hello1", "hello1-lb", "hello2", "site1", "site1-lb", "site2"]
     config = base64.b64decode(re.search(r"echo '([A-Za-z0-9+/=]+)' \| base64 -d",
-                                        stack[4]["userData"]).group(1)).decode()
+                                        stack["hello1-lb"]["userData"]).group(1)).decode()
     assert "input_queue = edemo0003-farm0001-farm0001-proxy" in config  # its own queue
     proxies = [a["mappings"] for a in doc["rounds"][1]["actions"]
                if a["template"] == "Linux/DeployProxy"]

@@ -270,3 +270,55 @@ def test_a_command_another_services_rule_sends_is_not_stale_at_the_next_deployme
     _, again = deploy(model)
     assert [c for c in commands(again) if c[2] != "skipped"] == []
     assert agents.plans == []
+
+
+def run_observed(cloud: Cloud, model: dict, action: str = "deploy",
+                 **parameters) -> tuple[dict, list[dict]]:
+    """A job whose events are kept: each change sent at once (batch_seconds 0)."""
+    task = contract.parse_task(contract.task_body(
+        copy.deepcopy(model), None, "tenant", job=contract.job_section("j", action, parameters)))
+    events: list[dict] = []
+    recorder = JobRecorder(task.environment_id, "j", lambda body, _id: events.append(body),
+                           batch_seconds=0)
+    outcome = run_job(Job(task=task, workflows=WORKFLOWS, store=STORE, catalog=CATALOG,
+                          stacks=cloud.stacks, agents=cloud.agents, recorder=recorder,
+                          engine=Settings()))
+    return outcome.model, events
+
+
+def node_states(events: list[dict], node_id: str) -> list[str]:
+    """The node states ``node_id`` went through, in the order they were sent."""
+    states = [e["nodes"][node_id]["state"] for e in events if node_id in e.get("nodes", {})]
+    return [s for i, s in enumerate(states) if i == 0 or states[i - 1] != s]
+
+
+def test_node_states_are_sent_as_a_deployment_moves_them() -> None:
+    cloud = Cloud()
+    model, events = run_observed(cloud, environment(web("s1", "site", 8080, 2, "web#")))
+    assert all(contract.parse_job_event(e) for e in events)   # contract 1.5 bodies
+    for unit_id in ("s1-u0", "s1-u1"):
+        assert node_states(events, unit_id) == ["creating", "created", "configuring",
+                                                "configured", "started"]
+    assert node_states(events, "s1")[-1] == "started"
+    # the last state sent is the one the result carries
+    last = [e["nodes"]["s1-u0"] for e in events if "s1-u0" in e.get("nodes", {})][-1]
+    status = unit(model, "s1-u0")["status"]
+    assert (last["state"], last["local"]) == (status["state"], status["local"])
+
+
+def test_stop_and_start_move_the_node_state_and_check_sets_only_the_status() -> None:
+    cloud = Cloud()
+    model, _ = cloud.run(environment(web("s1", "site", 8080, 1, "web#")))
+    model, events = run_observed(cloud, model, "execute_operation", operation="stop")
+    assert node_states(events, "s1-u0") == ["stopping", "stopped"]
+    assert unit(model, "s1-u0")["status"]["state"] == "stopped"
+    model, events = run_observed(cloud, model, "execute_operation", operation="start")
+    assert node_states(events, "s1-u0") == ["starting", "started"]
+    assert unit(model, "s1-u0")["status"]["state"] == "started"
+
+    cloud.sim.command_results["Linux/CheckServer"] = \
+        '{"status": "error", "detail": "site: not running"}'   # a command's output line
+    model, events = run_observed(cloud, model, "check")
+    sent = [e["nodes"]["s1-u0"] for e in events if "s1-u0" in e.get("nodes", {})]
+    assert sent and sent[-1] == {"state": "started", "local": "error"}
+    assert unit(model, "s1-u0")["status"]["check"] == "site: not running"
