@@ -173,10 +173,13 @@ class Conductor:
             fence[0] = grant.token
             self._beat(grant, watch)
         counter = iter(range(1, 1 << 30))
+        errors = [0]   # error reports sent: the API ends such a job completed_w_errors
 
         def report(body: dict) -> None:
             broker.publish(contract.REPORTS, contract.fenced(body, fence[0]),
                            f"{task_id}-report-{next(counter)}")
+            if body.get("level") == "error":
+                errors[0] += 1
         try:
             outcome = self._run(task, task_id, broker, recorder, report, watch.reason)
             if watch.stop_seen and not watch.lost.is_set():
@@ -201,8 +204,11 @@ class Conductor:
         finally:
             recorder.flush()
             self._unlock(grant, watch)
+        ended = outcome.status
+        if ended == "success" and errors[0]:   # as the API will show it
+            ended = f"completed_w_errors ({errors[0]} error report(s))"
         LOG.info("environment %s: job %s (%s) ended: %s after %d round(s)",
-                 task.environment_id, job_id, task.action, outcome.status, outcome.rounds)
+                 task.environment_id, job_id, task.action, ended, outcome.rounds)
 
     def _run(self, task: contract.Task, task_id: str, broker: Broker,
              recorder: JobRecorder, report: Callable[[dict], None],

@@ -4,6 +4,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
+import logging
 import time
 import uuid
 from pathlib import Path
@@ -133,7 +134,8 @@ def test_task_to_result_with_reports(conductor):
     assert len({m for _, m in ours}) == len(ours)
 
 
-def test_silent_agent_times_out_and_the_deployment_ends(conductor):
+def test_silent_agent_times_out_and_the_deployment_ends(conductor, caplog):
+    caplog.set_level(logging.INFO, logger="fornace.conductor.daemon")
     url, _ = conductor
     env_id = "d" + uuid.uuid4().hex[:8]
     agents = StandInAgents(url, env_id, ["u1", "u2"], silent={"u2"})
@@ -148,6 +150,11 @@ def test_silent_agent_times_out_and_the_deployment_ends(conductor):
     errors = [b["text"] for b, _ in reports
               if b["environment_id"] == env_id and b["level"] == "error"]
     assert any("web2" in text and "no answer from the agent" in text for text in errors)
+    # the conductor's log says how the job ended as the API will show it
+    ended = wait_for(lambda: [r.getMessage() for r in caplog.records
+                              if env_id in r.getMessage() and " ended: " in r.getMessage()],
+                     "the job's end in the conductor's log")
+    assert "ended: completed_w_errors (1 error report(s))" in ended[0]
 
 
 def test_reports_are_sent_while_the_deployment_runs(conductor):
