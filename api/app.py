@@ -248,7 +248,7 @@ def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
-        return JSONResponse(error_body(exc.status, exc.title, exc.message),
+        return JSONResponse(error_body(exc.status, exc.title, exc.message, exc.details),
                             status_code=exc.status)
 
     @app.exception_handler(RequestValidationError)

@@ -32,7 +32,7 @@ from fornace.common.secrets import find_secrets, mask_text, masked
 from fornace.common.db.models import (ConfigSession, Deployment, Environment, JobTask, Status,
                         new_id, utcnow)
 from fornace.api.errors import BadRequest, Conflict, NotFound
-from fornace.api.outputs import environment_outputs
+from fornace.api.outputs import endpoints, environment_outputs
 from fornace.api.store import (BUSY, LIGHT_JOB, Context, Outcome, Store, could_be_id, fenced,
                                iso, job_secrets, lock_tokens, lookup_id, running_job,
                                settle_tasks, settled_state, store_all)
@@ -95,32 +95,37 @@ def tsv(rows: Iterable[Iterable[Any]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def busy_message(env_id: str, job: Deployment) -> str:
-    return (f"environment {env_id} is busy: job {job.id} ({job.kind}) running since "
-            f"{iso(job.started)}; wait for it to end or abandon it")
-
-
 def _default_status(deployed: bool) -> dict[str, Any]:
     """What a unit or service without a conductor-kept status shows: not created
     yet before the first deployment; after it, nobody knows."""
     return {"local": "unknown" if deployed else "pending", "state": "initial"}
 
 
-def _with_status(item: dict[str, Any], deployed: bool) -> dict[str, Any]:
+def _with_status(item: dict[str, Any], deployed: bool,
+                 live: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     status = item.get("status")
-    return masked(status) if isinstance(status, dict) else _default_status(deployed)
+    shown = masked(status) if isinstance(status, dict) else _default_status(deployed)
+    now = (live or {}).get(str(item.get("id")))
+    if now:   # what the running job told since it began
+        shown.update({k: v for k, v in now.items() if k in ("state", "local") and v})
+    return shown
 
 
-def status_view(description: dict[str, Any], deployed: bool) -> list[dict[str, Any]]:
+def status_view(description: dict[str, Any], deployed: bool,
+                live: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Per service and unit its status; ``live``: the node states a running
+    job sent (by id), shown over those of ``description``."""
     services = []
     for service in description.get("services") or []:
         if not isinstance(service, dict):
             continue
-        units = [{"id": u.get("id"), "name": u.get("name"), "status": _with_status(u, deployed)}
+        units = [{"id": u.get("id"), "name": u.get("name"),
+                  "status": _with_status(u, deployed, live), **endpoints(u)}
                  for u in service.get("units") or [] if isinstance(u, dict)]
         services.append({"id": service.get("id"), "name": service.get("name"),
                          "type": service_type(service),
-                         "status": _with_status(service, deployed), "units": units})
+                         "status": _with_status(service, deployed, live), **endpoints(service),
+                         "units": units})
     return services
 
 
@@ -341,6 +346,8 @@ class _EventBatch:
                             event.job_id, exc)
                 continue
             self._merge(job, change_id, fields)
+        if event.nodes:   # contract 1.5: the node states that moved
+            job.nodes = {**(job.nodes or {}), **event.nodes}
 
     def _merge(self, job: Deployment, change_id: str, fields: TaskFields) -> None:
         key = (job.environment_id, change_id)
@@ -419,6 +426,8 @@ class Jobs:
             if session_id:
                 description = self.store.config_session(db, ctx, env, session_id,
                                                         editable=False).description
+            if env.state in BUSY:  # first: a first deployment running is no "never deployed"
+                raise self.store.busy_error(db, env)
             parameters = self._checked(action, parameters, description)
             if env.version == 0 and action not in UNDEPLOYED_ACTIONS:
                 raise Conflict(f"environment {env_id} has never been deployed: deploy it "
@@ -449,19 +458,14 @@ class Jobs:
             self.store.limits.check_scale(model, checked["node_id"], checked["delta"])
         return checked
 
-    @staticmethod
-    def _claim(db: DbSession, env: Environment) -> None:
+    def _claim(self, db: DbSession, env: Environment) -> None:
         """Mark the environment busy (uninstall too: it keeps the environment);
         a 409 naming the running job when another one has it."""
         claimed = db.execute(update(Environment).where(
             Environment.id == env.id, Environment.state.not_in(BUSY)).values(
             state="deploying", updated=utcnow())).rowcount
-        if claimed == 1:
-            return
-        running = running_job(db, env.id)
-        if running is not None:
-            raise Conflict(busy_message(env.id, running))
-        raise Conflict(f"environment {env.id} is {env.state}; wait for it to end")
+        if claimed != 1:    # a job started since the environment was read
+            raise self.store.busy_error(db, env)
 
     # -- reading jobs -------------------------------------------------------------
     def list_jobs(self, ctx: Context, env_id: str) -> list[dict[str, Any]]:
@@ -519,22 +523,23 @@ class Jobs:
                session_id: str | None = None) -> dict[str, Any]:
         """Per service and unit the status the conductor keeps in the description.
 
-        The environment's description has no services before its first
-        deployment ends: then a session's (given) or the running first
-        deployment's services are shown, every one pending.
+        While a job runs, its model's services are shown (also those it
+        adds), with the node states it has sent so far (contract 1.5); a
+        unit it has not reached yet is pending.  A session's description
+        (given) shows what that session would deploy.
         """
         with self._sessions() as db:
             env = self.store.environment(db, ctx, env_id)
             running = running_job(db, env.id)
-            description = env.description
+            description, deployed, live = env.description, env.version > 0, None
             if session_id:
                 description = self.store.config_session(db, ctx, env, session_id,
                                                         editable=False).description
-            elif env.version == 0 and running is not None:
-                description = running.description
+            elif running is not None:   # what the job works on, as it moves
+                description, deployed, live = running.description, False, running.nodes
             return {"environment_id": env.id, "version": env.version, "state": env.state,
                     "job": running.id if running is not None else None,
-                    "services": status_view(description, env.version > 0)}
+                    "services": status_view(description, deployed, live)}
 
     def outputs(self, ctx: Context, env_id: str) -> dict[str, Any]:
         """The endpoints of the deployed environment (:mod:`fornace.api.outputs`)."""

@@ -24,25 +24,28 @@ def _state(obj: dict[str, Any]) -> dict[str, Any]:
     return state if isinstance(state, dict) else {}
 
 
+def endpoints(obj: dict[str, Any]) -> dict[str, str | None]:
+    """A unit's or service's ``hostname``, ``address`` and ``url`` (None when unknown)."""
+    state = _state(obj)
+    return {key: _text(state, key) for key in ("hostname", "address", "url")}
+
+
 def environment_outputs(model: dict[str, Any]) -> dict[str, Any]:
     """``{"environment": {id, name}, "services": [{id, name, type, url, address,
     units: [{id, name, hostname, address, url}]}], "urls": [{service, unit, url}]}``
     (``urls``: every URL in the order of the services, a service's before its units')."""
     services, urls = [], []
     for service in services_of(model):
-        state = _state(service)
+        found = endpoints(service)
         name = str(service.get("name") or service["id"])
         entry = {"id": str(service["id"]), "name": name,
                  "type": service.get("type") if isinstance(service.get("type"), str) else None,
-                 "url": _text(state, "url"), "address": _text(state, "address"), "units": []}
+                 "url": found["url"], "address": found["address"], "units": []}
         if entry["url"]:
             urls.append({"service": name, "unit": None, "url": entry["url"]})
         for unit in units_of(service):
-            unit_state = _state(unit)
             unit_entry = {"id": str(unit["id"]), "name": str(unit.get("name") or unit["id"]),
-                          "hostname": _text(unit_state, "hostname"),
-                          "address": _text(unit_state, "address"),
-                          "url": _text(unit_state, "url")}
+                          **endpoints(unit)}
             entry["units"].append(unit_entry)
             if unit_entry["url"]:
                 urls.append({"service": name, "unit": unit_entry["name"], "url": unit_entry["url"]})

@@ -6,6 +6,13 @@ tenant is never read or changed (403), a missing one is 404.  Changes that
 must not be half-stored happen in one transaction; deploying is claimed
 with conditional UPDATEs so two concurrent deploys cannot both win.
 
+One conflict rule: a call that would change a busy environment (one whose
+job runs: open a session, edit its services, deploy, rename, delete without
+abandon, run an action) is a 409 naming the running job (:func:`busy_error`).
+Names are unique: an environment's within its tenant, a service's within
+its environment (in the session's view); a name taken is a 409 naming what
+has it.
+
 A deployment is a *job* (see :mod:`fornace.api.jobstore` for the other lifecycle
 actions): the session deploy is a job of action ``deploy``, an environment
 delete one of action ``delete``; every task carries its job section.
@@ -21,7 +28,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence, TypeVar
 
-from sqlalchemy import delete, exists, func, select, update
+from sqlalchemy import delete, exists, func, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session as DbSession, defer, sessionmaker
 
@@ -35,7 +42,7 @@ from fornace.common.resources import BUILTIN_DATA
 from fornace.common.secrets import find_secrets, mask_text, masked
 from fornace.common.db.models import (ConfigSession, Deployment, Environment, JobLock, JobTask,
                                      Status, new_id, utcnow)
-from fornace.api.errors import BadRequest, Forbidden, NotFound, Unavailable
+from fornace.api.errors import BadRequest, Conflict, Forbidden, NotFound, Unavailable
 
 LOG = logging.getLogger(__name__)
 
@@ -151,13 +158,21 @@ class Store:
             Environment.id == env.id)))
 
     def config_session(self, db: DbSession, ctx: Context, env: Environment,
-                       session_id: str | None, editable: bool) -> ConfigSession:
-        """The configuration session named by the header, checked."""
+                       session_id: str | None, editable: bool,
+                       lock: bool = False) -> ConfigSession:
+        """The configuration session named by the header, checked; with ``lock``
+        (PostgreSQL) the other transactions that lock it wait until this one ends."""
         if not session_id:
             raise BadRequest("the X-Configuration-Session header is required")
         return _session_allowed(ctx, env, session_id,
-                                db.get(ConfigSession, lookup_id(session_id, "session")),
+                                db.get(ConfigSession, lookup_id(session_id, "session"),
+                                       with_for_update=lock or None),
                                 editable)
+
+    @staticmethod
+    def busy_error(db: DbSession, env: Environment) -> Conflict:
+        """The 409 of a change refused because ``env`` is busy (:func:`busy_error`)."""
+        return busy_error(db, env)
 
     # -- environments ----------------------------------------------------
     def list_environments(self, ctx: Context) -> list[dict[str, Any]]:
@@ -174,7 +189,10 @@ class Store:
                     in rows]
 
     def create_environment(self, ctx: Context, name: str) -> dict[str, Any]:
+        """A new empty environment; 409 when the tenant has one of that name."""
         with self._sessions.begin() as db:
+            lock_names(db, ctx.tenant_id)
+            refuse_taken_name(db, ctx.tenant_id, name)
             env_id = new_id()
             env = Environment(id=env_id, name=name, tenant_id=ctx.tenant_id, version=0,
                               state="ready",
@@ -202,8 +220,14 @@ class Store:
             return view
 
     def update_environment(self, ctx: Context, env_id: str, name: str) -> dict[str, Any]:
+        """Rename; 409 while a job runs (its result would bring the old name
+        back into the description) or when another environment has the name."""
         with self._sessions.begin() as db:
             env = self.environment(db, ctx, env_id, lock=True)
+            refuse_if_busy(db, env)
+            if name != env.name:
+                lock_names(db, env.tenant_id)
+                refuse_taken_name(db, env.tenant_id, name, but=env.id)
             env.name = name
             env.description = {**env.description, "name": name}
             env.updated = utcnow()
@@ -217,7 +241,8 @@ class Store:
         its running job's lock is revoked (its conductor stops it at its next
         step) and a clean-up deletion task still goes out, so a conductor
         removes what was made for it (its stack: instances, local-cloud
-        processes); what that task reports back is ignored.
+        processes); what that task reports back is ignored.  Without it, a
+        busy environment is a 409 naming its running job.
         """
         with self._sessions.begin() as db:
             env = self.environment(db, ctx, env_id, lock=True)
@@ -231,13 +256,13 @@ class Store:
                                                       env.tenant_id, job_id=new_id())
                 db.delete(env)
             else:
+                refuse_if_busy(db, env)
                 previous = env.state
                 claimed = db.execute(update(Environment).where(
-                    Environment.id == env_id, Environment.state.not_in(BUSY)).values(
+                    Environment.id == env.id, Environment.state.not_in(BUSY)).values(
                     state="deleting", updated=utcnow())).rowcount
-                if claimed != 1:
-                    raise Forbidden(f"environment {env_id} is {env.state}; wait for it to end "
-                                    f"or delete it with abandon=true")
+                if claimed != 1:    # a job started since it was read
+                    raise busy_error(db, env)
                 deployment = Deployment(id=new_id(), environment_id=env.id,
                                         tenant_id=env.tenant_id, kind="delete", parameters={},
                                         description=masked(env.description))
@@ -293,8 +318,7 @@ class Store:
     def configure(self, ctx: Context, env_id: str) -> dict[str, Any]:
         with self._sessions.begin() as db:
             env = self.environment(db, ctx, env_id, lock=True)
-            if env.state in BUSY:
-                raise Forbidden(f"cannot open a session: environment {env_id} is {env.state}")
+            refuse_if_busy(db, env)
             session = ConfigSession(id=new_id(), environment_id=env.id, user_id=ctx.user_id,
                                     version=env.version, state="open",
                                     description=copy.deepcopy(env.description))
@@ -315,8 +339,8 @@ class Store:
         with self._sessions.begin() as db:
             env = self.environment(db, ctx, env_id)
             session = self.config_session(db, ctx, env, session_id, editable=False)
-            if session.state == "deploying":
-                raise Forbidden(f"session {session_id} is deploying and cannot be deleted")
+            if session.state == "deploying":    # its deployment is the job that runs
+                raise busy_error(db, env)
             db.delete(session)
 
     def deploy(self, ctx: Context, env_id: str, session_id: str,
@@ -329,8 +353,12 @@ class Store:
         except ActionError as exc:
             raise BadRequest(str(exc)) from None
         with self._sessions.begin() as db:
-            env = self.environment(db, ctx, env_id)
-            session = self.config_session(db, ctx, env, session_id, editable=False)
+            # the environment, then the session (so no edit of it is half-seen): the
+            # order every transaction that locks both takes
+            env = self.environment(db, ctx, env_id, lock=True)
+            session = self.config_session(db, ctx, env, session_id, editable=False,
+                                          lock=True)
+            refuse_if_busy(db, env)
             if session.state != "open":
                 raise Forbidden(f"session {session_id} is already {session.state}")
             if session.version != env.version:
@@ -341,8 +369,8 @@ class Store:
                 Environment.id == env.id, Environment.version == session.version,
                 Environment.state.not_in(BUSY)).values(
                 state="deploying", updated=utcnow())).rowcount
-            if claimed != 1:
-                raise Forbidden(f"environment {env_id} is already being deployed or deleted")
+            if claimed != 1:    # a job started since it was read
+                raise busy_error(db, env)
             db.execute(update(ConfigSession).where(ConfigSession.id == session.id).values(
                 state="deploying", updated=utcnow()))
             deployment = Deployment(id=new_id(), environment_id=env.id,
@@ -368,16 +396,28 @@ class Store:
 
     def _edit(self, ctx: Context, env_id: str, session_id: str | None,
               change: Callable[[list], Any]) -> Any:
-        """Apply ``change`` to a copy of the session's services; store it if valid."""
+        """Apply ``change`` to a copy of the session's services; store it if valid.
+
+        All or nothing: any error leaves the session as it was.  Edits of one
+        session take turns (its row is locked), so none is lost and two cannot
+        give two services one name.
+        """
         with self._sessions.begin() as db:
+            _sqlite_write_lock(db)
             env = self.environment(db, ctx, env_id)
-            session = self.config_session(db, ctx, env, session_id, editable=True)
+            session = self.config_session(db, ctx, env, session_id, editable=False,
+                                          lock=True)
+            if env.state in BUSY or session.state == "deploying":
+                raise busy_error(db, env)
+            _session_allowed(ctx, env, session_id, session, editable=True)
             description = copy.deepcopy(session.description)
             services = description.setdefault("services", [])
             if not isinstance(services, list):
                 raise BadRequest("the environment's services are not a list")
             before = unit_counts(services)
+            names = service_names(services)
             result = change(services)
+            refuse_taken_service_names(names, services)
             self.limits.check_services(env.id, before, services)
             if tree.depth(services) > tree.MAX_DEPTH:  # e.g. sub-path PUTs, deeper each time
                 raise BadRequest(f"the services would nest more than {tree.MAX_DEPTH} levels "
@@ -392,6 +432,8 @@ class Store:
 
         def change(services: list) -> Any:
             now = iso(utcnow())
+            if not segments and isinstance(data, list):
+                return add_services(services, data, now)
             if not segments:
                 _spec(specs.validate_create, data)
                 service = _spec(specs.prepare_new, data, now, services)
@@ -688,6 +730,146 @@ def allowed(ctx: Context, env_id: str, env: Any) -> Any:
     if env.tenant_id != ctx.tenant_id and not ctx.is_admin:
         raise Forbidden(f"not authorized to access environment {env_id}")
     return env
+
+
+# -- conflicts: a busy environment, a name taken ---------------------------------------
+
+def utc(value: datetime.datetime | None) -> str | None:
+    """A stored (naive UTC) time as ISO 8601 with its zone: ``2026-11-25T17:29:19Z``."""
+    shown = iso(value)
+    return f"{shown}Z" if shown is not None else None
+
+
+def busy_message(env_name: str, job: Deployment) -> str:
+    return (f"environment {env_name} is busy: job {job.id} ({job.kind}) running since "
+            f"{utc(job.started)}; wait for it to end or abandon it")
+
+
+def busy_error(db: DbSession, env: Environment) -> Conflict:
+    """The 409 of a change refused because ``env`` runs a job: the message and the
+    error's ``job`` and ``environment`` fields name them (the command line builds
+    its own advice from those)."""
+    where = {"id": env.id, "name": env.name}
+    job = running_job(db, env.id)
+    if job is None:     # the state says busy, yet no job runs: say what is known
+        return Conflict(f"environment {env.name} is {env.state}; wait for it to end",
+                        environment=where)
+    return Conflict(busy_message(env.name, job), environment=where,
+                    job={"id": job.id, "kind": job.kind, "started": utc(job.started)})
+
+
+def refuse_if_busy(db: DbSession, env: Environment) -> None:
+    """A 409 naming the running job when ``env`` is busy (deploying, deleting)."""
+    if env.state in BUSY:
+        raise busy_error(db, env)
+
+
+# PostgreSQL advisory lock space of environment names ("fnam"); the key in it is
+# the tenant's hash (two tenants sharing a hash only take turns)
+_NAMES_LOCK = 0x666E616D
+
+
+def lock_names(db: DbSession, tenant_id: str) -> None:
+    """Make the tenant's environment names stay as read until the transaction ends:
+    two creates (or renames) of one name take turns, so the second sees the first."""
+    dialect = db.get_bind().dialect.name
+    if dialect == "postgresql":
+        db.execute(text("SELECT pg_advisory_xact_lock(CAST(:space AS integer), "
+                        "hashtext(:tenant))"), {"space": _NAMES_LOCK, "tenant": tenant_id})
+    else:
+        _sqlite_write_lock(db)
+
+
+def _sqlite_write_lock(db: DbSession) -> None:
+    """On SQLite, take the database's write lock now (a write that changes nothing).
+
+    The driver begins a transaction only at the first write, so the reads before
+    it see other writers' commits as they come: a check then a write could both
+    pass in two connections.  After this, the other writers wait until this
+    transaction ends.  Other databases: nothing (they lock rows)."""
+    if db.get_bind().dialect.name == "sqlite":
+        db.execute(text("UPDATE environments SET name = name WHERE 1 = 0"))
+
+
+def refuse_taken_name(db: DbSession, tenant_id: str, name: str, but: str | None = None) -> None:
+    """A 409 naming the tenant's environment (other than ``but``) named ``name``."""
+    query = select(Environment.id).where(Environment.tenant_id == tenant_id,
+                                         Environment.name == name)
+    if but is not None:
+        query = query.where(Environment.id != but)
+    existing = db.scalars(query.order_by(Environment.created).limit(1)).first()
+    if existing is not None:
+        raise Conflict(f"an environment named {name!r} exists already (id {existing})",
+                       existing={"id": existing, "name": name})
+
+
+def service_names(services: list) -> dict[str, Any]:
+    """Service id -> name, of a session's services (to tell, after a change,
+    which services it added or renamed)."""
+    return {service["id"]: service.get("name") for service in services
+            if isinstance(service, dict) and isinstance(service.get("id"), str)}
+
+
+def refuse_taken_service_names(before: dict[str, Any], services: list) -> None:
+    """No service a change added or renamed may share its name with another.
+
+    With a service that was there before the change (``before``:
+    :func:`service_names`): a 409 naming that service and its id.  Between
+    services of the change itself (a list put at once): a 400 naming both
+    places.  Services that had one name before the change are left alone.
+    """
+    places: dict[str, list[int]] = {}
+    for index, service in enumerate(services):
+        if isinstance(service, dict) and isinstance(service.get("name"), str):
+            places.setdefault(service["name"], []).append(index)
+    for name, indexes in places.items():
+        if len(indexes) < 2:
+            continue
+        changed = [i for i in indexes if _renamed(services[i], before)]
+        if not changed:
+            continue
+        kept = [i for i in indexes if i not in changed]
+        if kept:
+            existing = services[kept[0]].get("id")
+            raise Conflict(f"a service named {name!r} (id {existing}) exists already in "
+                           f"this environment", existing={"id": existing, "name": name})
+        raise BadRequest(f"services[{changed[1]}].name: duplicate name {name!r} (also "
+                         f"services[{changed[0]}])")
+
+
+def _renamed(service: dict, before: dict[str, Any]) -> bool:
+    """Whether a change added ``service`` or changed its name."""
+    service_id = service.get("id")
+    return (not isinstance(service_id, str) or service_id not in before
+            or before[service_id] != service.get("name"))
+
+
+def add_services(services: list, items: list, now: str | None) -> list:
+    """Append a list of create specs to a session's ``services``, all or nothing:
+    the first entry that is wrong is a 400 naming it and its field
+    (``services[1].units[0].isMaster: must be a boolean``), as is a name two
+    entries share.  The prepared services, in order."""
+    if not items:
+        raise BadRequest("services: the list is empty: nothing to add")
+    names: dict[str, int] = {}
+    added = []
+    for index, item in enumerate(items):
+        try:
+            specs.validate_create(item)
+            service = specs.prepare_new(item, now, services)
+        except specs.SpecError as exc:
+            place = f"services[{index}]"
+            field = place if exc.field == "service" else f"{place}.{exc.field}"
+            raise BadRequest(f"{field}: {exc.message}") from None
+        name = service.get("name")
+        if isinstance(name, str):
+            if name in names:
+                raise BadRequest(f"services[{index}].name: duplicate name {name!r} (also "
+                                 f"services[{names[name]}])")
+            names[name] = index
+        services.append(service)
+        added.append(service)
+    return added
 
 
 _SECRETS_KEPT = 30.0    # seconds a running job's secrets are kept between two batches

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 import textwrap
 from typing import Any, Callable
@@ -84,16 +85,59 @@ def dispatch(command: Any, handlers: dict[str, Handler]) -> int:
     try:
         return handlers[command.name](command, client)
     except ClientError as exc:
-        hint = " (is Fornace running? set --url or FORNACE_URL)" if exc.unreachable else ""
-        print(f"fornace: {exc}{hint}", file=sys.stderr)
+        print(f"fornace: {error_text(exc, command)}", file=sys.stderr)
         return exit_code(exc)
 
 
-REFUSED = (401, 403, 409)   # who asks, what they may do, what runs now: not a typo
+def error_text(exc: ClientError, command: Any = None) -> str:
+    """An API error in the command line's own words: no method or path, no
+    advice about the API's parameters (``abandon=true``) but the commands that
+    do it; a busy environment names its job and the commands that follow or
+    stop it."""
+    if exc.unreachable:
+        return f"{exc} (is Fornace running? set --url or FORNACE_URL)"
+    busy = _busy_text(exc.error) if exc.status == 409 else None
+    if busy is not None:
+        return busy
+    text = str(exc)
+    if "abandon=true" in text:   # an API's advice for its own users
+        wanted = getattr(command, "environment", None) or "ENV"
+        text = text.replace("abandon=true",
+                            f"'fornace env delete {_argument(str(wanted))} --abandon'")
+    if exc.status is not None and exc.status >= 500:
+        text = f"{text} (the API failed: HTTP {exc.status})"
+    return text
+
+
+def _busy_text(error: dict[str, Any]) -> str | None:
+    """What to say of a 409 naming the job that runs (None: not such a 409)."""
+    job, env = error.get("job"), error.get("environment")
+    if not (isinstance(job, dict) and isinstance(env, dict) and job.get("id")
+            and env.get("id")):
+        return None
+    shown = env.get("name") or env["id"]
+    named = _argument(str(shown), str(env["id"]))
+    return (f"environment {shown} is busy: job {job['id']} ({job.get('kind') or 'job'}) "
+            f"is running; follow it with 'fornace logs {named} --follow', or stop it and "
+            f"forget the environment with 'fornace env delete {named} --abandon'")
+
+
+def _argument(name: str, instead: str | None = None) -> str:
+    """``name`` as a command-line argument inside a quoted hint: as it is when the
+    shell takes it so, else ``instead`` (an id) or the name shell-quoted."""
+    if shlex.quote(name) == name:
+        return name
+    return instead if instead is not None else shlex.quote(name)
+
+
+# who asks, what they may do, what runs now, a server asking to slow down: not a typo
+REFUSED = (401, 403, 408, 409, 429)
 
 
 def exit_code(exc: ClientError) -> int:
-    """2 when the request itself was wrong (400, 404, 413...), else 3."""
+    """2 when the request itself was wrong (400, 404, 413...); 3 when the API is
+    unreachable or refused it (401, 403, 409: permission, a busy environment, a
+    name taken) or failed (5xx)."""
     wrong = exc.status is not None and 400 <= exc.status < 500 and exc.status not in REFUSED
     return USAGE if wrong else UNAVAILABLE
 

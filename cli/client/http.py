@@ -3,8 +3,11 @@
 Used by ``fornace demo`` and the client commands (``fornace env``,
 ``deploy``...): each call returns the decoded JSON body, or raises
 :class:`ClientError` with the API's own error message (``{"error": {"code",
-"title", "message"}}``) or the reason the server could not be reached.  The
-token is sent, never put in a message.
+"title", "message"}}``; the whole error object is kept, for the fields some
+errors add, such as the running job of a busy environment) or the reason the
+server could not be reached.  Messages name no method or path (the commands
+print them to people as they are); the call is kept beside them.  The token
+is sent, never put in a message.
 """
 from __future__ import annotations
 
@@ -15,11 +18,16 @@ from typing import Any, Mapping
 
 
 class ClientError(Exception):
-    """An API call failed: ``status`` is the HTTP status (None: no answer)."""
+    """An API call failed: ``status`` is the HTTP status (None: no answer),
+    ``error`` the API's error object (``{}`` when it sent none), ``call`` the
+    request (``"POST /environments"``, for logs and debugging)."""
 
-    def __init__(self, message: str, status: int | None = None) -> None:
+    def __init__(self, message: str, status: int | None = None,
+                 error: Mapping[str, Any] | None = None, call: str | None = None) -> None:
         super().__init__(message)
         self.status = status
+        self.error: dict[str, Any] = dict(error or {})
+        self.call = call
 
     @property
     def unreachable(self) -> bool:
@@ -52,17 +60,21 @@ class ApiClient:
             with urllib.request.urlopen(call, timeout=self.timeout) as answer:
                 raw = answer.read()
         except urllib.error.HTTPError as exc:
-            raise ClientError(f"{method} {path}: {exc.code} {_error_text(exc)}",
-                              exc.code) from None
+            error = _error_object(exc)
+            message = (error.get("message") or error.get("title") or exc.reason
+                       or f"HTTP {exc.code}")
+            raise ClientError(str(message), exc.code, error, f"{method} {path}") from None
         except (urllib.error.URLError, OSError) as exc:
             reason = getattr(exc, "reason", exc)
-            raise ClientError(f"{method} {path}: cannot reach {self.url}: {reason}") from None
+            raise ClientError(f"cannot reach {self.url}: {reason}",
+                              call=f"{method} {path}") from None
         if not raw:
             return None
         try:
             return json.loads(raw)
         except ValueError:
-            raise ClientError(f"{method} {path}: the answer is not JSON") from None
+            raise ClientError(f"the answer of {self.url} is not JSON: is it the Fornace API?",
+                              call=f"{method} {path}") from None
 
     def get(self, path: str, session: str | None = None) -> Any:
         return self.request("GET", path, None, _session(session))
@@ -78,9 +90,10 @@ def _session(session: str | None) -> dict[str, str]:
     return {"X-Configuration-Session": session} if session else {}
 
 
-def _error_text(exc: urllib.error.HTTPError) -> str:
+def _error_object(exc: urllib.error.HTTPError) -> dict[str, Any]:
+    """The ``error`` object of an error answer; ``{}`` when it has none (a proxy's page)."""
     try:
         error = json.loads(exc.read())["error"]
-        return str(error.get("message") or error.get("title") or exc.reason)
     except (ValueError, KeyError, TypeError, OSError):
-        return str(exc.reason)
+        return {}
+    return error if isinstance(error, dict) else {}

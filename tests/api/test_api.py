@@ -128,11 +128,12 @@ def test_first_deploy_wins_and_other_sessions_become_invalid(api):
     assert add_service(api, env["id"], first, web_server()).status_code == 200
     assert deploy(api, env["id"], first).status_code == 200
     assert api.client.get(f"/environments/{env['id']}").json()["status"] == "deploying"
-    # while deploying: no new session, no second deploy, no deleting the deploying session
-    assert api.client.post(f"/environments/{env['id']}/configure").status_code == 403
-    assert deploy(api, env["id"], second).status_code == 403
-    assert deploy(api, env["id"], first).status_code == 403
-    assert api.client.delete(f"/environments/{env['id']}/sessions/{first}").status_code == 403
+    # while deploying: no new session, no second deploy, no deleting the deploying
+    # session -- each a 409 naming the running job (tests/api/test_conflicts.py)
+    assert api.client.post(f"/environments/{env['id']}/configure").status_code == 409
+    assert deploy(api, env["id"], second).status_code == 409
+    assert deploy(api, env["id"], first).status_code == 409
+    assert api.client.delete(f"/environments/{env['id']}/sessions/{first}").status_code == 409
     body, message_id = api.published.tasks[-1]
     finish(api, body, message_id)
     assert api.client.get(f"/environments/{env['id']}/sessions/{first}").json()["state"] == \
@@ -328,7 +329,7 @@ def test_abandon_removes_a_busy_environment(api):
     session = open_session(api, env["id"])
     add_service(api, env["id"], session, web_server())
     deploy(api, env["id"], session)
-    assert api.client.delete(f"/environments/{env['id']}").status_code == 403
+    assert api.client.delete(f"/environments/{env['id']}").status_code == 409
     assert api.client.delete(f"/environments/{env['id']}",
                              params={"abandon": "true"}).status_code == 200
     assert api.client.get(f"/environments/{env['id']}").status_code == 404

@@ -60,7 +60,7 @@ def test_two_concurrent_deploys_exactly_one_wins(pg_api, attempt):
         thread.start()
     for thread in threads:
         thread.join()
-    assert sorted(codes) == [200, 403]
+    assert sorted(codes) == [200, 409]     # the loser is told which job runs
     assert len(api.published.tasks) == 1
     deployments = api.client.get(f"/environments/{env['id']}/deployments").json()
     assert len(deployments["deployments"]) == 1

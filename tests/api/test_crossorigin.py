@@ -262,8 +262,9 @@ def test_the_cli_client_keeps_working(api):
         assert service["adminPassword"] == "***"
         plan = client.post(f"/environments/{env['id']}/actions/plan", session=session)
         assert plan["action"] == "plan"
-        with pytest.raises(ClientError, match="403 .* already being deployed"):
+        with pytest.raises(ClientError, match=r"is busy: job \w+ \(plan\) running") as busy:
             client.post(f"/environments/{env['id']}/sessions/{session}/deploy")
+        assert busy.value.status == 409 and busy.value.error["job"]["id"] == plan["id"]
         client.post(f"/environments/{env['id']}/abandon")
         client.post(f"/environments/{env['id']}/sessions/{session}/deploy")
         assert client.get(f"/environments/{env['id']}")["status"] == "deploying"

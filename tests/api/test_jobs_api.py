@@ -13,7 +13,7 @@ from sqlalchemy import select
 from waiting import wait_for
 from fornace.api.server import ApiService
 from fornace.common.db.engine import alembic_config, make_engine, upgrade
-from fornace.common.db.models import Deployment, JobLock as LockRow
+from fornace.common.db.models import Deployment, JobLock as LockRow, new_id
 from apikit import make_api, reset_postgres, web_server
 from fornace.cli.main import build_conf
 from fornace.common import contract
@@ -63,9 +63,12 @@ def linux_site(name="site", **extra):
             "units": [{}, {}], **extra}
 
 
-def new_env(client, services=(), name="env1"):
-    """An environment and an open session holding ``services``."""
-    env = client.post("/environments", json={"name": name}).json()
+def new_env(client, services=(), name=None):
+    """An environment and an open session holding ``services`` (names are unique
+    in a tenant: without ``name``, one no other environment has)."""
+    response = client.post("/environments", json={"name": name or f"env-{new_id()}"})
+    assert response.status_code == 200, response.text
+    env = response.json()
     session = client.post(f"/environments/{env['id']}/configure").json()["id"]
     for service in services:
         response = client.post(f"/environments/{env['id']}/services/", json=service,
@@ -299,9 +302,12 @@ def test_a_busy_environment_refuses_a_job_naming_the_running_one(api):
     count = len(api.published.tasks)
     response = action(api, env_id, "install", {})
     assert response.status_code == 409
+    name = api.client.get(f"/environments/{env_id}").json()["name"]
     assert message(response) == (
-        f"environment {env_id} is busy: job {first['id']} (check) running since "
-        f"{first['started']}; wait for it to end or abandon it")
+        f"environment {name} is busy: job {first['id']} (check) running since "
+        f"{first['started']}Z; wait for it to end or abandon it")
+    assert response.json()["error"]["job"] == {"id": first["id"], "kind": "check",
+                                               "started": f"{first['started']}Z"}
     assert len(api.published.tasks) == count  # refused, not queued
     finish(api, first["id"], copy.deepcopy(api.published.tasks[-1][0]))
     assert action(api, env_id, "install", {}).status_code == 202
@@ -573,6 +579,45 @@ def test_status_view(api):
     assert service["units"][0]["status"]["protected"] is True
     assert service["units"][0]["status"]["local"] == "ok"
     assert service["units"][1]["status"] == {"local": "unknown", "state": "initial"}
+
+
+def test_status_moves_with_the_node_states_a_running_job_sends(api):
+    def started(model):
+        for unit in model["services"][0]["units"]:
+            unit["status"] = {"local": "ok", "state": "started"}
+    env_id, model = deployed(api, [linux_site()], change=started)
+    session = api.client.post(f"/environments/{env_id}/configure").json()["id"]
+    api.client.post(f"/environments/{env_id}/services/", json=linux_site("blog"),
+                    headers={"X-Configuration-Session": session})
+    api.client.post(f"/environments/{env_id}/sessions/{session}/deploy")
+    body, job_id = api.published.tasks[-1]
+    site, blog = body["services"]
+    # a job that has sent nothing yet: the services it works on, the new one pending
+    running = api.client.get(f"/environments/{env_id}/status").json()
+    assert running["job"] == job_id
+    assert [s["name"] for s in running["services"]] == ["site", "blog"]
+    assert {u["status"]["state"] for u in running["services"][1]["units"]} == {"initial"}
+    creating, configuring = blog["units"][0]["id"], site["units"][0]["id"]
+    api.jobs.apply_job_event(contract.task_events_body(
+        env_id, job_id, [{"change_id": "N001", "status": "running"}],
+        {creating: {"state": "creating", "local": "pending"}}), "nodes-1")
+    api.jobs.apply_job_event(contract.task_events_body(
+        env_id, job_id, [], {configuring: {"state": "configuring", "local": None},
+                             creating: {"state": "created", "local": "pending"}}), "nodes-2")
+    shown = {u["id"]: u["status"] for s in api.client.get(
+        f"/environments/{env_id}/status").json()["services"] for u in s["units"]}
+    assert shown[creating]["state"] == "created"
+    assert shown[configuring]["state"] == "configuring"
+    assert shown[configuring]["local"] == "ok"   # not sent: the last known one stays
+    # the result ends the job: its model is what is shown from then on
+    final = copy.deepcopy(body)
+    for service in final["services"]:
+        for item in [service, *service["units"]]:
+            item["status"] = {"local": "ok", "state": "started"}
+    finish(api, job_id, final)
+    after = api.client.get(f"/environments/{env_id}/status").json()
+    assert after["job"] is None
+    assert {u["status"]["state"] for s in after["services"] for u in s["units"]} == {"started"}
 
 
 # -- the broker consumer and the schema --------------------------------------------------------

@@ -57,9 +57,9 @@ def test_sessions_services_deploy_and_reports(served):
 
     client.sessions.deploy(env.id, session.id)
     assert client.sessions.get(env.id, session.id).state == "deploying"
-    with pytest.raises(mc_exc.HTTPForbidden):
+    with pytest.raises(mc_exc.HTTPConflict):     # busy: its deployment runs
         client.sessions.delete(env.id, session.id)
-    with pytest.raises(mc_exc.HTTPForbidden):
+    with pytest.raises(mc_exc.HTTPConflict):
         client.sessions.configure(env.id)
 
     body, message_id = api.published.tasks[-1]

@@ -46,10 +46,13 @@ def test_outputs_through_the_api(api) -> None:  # noqa: F811
     response = api.client.get(f"/environments/{env_id}/outputs")
     assert response.status_code == 200, response.text
     found = response.json()
-    assert found["environment"] == {"id": env_id, "name": "env1"}
+    name = api.client.get(f"/environments/{env_id}").json()["name"]
+    assert found["environment"] == {"id": env_id, "name": name}
     assert [u["url"] for u in found["urls"]] == ["http://127.0.0.2:8080/",
                                                  "http://127.0.0.3:8080/"]
     assert [u["hostname"] for u in found["services"][0]["units"]] == ["web1", "web2"]
+    status = api.client.get(f"/environments/{env_id}/status").json()   # there too
+    assert [u["url"] for u in status["services"][0]["units"]] == [u["url"] for u in found["urls"]]
     other = api.client.get(f"/environments/{env_id}/outputs", headers=api.as_tenant("t2"))
     assert other.status_code in (403, 404)
     assert api.client.get("/environments/nope/outputs").status_code == 404
