@@ -38,6 +38,7 @@ COMMANDS = {
     "deployments": "fornace.cli.client.jobs",
     "status": "fornace.cli.client.views",
     "topology": "fornace.cli.client.views",
+    "outputs": "fornace.cli.client.views",
     "workflow": "fornace.cli.workflow",
     "db": "fornace.cli.db",
     "gc": "fornace.cli.gc",
@@ -54,7 +55,7 @@ GROUPS = (
     ("Run Fornace", ("up", "api", "conductor", "agent", "demo")),
     ("Use a running Fornace through its REST API (--url, default $FORNACE_URL)",
      ("env", "service", "deploy", "action", "plan", "jobs", "logs", "deployments", "status",
-      "topology")),
+      "topology", "outputs")),
     ("Workflow files", ("workflow",)),
     ("Operators", ("db", "gc")),
 )
@@ -64,14 +65,18 @@ EPILOG = """\
 Options of every command: --config-file FILE, --config-dir DIR (oslo.config files;
 see etc/fornace.conf.sample). The client commands also take --url URL, --token
 TOKEN ($FORNACE_TOKEN), --tenant ID ($FORNACE_TENANT, noauth mode) and --json (print
-the API's data as one JSON document). Run 'fornace COMMAND --help' for the options
-and examples of each.
+the API's data as one JSON document); their list and show commands -f table|json|
+yaml|value; the commands that destroy (env delete, service remove, action uninstall,
+a scale in) ask first on a terminal, --yes does not ask. Run 'fornace COMMAND
+--help' for the options and examples of each.
 
 Exit codes:
   0    success
-  1    the deployment or job failed (or 'workflow check' found problems)
-  2    bad usage: wrong options, unreadable files, parameters or names the API
-       rejects (HTTP 400, 404)
+  1    the deployment or job failed, 'workflow check' found problems, 'workflow
+       simulate' ended with an error, or a confirmation was answered no
+  2    bad usage: wrong options, unreadable files or models, parameters or names
+       the API rejects (HTTP 400, 404), a command that would ask for
+       confirmation without a terminal and without --yes
   3    the API is unreachable or refused the request (authentication,
        permission, environment busy, server error)
   130  interrupted (Ctrl-C; a followed job goes on)"""
@@ -184,7 +189,8 @@ def _split_global_options(args: list[str], options: tuple[str, ...] = GLOBAL_OPT
     return front, rest
 
 
-CLIENT_OPTIONS = ("--url", "--token", "--tenant")   # with a value; and the flag --json
+CLIENT_OPTIONS = ("--url", "--token", "--tenant", "--format", "-f")   # with a value
+CLIENT_FLAGS = ("--json", "--yes", "-y")
 
 
 def sink_client_options(args: list[str]) -> list[str]:
@@ -194,7 +200,7 @@ def sink_client_options(args: list[str]) -> list[str]:
     moved: list[str] = []
     while rest and rest[0].startswith("-"):
         name = rest[0].split("=", 1)[0]
-        if name == "--json" or (name in CLIENT_OPTIONS and "=" in rest[0]):
+        if name in CLIENT_FLAGS or (name in CLIENT_OPTIONS and "=" in rest[0]):
             moved.append(rest.pop(0))
         elif name in CLIENT_OPTIONS:
             moved.extend(rest[:2])

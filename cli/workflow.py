@@ -4,6 +4,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import re
 import sys
 from pathlib import Path
@@ -31,8 +32,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         description="Report every problem in workflow files as file:line: message "
                     "(XML syntax, unknown functions, filter syntax, unknown <parameter> "
                     "names, missing, unreadable or oversized templates, templates outside "
-                    "the catalog). Exit status 1 if any. Warnings (file:line: warning: "
-                    "message: a DOCTYPE or entities the parser ignored) do not change it.")
+                    "the catalog). Exit status 1 if any; 2 when a FILE_OR_DIR is missing or "
+                    "unreadable. Warnings (file:line: warning: message: a DOCTYPE or "
+                    "entities the parser ignored) do not change it.")
     checker.add_argument("paths", nargs="+", metavar="FILE_OR_DIR",
                          help="workflow files or folders of *.xml files")
     checker.add_argument("--data", metavar="DIR",
@@ -48,7 +50,10 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                     "action and agent command succeeds unless --fail/--time-out says "
                     "otherwise. Prints per round the rules that matched, what they set, "
                     "the actions and reports, then the final model. Exit status 0 when "
-                    "the deployment succeeds, 1 when it ends with an error or a stop.")
+                    "the deployment succeeds, 1 when it ends with an error, an error "
+                    "report (as a failed unit's workflow sends; the API marks such a job "
+                    "completed_w_errors) or a stop, 2 for bad usage or input (unreadable "
+                    "model, a service of a type the catalog's types.json lacks).")
     sim.add_argument("--model", required=True, metavar="ENV.json",
                      help="the environment object model (JSON)")
     sim.add_argument("--data", metavar="DIR",
@@ -74,6 +79,7 @@ def run(conf: cfg.ConfigOpts) -> int:
         from fornace.conductor.config import engine_limits
         from fornace.conductor.dsl.checker import inspect
 
+        readable_paths(command.paths)
         found = inspect(command.paths, command.data, engine_limits(conf))
         problems, warnings = found.problems, found.warnings
         if command.json:
@@ -89,6 +95,23 @@ def run(conf: cfg.ConfigOpts) -> int:
                   file=sys.stderr)
         return 1 if problems else 0
     return simulate(conf)
+
+
+def readable_paths(paths: list[str]) -> None:
+    """Each FILE_OR_DIR of ``check`` exists and can be read: else bad usage (exit
+    status 2), not a problem found in a workflow (1)."""
+    for name in paths:
+        path = Path(name)
+        try:
+            if path.is_dir():
+                os.listdir(path)
+            else:
+                with open(path, "rb"):
+                    pass
+        except FileNotFoundError:
+            raise FornaceError(f"{name}: no such file or folder") from None
+        except OSError as exc:
+            raise FornaceError(f"{name}: cannot read it: {exc.strerror or exc}") from None
 
 
 def _located(problem: str, prefix: str = "") -> dict[str, Any]:
@@ -213,6 +236,7 @@ def _simulate(conf: cfg.ConfigOpts) -> int:
     if not workflows:
         raise FornaceError(f"no workflow files in {command.workflows or data / 'workflows'}")
     model = read_model(command.model, limits)
+    check_service_types(model, data / "types.json", command.model)
     secrets = find_secrets(model)
     stacks, agents = _cloud(command, limits).executors()
     out = sys.stdout
@@ -235,12 +259,64 @@ def _simulate(conf: cfg.ConfigOpts) -> int:
     outcome = session.run()
     trace.flush()
     final = outcome.model if command.show_secrets else masked(outcome.model, secrets)
+    status, errors = judged(outcome.status, outcome.reports)
     if command.json:
         out.write("\n],\n")
-        out.write(f'"status": {json.dumps(outcome.status)},\n')
+        out.write(f'"status": {json.dumps(status)},\n')
         out.write(f'"reports": {json.dumps(outcome.reports)},\n')
         out.write(f'"model": {json.dumps(final)}}}\n')
     else:
-        print(f"== deployment {outcome.status} after {outcome.rounds} round(s)")
+        counted = f" ({len(errors)} error report(s))" if errors else ""
+        print(f"== deployment {status} after {outcome.rounds} round(s){counted}")
         print(json.dumps(final, indent=2))
-    return 0 if outcome.status == "success" else 1
+    if status != "success":     # after the model: the last thing on the screen
+        said = "; ".join(str(r.get("text")) for r in errors[:3])
+        more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+        print(f"fornace: the deployment ended {status}" + (f": {said}{more}" if said else ""),
+              file=sys.stderr)
+    return 0 if status == "success" else 1
+
+
+def judged(status: str, reports: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]]]:
+    """The deployment's status as the API would record its job, and its error reports.
+
+    The loop ends ``success`` when no action is left, even after a unit's command
+    failed: the workflows record such a failure as an error report and go on.
+    The API marks a job with an error report ``completed_w_errors``; so does
+    ``simulate`` (it used to print ``deployment success`` and exit 0).
+    """
+    errors = [r for r in reports if r.get("level") == "error"]
+    if status == "success" and errors:
+        return "completed_w_errors", errors
+    return status, errors
+
+
+def check_service_types(model: dict[str, Any], types_file: Path, source: str) -> None:
+    """Every service that names a type names one of the catalog's ``types.json``
+    (not an abstract one): else bad input, naming each such service and its type.
+    A catalog without ``types.json`` (a Murano 0.2 ``data`` folder) is not checked."""
+    if not types_file.is_file():
+        return
+    from fornace.common.catalog import CatalogError, load_catalog
+
+    try:
+        catalog = load_catalog(types_file)
+    except CatalogError as exc:
+        raise FornaceError(str(exc)) from None
+    services = model.get("services", [])
+    items = services.items() if isinstance(services, dict) else enumerate(services)
+    wrong = []
+    for key, service in items:
+        if "type" not in service:
+            continue
+        kind = service["type"]
+        where = f"$.services[{key!r}]" if isinstance(key, str) else f"$.services[{key}]"
+        name = service.get("name") or service.get("id") or where
+        if not isinstance(kind, str) or not catalog.known(kind):
+            wrong.append(f"{where} (service {name}) has the unknown type {kind!r}")
+        elif catalog.types[kind].abstract:
+            wrong.append(f"{where} (service {name}) has the abstract type {kind!r}")
+    if wrong:
+        known = ", ".join(sorted(n for n, t in catalog.types.items() if not t.abstract))
+        raise FornaceError(f"{source}: {'; '.join(wrong)} (the types of {types_file}: "
+                           f"{known})")

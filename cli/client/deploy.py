@@ -15,9 +15,10 @@ import json
 from typing import Any
 
 from fornace.cli.client.common import FAILED, OK, add_command, dispatch, find_environment, key_values, note
+from fornace.cli.client.confirm import DECLINED, add_yes_option, confirmed, extent, plural
 from fornace.cli.client.follow import Follower, follow_or_return, newest_job, report_line
 from fornace.cli.client.http import ApiClient, ClientError
-from fornace.cli.client.output import print_json, print_table
+from fornace.cli.client.output import add_format_option, emit, format_of, print_table
 from fornace.cli.client.service import load_services
 from fornace.cli.client.session import Sessions
 from fornace.common import jsonlimits
@@ -61,9 +62,12 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "or -N, scale_compute); execute_operation (operation, operation_kwargs, "
         "type_names, node_ids, node_instance_ids, run_by_dependency_order, "
         "allow_kwargs_override); plan (see 'fornace plan'). Services and units may be "
-        "named by name or hostname instead of id.",
+        "named by name or hostname instead of id. uninstall and a scale in (a negative "
+        "delta) ask first on a terminal; --yes does not ask (and is needed when standard "
+        "input is not a terminal).",
         ["fornace action demo check",
          "fornace action demo scale --param node_id=site --param delta=1",
+         "fornace action demo scale --param node_id=site --param delta=-1 --yes",
          "fornace action demo heal --param node_instance_id=web1",
          "fornace action demo execute_operation --params "
          "'{\"operation\": \"stop\", \"node_instance_ids\": [\"web2\"]}'"])
@@ -76,6 +80,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     action.add_argument("--params", metavar="JSON",
                         help="the parameters as one JSON object (--param overrides)")
     _no_follow(action)
+    add_yes_option(action)
 
     plan = add_command(
         subparsers, "plan", "show what the next deployment would do",
@@ -83,10 +88,12 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "operation, reason: new, reconfigure, unchanged...), with the changes waiting "
         "in this client's configuration session if there are any. Nothing runs on the "
         "units and the environment does not change.",
-        ["fornace plan demo", "fornace plan demo --change-detection always --json"])
+        ["fornace plan demo", "fornace plan demo --change-detection always --json",
+         "fornace plan demo -f value | cut -f1,2"])
     plan.add_argument("environment", metavar="ENV", help="environment id or name")
     plan.add_argument("--change-detection", choices=CHANGE_DETECTION,
                       help="as for deploy (default evaluate)")
+    add_format_option(plan)
 
 
 def _no_follow(parser: argparse.ArgumentParser) -> None:
@@ -136,8 +143,44 @@ def action(command: Any, client: ApiClient) -> int:
     env = find_environment(client, command.environment)
     services = client.get(f"/environments/{env['id']}")["services"]
     parameters = with_ids(parameters, services)
+    question = destructive(command.action_name, parameters, env, services)
+    if question and not confirmed(command, question, f"{command.action_name} of environment "
+                                                     f"{env['name']} not started"):
+        return DECLINED
     job = client.post(f"/environments/{env['id']}/actions/{command.action_name}", parameters)
     return follow_or_return(command, client, env, job)
+
+
+def destructive(action_name: str, parameters: dict[str, Any], env: dict[str, Any],
+                services: list[dict[str, Any]]) -> str | None:
+    """The question to ask before an action that removes units (uninstall, a scale
+    in), None for the others."""
+    if action_name == "uninstall":
+        return f"Uninstall environment {env['name']} ({extent(services)})?"
+    if action_name != "scale":
+        return None
+    delta = _integer(parameters.get("delta", 1))
+    if delta is None or delta >= 0:
+        return None     # a scale out; or a delta the API will refuse
+    service = next((s for s in services if s.get("id") == parameters.get("node_id")), None)
+    if service is None:
+        return f"Scale in environment {env['name']} by {plural(-delta, 'unit')}?"
+    count = len(service.get("units") or [])
+    return (f"Scale in service {service.get('name')} of environment {env['name']} by "
+            f"{plural(-delta, 'unit')} ({count} -> {count + delta})?")
+
+
+def _integer(value: Any) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            return None
+    return None
 
 
 def _json_object(text: str | None) -> dict[str, Any]:
@@ -188,6 +231,7 @@ def _replace(value: Any, ids: dict[str, str]) -> Any:
 # -- plan ----------------------------------------------------------------------------------
 
 def plan(command: Any, client: ApiClient) -> int:
+    format_of(command)
     env = find_environment(client, command.environment)
     parameters = {"change_detection": command.change_detection} \
         if command.change_detection else {}
@@ -195,15 +239,14 @@ def plan(command: Any, client: ApiClient) -> int:
     session = Sessions(client).current(env["id"])
     job = client.post(f"/environments/{env['id']}/actions/plan", parameters, session=session)
     outcome = Follower(client, env["id"], job["id"], live=None).follow()
-    if command.json:
-        print_json(outcome.document())
-        return OK if outcome.ok else FAILED
-    tasks = outcome.job.get("tasks") or []
-    print_table(("TARGET", "OPERATION", "REASON", "STATUS"),
-                ((t["target_name"], t["operation"], t["reason"], t["status"]) for t in tasks),
-                empty="(nothing to do)")
-    for report in outcome.reports:
-        print(report_line(report))
+    rows = [(t["target_name"], t["operation"], t["reason"], t["status"])
+            for t in outcome.job.get("tasks") or []]
+
+    def show() -> None:
+        print_table(("TARGET", "OPERATION", "REASON", "STATUS"), rows, empty="(nothing to do)")
+        for report in outcome.reports:
+            print(report_line(report))
+    emit(command, outcome.document(), rows, show)
     if not outcome.ok:
         note(f"the plan job {job['id']} ended {outcome.job['state']}")
     return OK if outcome.ok else FAILED

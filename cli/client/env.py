@@ -5,9 +5,11 @@ import argparse
 from typing import Any
 
 from fornace.cli.client.common import OK, add_command, add_group, dispatch, find_environment
+from fornace.cli.client.confirm import DECLINED, add_yes_option, confirmed, extent
 from fornace.cli.client.follow import follow_or_return, newest_job
 from fornace.cli.client.http import ApiClient, ClientError
-from fornace.cli.client.output import print_json, print_table
+from fornace.cli.client.output import (add_format_option, emit, format_of, local_time,
+                                       print_json, print_table)
 from fornace.cli.client.service import service_rows
 from fornace.cli.client.session import Sessions
 
@@ -19,11 +21,13 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "one environment has that name).",
         ["fornace env create demo", "fornace env list", "fornace env show demo",
          "fornace env delete demo"])
-    add_command(actions, "list", "list the environments",
-                "List the environments of your tenant: id, name, status (ready, pending: "
-                "changes not deployed, deploying, deploy failure, deleting...) and version "
-                "(deployments that changed it).",
-                ["fornace env list", "fornace env list --json"])
+    listing = add_command(
+        actions, "list", "list the environments",
+        "List the environments of your tenant: id, name, status (ready, pending: "
+        "changes not deployed, deploying, deploy failure, deleting...), version "
+        "(deployments that changed it) and when it last changed (local time).",
+        ["fornace env list", "fornace env list --json", "fornace env list -f value"])
+    add_format_option(listing)
     create = add_command(actions, "create", "create an empty environment",
                          "Create an environment without services; add some with "
                          "'fornace service add' and deploy them with 'fornace deploy'.",
@@ -31,16 +35,23 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     create.add_argument("env_name", metavar="NAME", help="its name")
     show = add_command(actions, "show", "show an environment and its units",
                        "Show an environment: status, version, and each service's units "
-                       "with their hostnames and addresses once deployed.",
-                       ["fornace env show demo", "fornace env show demo --json"])
+                       "with their hostnames and addresses once deployed. -f value prints "
+                       "the environment's own fields on one line: id, name, status, "
+                       "version, created, updated.",
+                       ["fornace env show demo", "fornace env show demo --json",
+                        "fornace env show demo -f value | cut -f3"])
     show.add_argument("environment", metavar="ENV", help="environment id or name")
+    add_format_option(show)
     delete = add_command(
         actions, "delete", "delete an environment and its instances",
         "Delete an environment. A deployed one is torn down first (its instances are "
         "removed): the deletion job is followed until the environment is gone, unless "
-        "--no-follow. --abandon forgets it at once, leaving its instances as they are.",
-        ["fornace env delete demo", "fornace env delete demo --no-follow",
+        "--no-follow. --abandon forgets it at once, leaving its instances as they are. "
+        "Asks first on a terminal; --yes does not ask (and is needed when standard input "
+        "is not a terminal).",
+        ["fornace env delete demo", "fornace env delete demo --yes --no-follow",
          "fornace env delete stuck-env --abandon"])
+    add_yes_option(delete)
     delete.add_argument("environment", metavar="ENV", help="environment id or name")
     delete.add_argument("--abandon", action="store_true",
                         help="forget the environment without tearing it down")
@@ -58,13 +69,12 @@ def _run(command: Any, client: ApiClient) -> int:
 
 
 def list_environments(command: Any, client: ApiClient) -> int:
+    format_of(command)
     data = client.get("/environments")
-    if command.json:
-        print_json(data)
-        return OK
-    print_table(("ID", "NAME", "STATUS", "VERSION", "UPDATED"),
-                ((e["id"], e["name"], e["status"], e["version"], e["updated"])
-                 for e in data["environments"]), empty="(no environments)")
+    headers = ("ID", "NAME", "STATUS", "VERSION", "UPDATED")
+    rows = [(e["id"], e["name"], e["status"], e["version"], local_time(e["updated"]))
+            for e in data["environments"]]
+    emit(command, data, rows, lambda: print_table(headers, rows, empty="(no environments)"))
     return OK
 
 
@@ -78,26 +88,36 @@ def create(command: Any, client: ApiClient) -> int:
 
 
 def show(command: Any, client: ApiClient) -> int:
+    format_of(command)
     env = client.get(f"/environments/{find_environment(client, command.environment)['id']}")
-    if command.json:
-        print_json(env)
-        return OK
-    print(f"environment {env['name']} (id {env['id']})\n"
-          f"  status   {env['status']}\n  version  {env['version']}\n"
-          f"  created  {env['created']}\n  updated  {env['updated']}")
-    session = Sessions(client).current(env["id"])
-    if session:
-        print(f"  pending changes in session {session}: 'fornace service list "
-              f"{command.environment}' shows them, 'fornace deploy {command.environment}' "
-              f"deploys them")
-    print()
-    print_table(("SERVICE", "TYPE", "UNIT", "HOSTNAME", "ADDRESS", "SERVICE ID"),
-                service_rows(env.get("services") or []), empty="(no services deployed)")
+    # -f value: the environment's own fields (its units: 'service list --deployed')
+    fields = (env["id"], env["name"], env["status"], env["version"],
+              local_time(env["created"]), local_time(env["updated"]))
+
+    def table() -> None:
+        print(f"environment {env['name']} (id {env['id']})\n"
+              f"  status   {env['status']}\n  version  {env['version']}\n"
+              f"  created  {fields[4]}\n  updated  {fields[5]}")
+        session = Sessions(client).current(env["id"])
+        if session:
+            print(f"  pending changes in session {session}: 'fornace service list "
+                  f"{command.environment}' shows them, 'fornace deploy "
+                  f"{command.environment}' deploys them")
+        print()
+        print_table(("SERVICE", "TYPE", "UNIT", "HOSTNAME", "ADDRESS", "SERVICE ID"),
+                    service_rows(env.get("services") or []), empty="(no services deployed)")
+    emit(command, env, [fields], table)
     return OK
 
 
 def delete(command: Any, client: ApiClient) -> int:
     env = find_environment(client, command.environment)
+    services = client.get(f"/environments/{env['id']}").get("services") or []
+    question = (f"Forget environment {env['name']} ({extent(services)}), leaving its "
+                f"instances as they are?" if command.abandon else
+                f"Delete environment {env['name']} ({extent(services)})?")
+    if not confirmed(command, question, f"environment {env['name']} not deleted"):
+        return DECLINED
     suffix = "?abandon=true" if command.abandon else ""
     client.delete(f"/environments/{env['id']}{suffix}")
     Sessions(client).forget(env["id"])

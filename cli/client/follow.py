@@ -10,6 +10,7 @@ once more a moment later before its outcome is trusted.
 """
 from __future__ import annotations
 
+import datetime
 import sys
 import time
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ from typing import Any
 
 from fornace.cli.client.common import FAILED, OK
 from fornace.cli.client.http import ApiClient, ClientError
-from fornace.cli.client.output import Live, cell, print_json
+from fornace.cli.client.output import Live, cell, parse_time, print_json
 from fornace.common.errors import FornaceError
 
 POLL = 0.5      # seconds between two reads of the job
@@ -130,16 +131,24 @@ class Follower:
         return self._last
 
     def show(self, outcome: Outcome) -> None:
+        """Print what is new since the last read.
+
+        A task is counted once, when its line is printed: the counter goes up by
+        one per line.  (It used to be the number of tasks ended at this read,
+        stamped on every line of the read: six tasks that ended between two reads
+        all said ``[7/11]``.)
+        """
         if self.live is None:
             return
         tasks = outcome.job.get("tasks") or []
-        done = sum(1 for t in tasks if t["status"] in ENDED)
-        self.live.progress(done, len(tasks), time.monotonic() - self.started)
+        seconds = self.elapsed(outcome.job)
+        self.live.progress(len(self._ended), len(tasks), seconds)
         for task in tasks:
             if self.logs:
                 self._show_log(task)
             if task["status"] in ENDED and task["change_id"] not in self._ended:
                 self._ended.add(task["change_id"])
+                self.live.progress(len(self._ended), len(tasks), seconds)
                 self.live.line(task_line(task), counted=True)
         for report in outcome.reports:
             if report["id"] not in self._reports:
@@ -152,9 +161,26 @@ class Follower:
             self.live.line(line)
         self._log_lines[task["change_id"]] = len(task.get("log") or [])
 
+    def elapsed(self, job: dict[str, Any]) -> float:
+        """How long the job has run: from its start (the API's time) to its end, or to
+        now while it runs; the time this command has followed it when the API
+        gave no start (never less: a clock behind the API's is no reason to
+        show less than what was seen)."""
+        following = time.monotonic() - self.started
+        started = parse_time(job.get("started"))
+        if started is None:
+            return following
+        finished = parse_time(job.get("finished"))
+        if finished is not None:
+            return max(0.0, (finished - started).total_seconds())
+        now = datetime.datetime.now(datetime.timezone.utc)
+        return max(following, (now - started).total_seconds())
+
     def ending(self, outcome: Outcome) -> str:
-        """The last line: what happened and how long it took."""
-        seconds = time.monotonic() - self.started
+        """The last line: what happened and how long the job took (from its start
+        to its end as the API recorded them: ``logs --follow`` of a job that ran
+        6 s says 6 s however late it began following)."""
+        seconds = self.elapsed(outcome.job)
         if outcome.gone and self.deleting:
             return f"environment {self.name} deleted in {seconds:.0f} s"
         if outcome.gone:

@@ -15,7 +15,8 @@ from fornace.cli.client.common import FAILED, OK, add_command, dispatch, find_en
 from fornace.common.errors import FornaceError
 from fornace.cli.client.follow import (ENDED, Follower, follow_job, log_lines, report_line, status_counts,
                          task_line)
-from fornace.cli.client.output import print_json, print_table
+from fornace.cli.client.output import (add_format_option, emit, format_of, local_time,
+                                       print_json, print_table)
 from fornace.cli.client.http import ApiClient
 
 
@@ -26,9 +27,10 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "start and end). With JOB: its tasks, one per Heat round or unit command "
         "(target, operation, reason, status, summary).",
         ["fornace jobs demo", "fornace jobs demo 3f2a9c0e41d84b7f9a56e1c2d3b4a5f6",
-         "fornace jobs demo --json"])
+         "fornace jobs demo --json", "fornace jobs demo -f value | cut -f1,3"])
     jobs.add_argument("environment", metavar="ENV", help="environment id or name")
     jobs.add_argument("job", nargs="?", metavar="JOB", help="a job id (see fornace jobs ENV)")
+    add_format_option(jobs)
 
     logs = add_command(
         subparsers, "logs", "print (and follow) the log lines and reports of a job",
@@ -46,10 +48,12 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "The environment's deployments (every job, as the 0.2 API shows them), newest "
         "first; with DEPLOYMENT, its reports.",
         ["fornace deployments demo",
-         "fornace deployments demo 3f2a9c0e41d84b7f9a56e1c2d3b4a5f6"])
+         "fornace deployments demo 3f2a9c0e41d84b7f9a56e1c2d3b4a5f6",
+         "fornace deployments demo -f yaml"])
     deployments.add_argument("environment", metavar="ENV", help="environment id or name")
     deployments.add_argument("deployment", nargs="?", metavar="DEPLOYMENT",
                              help="a deployment id: show its reports")
+    add_format_option(deployments)
 
 
 def run(conf: Any) -> int:
@@ -57,32 +61,33 @@ def run(conf: Any) -> int:
 
 
 def jobs(command: Any, client: ApiClient) -> int:
+    format_of(command)      # contradicting options: said before any request
     env = find_environment(client, command.environment)
     base = f"/environments/{env['id']}/jobs"
     if command.job:
         return _one_job(command, client.get(f"{base}/{command.job}"))
     data = client.get(base)
-    if command.json:
-        print_json(data)
-        return OK
-    print_table(("JOB", "ACTION", "STATE", "TASKS", "STARTED", "FINISHED"),
-                ((j["id"], j["action"], j["state"], status_counts(j), j["started"],
-                  j["finished"]) for j in data["jobs"]), empty="(no jobs yet)")
+    headers = ("JOB", "ACTION", "STATE", "TASKS", "STARTED", "FINISHED")
+    rows = [(j["id"], j["action"], j["state"], status_counts(j), local_time(j["started"]),
+             local_time(j["finished"])) for j in data["jobs"]]
+    emit(command, data, rows, lambda: print_table(headers, rows, empty="(no jobs yet)"))
     return OK
 
 
 def _one_job(command: Any, job: dict[str, Any]) -> int:
-    if command.json:
-        print_json(job)
-        return OK
-    print(f"job {job['id']}: {job['action']} {job['state']} (started {job['started']}, "
-          f"finished {job['finished'] or '-'})")
-    if job.get("parameters"):
-        print(f"parameters: {json.dumps(job['parameters'])}")
-    print_table(("TARGET", "OPERATION", "REASON", "STATUS", "SUMMARY"),
-                ((t["target_name"], t["operation"], t["reason"], t["status"], t["summary"])
-                 for t in job.get("tasks") or []),
-                empty="(no tasks)")
+    """A job and its tasks (value: a row per task)."""
+    headers = ("TARGET", "OPERATION", "REASON", "STATUS", "SUMMARY")
+    rows = [(t["target_name"], t["operation"], t["reason"], t["status"], t["summary"])
+            for t in job.get("tasks") or []]
+
+    def show() -> None:
+        print(f"job {job['id']}: {job['action']} {job['state']} (started "
+              f"{local_time(job['started']) or '-'}, finished "
+              f"{local_time(job['finished']) or '-'})")
+        if job.get("parameters"):
+            print(f"parameters: {json.dumps(job['parameters'])}")
+        print_table(headers, rows, empty="(no tasks)")
+    emit(command, job, rows, show)
     return OK
 
 
@@ -119,21 +124,24 @@ def _job(client: ApiClient, env_id: str, job_id: str | None) -> dict[str, Any]:
 
 
 def deployments(command: Any, client: ApiClient) -> int:
+    format_of(command)
     env = find_environment(client, command.environment)
     base = f"/environments/{env['id']}/deployments"
     if command.deployment:
         data = client.get(f"{base}/{command.deployment}")
-        if command.json:
-            print_json(data)
-        else:
-            for report in data["reports"]:
-                print(f"{report['created']} {report_line(report)}")
+        reports = data["reports"]
+
+        def show() -> None:     # whole texts, one line each (a table would cut them)
+            for report in reports:
+                print(f"{local_time(report['created'])} {report_line(report)}")
+            if not reports:
+                print("(no reports)")
+        emit(command, data, [(local_time(r["created"]), r.get("level") or "info", r["text"])
+                             for r in reports], show)
         return OK
     data = client.get(base)
-    if command.json:
-        print_json(data)
-        return OK
-    print_table(("DEPLOYMENT", "STATE", "STARTED", "FINISHED"),
-                ((d["id"], d["state"], d["started"], d["finished"])
-                 for d in data["deployments"]), empty="(no deployments yet)")
+    headers = ("DEPLOYMENT", "STATE", "STARTED", "FINISHED")
+    rows = [(d["id"], d["state"], local_time(d["started"]), local_time(d["finished"]))
+            for d in data["deployments"]]
+    emit(command, data, rows, lambda: print_table(headers, rows, empty="(no deployments yet)"))
     return OK

@@ -1,71 +1,27 @@
 """The client commands (``fornace env``, ``service``, ``deploy``, ``action``...)
 run as their users run them: ``python -m fornace.cli`` in a subprocess,
 talking over HTTP to a real API with its conductor and the local cloud's
-real agents (folder broker, SQLite), started once for the module.
+real agents (folder broker, SQLite), started once for the module (the
+``box`` and ``cli`` fixtures of conftest.py).
 """
 from __future__ import annotations
 
+import datetime
 import json
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from apikit import free_port
+from clikit import as_json, ok, one_line_error, site
 from fornace.cli.client.deploy import with_ids
 from fornace.cli.client.service import load_services
 from fornace.cli.main import COMMANDS, GROUPS, main
 from fornace.common.errors import FornaceError
-from localkit import running_onebox
 
 ROOT = Path(__file__).resolve().parents[2]
 HELLO = ROOT / "data" / "examples" / "apps" / "hello"
-
-
-@pytest.fixture(scope="module")
-def box(tmp_path_factory):
-    yield from running_onebox(tmp_path_factory.mktemp("cli-client") / "state")
-
-
-@pytest.fixture
-def cli(box, tmp_path):
-    """Runs ``fornace ARGS`` against the box; its sessions file is the test's own."""
-    environment = {**os.environ, "HOME": str(tmp_path),
-                   "FORNACE_URL": box.url, "FORNACE_SESSIONS": str(tmp_path / "sessions")}
-    for name in ("FORNACE_TOKEN", "FORNACE_TENANT"):
-        environment.pop(name, None)
-
-    def run(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "fornace.cli", *args], cwd=tmp_path,
-                              env=environment, capture_output=True, text=True,
-                              timeout=timeout)
-    return run
-
-
-def ok(done: subprocess.CompletedProcess) -> str:
-    assert done.returncode == 0, done.stdout + done.stderr
-    return done.stdout
-
-
-def as_json(done: subprocess.CompletedProcess) -> object:
-    assert done.returncode == 0, done.stdout + done.stderr
-    return json.loads(done.stdout)
-
-
-def one_line_error(done: subprocess.CompletedProcess, code: int) -> str:
-    assert done.returncode == code, done.stdout + done.stderr
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("fornace: "), done.stderr
-    return lines[0]
-
-
-def site(name: str, port: int, units: int = 1) -> dict:
-    return {"name": name, "type": "linuxWebServer", "port": port,
-            "unitNamingPattern": f"{name}#", "osImage": {"name": "local", "type": "linux"},
-            "units": [{} for _ in range(units)]}
 
 
 # --------------------------------------------------------------------------------- help
@@ -87,9 +43,9 @@ def test_help_groups_every_command_and_explains_the_exit_codes(capsys):
 
 @pytest.mark.parametrize("args", [
     ["env"], ["env", "list"], ["env", "create"], ["env", "show"], ["env", "delete"],
-    ["service"], ["service", "add"], ["service", "list"], ["service", "remove"],
-    ["deploy"], ["action"], ["plan"], ["jobs"], ["logs"], ["deployments"], ["status"],
-    ["topology"]])
+    ["service"], ["service", "add"], ["service", "update"], ["service", "list"],
+    ["service", "remove"], ["deploy"], ["action"], ["plan"], ["jobs"], ["logs"],
+    ["deployments"], ["status"], ["topology"], ["outputs"]])
 def test_each_client_command_has_a_description_and_examples(capsys, args):
     with pytest.raises(SystemExit) as done:
         main([*args, "--help"])
@@ -164,7 +120,7 @@ def test_environments_are_created_listed_shown_and_deleted(cli):
     line = one_line_error(cli("env", "show", "no-such-env"), 2)
     assert "'no-such-env'" in line
 
-    assert "deleted" in ok(cli("env", "delete", "cli-empty"))
+    assert "deleted" in ok(cli("env", "delete", "cli-empty", "--yes"))
     assert created["id"] not in ok(cli("env", "list"))
 
 
@@ -181,14 +137,21 @@ def test_services_are_added_deployed_followed_and_acted_on(cli, tmp_path):
            "--set", f"port={free_port()}", "--set", "osImage.name=local"))
     pending = ok(cli("service", "list", "cli-web"))
     assert "pending changes" in pending and "spare" in pending and "web_instance_0" in pending
-    ok(cli("service", "remove", "cli-web", "spare"))
+    ok(cli("service", "remove", "cli-web", "spare", "--yes"))
     assert [s["name"] for s in as_json(cli("service", "list", "cli-web", "--json"))] == ["web"]
 
     deployed = cli("deploy", "cli-web")
     out = ok(deployed)
     assert re.search(r"^\[\d+/\d+\] web1 +Linux/DeployStaticSite +ok$", out, re.M), out
     assert "report: Service web is ready" in out
-    assert re.search(r"^deploy succeeded: job \w+ in \d+ s, tasks: \d+ ok$", out, re.M)
+    ending = re.search(r"^deploy succeeded: job (\w+) in (\d+) s, tasks: \d+ ok$", out, re.M)
+    assert ending, out
+    counters = re.findall(r"^\[(\d+)/\d+\] ", out, re.M)    # one count per ended task
+    assert counters == [str(n) for n in range(1, len(counters) + 1)], out
+    job = as_json(cli("jobs", "cli-web", ending.group(1), "--json"))
+    took = (datetime.datetime.fromisoformat(job["finished"])
+            - datetime.datetime.fromisoformat(job["started"])).total_seconds()
+    assert int(ending.group(2)) == round(took), (out, job["started"], job["finished"])
     shown = as_json(cli("env", "show", "cli-web", "--json"))
     assert shown["status"] == "ready" and shown["version"] == 1
     assert [u["state"]["hostname"] for u in shown["services"][0]["units"]] == ["web1"]
@@ -237,7 +200,7 @@ def test_services_are_added_deployed_followed_and_acted_on(cli, tmp_path):
     assert re.search(r"^blog1\s+Linux/DeployStaticSite\s+new\s+planned", planned, re.M), planned
     assert not re.search(r"^web\d\s+Linux/DeployStaticSite", planned, re.M), planned
 
-    deleted = ok(cli("env", "delete", "cli-web"))
+    deleted = ok(cli("env", "delete", "cli-web", "-y"))
     assert "environment cli-web deleted" in deleted
     assert "cli-web" not in ok(cli("env", "list"))
 
@@ -259,4 +222,4 @@ def test_a_failing_deployment_exits_1_with_the_error(cli, tmp_path):
     outcome = json.loads(again.stdout)
     assert outcome["job"]["state"] == "completed_w_errors"
     assert any(r["level"] == "error" for r in outcome["reports"])
-    assert ok(cli("env", "delete", "cli-broken"))
+    assert ok(cli("env", "delete", "cli-broken", "--yes"))

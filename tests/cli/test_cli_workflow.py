@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -78,9 +79,22 @@ def test_check_json_lists_problems_as_objects(tmp_path, capsys):
     assert (code, json.loads(out)) == (0, {"problems": [], "warnings": []})
 
 
-def test_check_missing_path_is_a_problem(tmp_path, capsys):
-    code, out, _ = run_cli(capsys, "workflow", "check", str(tmp_path / "nope"))
-    assert code == 1 and "no such file or folder" in out
+def test_check_of_a_missing_path_is_bad_usage(tmp_path, capsys):
+    """A file that is not there is a mistyped command (exit 2), not a problem found in
+    a workflow (1): regression, it was reported as a problem with exit status 1."""
+    code, out, err = run_cli(capsys, "workflow", "check", str(ROOT / "data" / "workflows"),
+                             str(tmp_path / "nope.xml"))
+    assert (code, out) == (2, "")
+    assert err == f"fornace: {tmp_path / 'nope.xml'}: no such file or folder\n"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file without permissions")
+def test_check_of_an_unreadable_file_is_bad_usage(tmp_path, capsys):
+    path = tmp_path / "w.xml"
+    path.write_text("<workflow/>")
+    path.chmod(0)
+    code, out, err = run_cli(capsys, "workflow", "check", str(path))
+    assert (code, out) == (2, "") and f"{path}: cannot read it" in err
 
 
 def test_simulate_example_json(capsys):
@@ -98,7 +112,8 @@ def test_simulate_example_json(capsys):
     assert first["mappings"]["instanceName"] == "web1"
     units = doc["model"]["services"][0]["units"]
     assert [u["state"] for u in units] == [
-        {"hostname": "web1", "address": None, "siteDeployed": True}, {"hostname": "web2", "address": None, "siteDeployed": True}]
+        {"hostname": "web1", "address": None, "siteDeployed": True, "url": None},
+        {"hostname": "web2", "address": None, "siteDeployed": True, "url": None}]
     texts = [r["text"] for r in doc["reports"]]
     assert "Web site deployed on web1: ok" in texts and "Service site is ready" in texts
     assert all(set(r) >= {"entity", "id", "level", "text"}
@@ -106,13 +121,54 @@ def test_simulate_example_json(capsys):
 
 
 def test_simulate_text_trace_and_failure(capsys):
-    code, out, _ = run_cli(capsys, "workflow", "simulate", "--model", str(EXAMPLE),
-                           "--fail", "Linux/DeployStaticSite:web2")
-    assert code == 0  # the example workflow records the failure and goes on
+    """The example workflow records a unit's failure as an error report and goes on;
+    the deployment then ends as the API ends such a job, completed_w_errors, exit
+    status 1 (regression: it printed "deployment success" and exited 0)."""
+    code, out, err = run_cli(capsys, "workflow", "simulate", "--model", str(EXAMPLE),
+                             "--fail", "Linux/DeployStaticSite:web2")
+    assert code == 1
     assert "== round 1" in out and "matched services.0.units.0 (unit0001)" in out
     assert "send-command Linux/DeployStaticSite on unit unit0002: failure" in out
     assert "report [error] unit unit0002: Web site deployment on web2 failed" in out
     assert "Service site is ready" not in out
+    assert "\n== deployment completed_w_errors after 3 round(s) (1 error report(s))\n" in out
+    assert err.startswith("fornace: the deployment ended completed_w_errors: Web site "
+                          "deployment on web2 failed: simulated failure")
+
+
+def test_simulate_json_status_says_completed_w_errors(capsys):
+    code, out, _ = run_cli(capsys, "workflow", "simulate", "--model", str(EXAMPLE),
+                           "--fail", "Linux/DeployStaticSite:web1", "--json")
+    assert code == 1
+    doc = json.loads(out)
+    assert doc["status"] == "completed_w_errors"
+    assert [r["text"][:33] for r in doc["reports"] if r["level"] == "error"] == [
+        "Web site deployment on web1 faile"]
+
+
+@pytest.mark.parametrize("kind, word", [("noSuchType", "unknown"), ("linuxService", "abstract"),
+                                        (7, "unknown")])
+def test_simulate_refuses_a_service_of_a_type_the_catalog_lacks(tmp_path, capsys, kind, word):
+    model = json.loads(EXAMPLE.read_text())
+    model["services"].append({**model["services"][0], "id": "other01", "name": "other",
+                              "type": kind})
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(model))
+    code, out, err = run_cli(capsys, "workflow", "simulate", "--model", str(path))
+    assert (code, out) == (2, "")
+    assert err.startswith(f"fornace: {path}: $.services[1] (service other) has the {word} "
+                          f"type {kind!r} (the types of ")
+    assert "linuxWebServer" in err and "Traceback" not in err
+
+
+def test_simulate_of_a_catalog_without_types_json_checks_no_type(stopping_catalog, capsys):
+    root, model = stopping_catalog
+    data = json.loads(model.read_text())
+    data["services"][0]["type"] = "ownType"
+    model.write_text(json.dumps(data))
+    code, _, _ = run_cli(capsys, "workflow", "simulate", "--model", str(model),
+                         "--data", str(root))
+    assert code == 0
 
 
 STOPPING = """<workflow>

@@ -32,6 +32,9 @@ def test_commands_actions_and_options_complete(script):
     assert complete(script, "fornace env ") == ["--help", "list", "create", "show", "delete"]
     assert "--show-secrets" in complete(script, "fornace workflow simulate --sh")
     assert complete(script, "fornace deploy web --ser") == ["--service"]
+    assert complete(script, "fornace service u") == ["update"]
+    assert complete(script, "fornace outputs web --fo") == ["--format"]
+    assert complete(script, "fornace env delete web --y") == ["--yes"]
     assert complete(script, "fornace --shell") == ["--shell_completion"]
 
 

@@ -1,8 +1,14 @@
 """Following a job whose environment disappears under it."""
 from __future__ import annotations
 
-from fornace.cli.client.follow import Follower
+import datetime
+import io
+import re
+
+from fornace.cli.client import follow
+from fornace.cli.client.follow import Follower, Outcome
 from fornace.cli.client.http import ClientError
+from fornace.cli.client.output import Live
 
 
 class Vanishing:
@@ -36,3 +42,61 @@ def test_a_deletion_that_succeeded_still_ends_well():
     outcome = follower.follow()
     assert outcome.gone and outcome.ok
     assert follower.ending(outcome).startswith("environment web deleted in")
+
+
+# -------------------------------------------------- the counter and the duration
+
+def _task(number: int, status: str) -> dict:
+    return {"change_id": f"c{number:02d}", "target_name": f"web{number}",
+            "operation": "Linux/DeployStaticSite", "status": status, "summary": None}
+
+
+def test_the_piped_counter_counts_each_task_once_when_it_ends():
+    """Regression: six tasks that ended between two reads of the job were all printed
+    as ``[7/11]`` (the count at that read was stamped on each of their lines)."""
+    stream = io.StringIO()
+    follower = Follower(None, "e1", "j1", Live("deploy web", stream, tty=False))
+    first = [_task(1, "ok")] + [_task(n, "running") for n in range(2, 12)]
+    second = [_task(n, "ok") for n in range(1, 8)] + [_task(n, "running") for n in range(8, 12)]
+    for tasks in (first, second, second):       # the last read: nothing new
+        follower.show(Outcome({"id": "j1", "state": "running", "tasks": tasks}))
+    counters = re.findall(r"^\[(\d+)/(\d+)\] web(\d+) ", stream.getvalue(), re.M)
+    assert counters == [(str(n), "11", str(n)) for n in range(1, 8)], stream.getvalue()
+
+
+def test_the_bar_on_a_terminal_counts_the_same_way():
+    stream = io.StringIO()
+    follower = Follower(None, "e1", "j1", Live("deploy web", stream, tty=True))
+    follower.show(Outcome({"id": "j1", "state": "running",
+                           "tasks": [_task(1, "ok"), _task(2, "ok"), _task(3, "running")]}))
+    bars = re.findall(r"\] (\d+)/(\d+) tasks", stream.getvalue())
+    assert bars[-1] == ("2", "3") and ("1", "3") in bars
+
+
+class Finished:
+    """An API whose job ran 6 s, long before anyone follows it."""
+
+    def get(self, path: str):
+        if path.endswith("/jobs/j1"):
+            return {"id": "j1", "action": "deploy", "state": "success",
+                    "started": "2024-05-01T10:00:00", "finished": "2024-05-01T10:00:06",
+                    "task_counts": {"ok": 3}, "tasks": []}
+        return {"reports": []}
+
+
+def test_the_ending_line_gives_the_jobs_own_duration(monkeypatch):
+    """Regression: ``logs --follow`` of a job that ran 6 s said "in 1 s" (the time
+    since following began)."""
+    monkeypatch.setattr(follow, "SETTLE", 0)
+    follower = Follower(Finished(), "e1", "j1", None, name="web")
+    outcome = follower.follow()
+    assert follower.ending(outcome) == "deploy succeeded: job j1 in 6 s, tasks: 3 ok"
+
+
+def test_a_running_job_counts_from_its_start_not_from_the_following():
+    started = (datetime.datetime.now(datetime.timezone.utc)
+               - datetime.timedelta(seconds=40)).replace(tzinfo=None)
+    follower = Follower(None, "e1", "j1", None)
+    assert 39 <= follower.elapsed({"started": started.isoformat(timespec="seconds"),
+                                   "finished": None}) < 60
+    assert follower.elapsed({}) < 5     # no start known: the time followed

@@ -58,7 +58,7 @@ def test_overlapping_sessions_restore_only_after_the_last():
 
 def test_a_session_runs_relaxed(catalog):
     """Session.run holds the policy while its actions run, and lets it go after."""
-    from conftest import UNITS, send_command
+    from enginekit import UNITS, send_command
     from fornace.conductor.executors.simulator import SimulatedCloud
 
     cloud = SimulatedCloud()

@@ -2,7 +2,7 @@
 gives each plan left unanswered an error naming it (never a silent drop)."""
 from __future__ import annotations
 
-from conftest import UNITS, send_command
+from enginekit import UNITS, send_command
 from fornace.conductor.executors.base import PlanReply, run_plans
 from fornace.conductor.executors.simulator import SimulatedCloud
 

@@ -83,7 +83,9 @@ class Environment:
         self.box = box
         self.client = ApiClient(box.url)
         self.demo = Demo(self.client, lambda text: None, TIMEOUT)
-        self.id = self.client.post("/environments", {"name": "catalog"})["id"]
+        # names are unique in a tenant, and the module's tests share one Fornace
+        self.id = self.client.post("/environments",
+                                   {"name": f"catalog-{os.urandom(4).hex()}"})["id"]
         self.demo.env_id = self.id
         self.stack = f"e{self.id}"
 
@@ -300,11 +302,13 @@ def test_a_failing_app_is_reported_and_retried_by_the_next_deployment(environmen
 
 # ------------------------------------------------------------ simulated runs
 
-def simulate(capsys, model: Path, *extra: str) -> dict[str, Any]:
+def simulate(capsys, model: Path, *extra: str, status: str = "success") -> dict[str, Any]:
+    """``fornace workflow simulate --json``; ``status``: how the run must end (error
+    reports end it completed_w_errors, exit status 1, as the API ends such a job)."""
     code = main(["workflow", "simulate", "--model", str(model), "--json", *extra])
     out, _ = capsys.readouterr()
     doc = json.loads(out)
-    assert code == 0 and doc["status"] == "success", out
+    assert code == (0 if status == "success" else 1) and doc["status"] == status, out
     return doc
 
 
@@ -406,7 +410,7 @@ def test_simulated_linux_farm_example(capsys, tmp_path):
 
 def test_simulated_failures_are_reported_and_retried_once_per_deployment(capsys, tmp_path):
     doc = simulate(capsys, EXAMPLES / "linux-farm.json", "--fail", "Linux/DeployApp:hello2",
-                   "--fail", "Linux/DeployProxy:farm0002-proxy")
+                   "--fail", "Linux/DeployProxy:farm0002-proxy", status="completed_w_errors")
     errors = [r for r in doc["reports"] if r["level"] == "error"]
     assert [(r["entity"], r["text"].split(":")[0]) for r in errors] == [
         ("unit", "Deployment of hello-farm on hello2 failed"),

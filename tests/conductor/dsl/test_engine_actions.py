@@ -9,7 +9,7 @@ import pytest
 
 from fornace.conductor.executors.simulator import Fault, SimulatedCloud
 from fornace.conductor.templates import merge, substitute
-from conftest import UNITS, RecordingStacks, ScriptedAgents, sample_model, send_command
+from enginekit import UNITS, RecordingStacks, ScriptedAgents, sample_model, send_command
 
 MASTER = "$.services[*].units[?(@.isMaster)]"
 UNIT_A2 = "$.services[0].units[1]"

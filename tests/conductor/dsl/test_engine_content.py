@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from fornace.common.errors import WorkflowError
-from conftest import evaluate
+from enginekit import evaluate
 
 
 # ------------------------------------------------------------ content rules

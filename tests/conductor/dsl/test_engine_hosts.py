@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from conftest import UNITS, sample_model
+from enginekit import UNITS, sample_model
 
 HOSTNAME = ('<set path="state.hostname"><generate-hostname pattern="{pattern}">'
             '<parameter name="service_id"><select path="::id"/></parameter>'

@@ -8,7 +8,7 @@ from fornace.conductor.dsl.workflows import load_workflows
 from fornace.conductor.executors.simulator import Fault, SimulatedCloud
 from fornace.conductor.session import Session, Settings, clean_model
 from fornace.conductor.templates import TemplateStore
-from conftest import UNITS, sample_model, send_command
+from enginekit import UNITS, sample_model, send_command
 
 
 def test_no_workflows_is_one_quiet_round(catalog):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conftest import send_command
+from enginekit import send_command
 
 DOMAIN = "corp.example"
 

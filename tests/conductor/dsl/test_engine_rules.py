@@ -5,7 +5,7 @@ import pytest
 
 from fornace.common.errors import WorkflowError
 from fornace.conductor.dsl.workflows import load_workflows
-from conftest import UNITS, sample_model, send_command
+from enginekit import UNITS, sample_model, send_command
 
 SETTLE = ('<rule id="settle" match="$.flags[*]"><set path="done"><true/></set></rule>')
 

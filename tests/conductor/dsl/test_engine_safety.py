@@ -6,7 +6,7 @@ import pytest
 from fornace.common.errors import ExpressionError, TemplateError, WorkflowError
 from fornace.conductor.dsl.workflows import load_workflow, load_workflows
 from fornace.conductor.templates import TemplateStore, safe_join
-from conftest import UNITS
+from enginekit import UNITS
 
 
 def load_error(catalog, xml: str, name: str = "bad.xml") -> WorkflowError:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from fornace.common.errors import WorkflowError
-from conftest import UNITS, evaluate, sample_model
+from enginekit import UNITS, evaluate, sample_model
 
 
 def unit_capture(catalog, body: str, model=None, rule_id: str = "r"):

@@ -8,7 +8,7 @@ import pytest
 from fornace.common.cursor import Cursor
 from fornace.conductor.dsl.navigation import compile_segment
 from fornace.conductor.dsl.query import _jsonpath_step, _parse
-from conftest import sample_model
+from enginekit import sample_model
 
 DOCS = [
     sample_model(),

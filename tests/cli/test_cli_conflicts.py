@@ -1,0 +1,137 @@
+"""What the client commands say when the API refuses: in their own words (no
+``POST /environments/…:`` prefix, no ``abandon=true``), with the exit code the
+README gives -- 2 for what the API finds wrong (400, 404), 3 for refusals (401,
+403, a busy environment's or a taken name's 409), failures (5xx) and no answer.
+
+``fornace api`` runs alone, without a conductor: a job it starts never ends,
+so the environment stays busy for as long as the test needs.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import urllib.request
+from types import SimpleNamespace
+
+import pytest
+
+from apikit import free_port
+from clikit import ok, one_line_error, runner, site
+from fornace.cli.client.common import error_text, exit_code
+from fornace.cli.client.http import ClientError
+from waiting import wait_for
+
+
+def _answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(f"{url}/environments", timeout=2):
+            return True
+    except OSError:
+        return False
+
+
+@pytest.fixture(scope="module")
+def api_url(tmp_path_factory):
+    """``fornace api`` on SQLite and its in-process broker: nothing runs the jobs."""
+    home = tmp_path_factory.mktemp("conflicts-api")
+    url = f"http://127.0.0.1:{free_port()}"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fornace.cli", "api", "--port", url.rsplit(":", 1)[1],
+         "--db", f"sqlite:///{home / 'api.sqlite'}"], cwd=home,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(home)},
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: _answers(url) or process.poll() is not None, "fornace api to answer",
+                 timeout=60)
+        assert process.poll() is None, process.stderr.read().decode()
+        yield url
+    finally:
+        process.terminate()
+        process.wait(30)
+
+
+@pytest.fixture
+def cli(api_url, tmp_path):
+    return runner(api_url, tmp_path)
+
+
+def busy_line(name: str, job_id: str) -> str:
+    return (f"fornace: environment {name} is busy: job {job_id} (deploy) is running; follow "
+            f"it with 'fornace logs {name} --follow', or stop it and forget the environment "
+            f"with 'fornace env delete {name} --abandon'")
+
+
+def test_every_change_of_a_busy_environment_exits_3_naming_the_job(cli, tmp_path):
+    service = tmp_path / "web.json"
+    service.write_text(json.dumps(site("web", free_port())))
+    ok(cli("env", "create", "cli-busy"))
+    job = json.loads(ok(cli("deploy", "cli-busy", "--service", str(service), "--no-follow",
+                            "--json")))
+    assert (job["action"], job["state"]) == ("deploy", "running")
+    expected = busy_line("cli-busy", job["id"])
+
+    for args in (["deploy", "cli-busy"],
+                 ["deploy", "cli-busy", "--service", str(service)],
+                 ["action", "cli-busy", "check"],
+                 ["plan", "cli-busy"],
+                 ["service", "add", "cli-busy", "--type", "linuxWebServer", "--name", "x"],
+                 ["env", "delete", "cli-busy", "--yes"]):
+        line = one_line_error(cli(*args), 3)
+        assert line == expected, (args, line)
+
+    # by id too: the advice names the environment as its name
+    env_id = json.loads(ok(cli("env", "show", "cli-busy", "--json")))["id"]
+    assert one_line_error(cli("action", env_id, "check"), 3) == expected
+    # the way out the message gives works
+    ok(cli("env", "delete", "cli-busy", "--abandon", "--yes"))
+    assert "cli-busy" not in ok(cli("env", "list"))
+
+
+def test_a_taken_name_exits_3_and_bad_requests_exit_2_without_the_api_call(cli):
+    created = json.loads(ok(cli("env", "create", "cli-names", "--json")))
+    line = one_line_error(cli("env", "create", "cli-names"), 3)
+    assert line == (f"fornace: an environment named 'cli-names' exists already "
+                    f"(id {created['id']})")
+    ok(cli("service", "add", "cli-names", "--type", "linuxWebServer", "--name", "web"))
+    taken = one_line_error(cli("service", "add", "cli-names", "--type", "linuxWebServer",
+                               "--name", "web"), 3)
+    assert "a service named 'web' (id " in taken and "exists already" in taken
+    wrong = one_line_error(cli("service", "add", "cli-names", "--type", "teapot",
+                               "--name", "pot"), 2)
+    assert wrong.startswith("fornace: type: unknown service type 'teapot'"), wrong
+    for line in (taken, wrong):
+        assert "/environments" not in line and "POST" not in line, line
+
+
+# -- the words and codes, without a server ----------------------------------------------
+
+def refused(status: int | None, message: str = "no", **error: object) -> ClientError:
+    return ClientError(message, status, {"message": message, **error},
+                       "POST /environments/0123/configure")
+
+
+@pytest.mark.parametrize("status, code", [
+    (400, 2), (404, 2), (413, 2), (401, 3), (403, 3), (409, 3), (429, 3), (500, 3),
+    (503, 3), (None, 3)])
+def test_exit_codes_follow_the_readme(status, code):
+    assert exit_code(refused(status)) == code
+
+
+def test_api_advice_is_put_in_the_commands_words():
+    older = refused(403, "environment 0123 is deploying; wait for it to end or delete it "
+                         "with abandon=true")
+    text = error_text(older, SimpleNamespace(environment="my env"))
+    assert "abandon=true" not in text
+    assert text.endswith("delete it with 'fornace env delete 'my env' --abandon'")
+    busy = refused(409, "environment my env is busy: ...", job={"id": "6ddd", "kind": "heal"},
+                   environment={"id": "0123", "name": "my env"})
+    assert error_text(busy) == (
+        "environment my env is busy: job 6ddd (heal) is running; follow it with 'fornace logs "
+        "0123 --follow', or stop it and forget the environment with 'fornace env delete 0123 "
+        "--abandon'")        # a name the shell would split: the id in the commands
+    assert error_text(refused(500, "unexpected error: KeyError")) == \
+        "unexpected error: KeyError (the API failed: HTTP 500)"
+    unreachable = ClientError("cannot reach http://127.0.0.1:1: refused", call="GET /x")
+    assert error_text(unreachable).endswith("(is Fornace running? set --url or FORNACE_URL)")
+    assert "GET /x" not in error_text(unreachable)
