@@ -4,7 +4,9 @@ The parameters are those :mod:`fornace.common.actionparams` checks; the form
 offers the environment's own services, units, types and operations as
 choices, so a user picks rather than pastes ids.  Errors come back from the
 API's check (``action scale: parameter 'delta' ...``) and are shown at the
-parameter they name.
+parameter they name.  An action that removes what runs (uninstall, a scale
+in, heal) is first shown on a confirmation page naming what goes
+(:func:`confirmation`); its form posts the same values again, confirmed.
 """
 from __future__ import annotations
 
@@ -15,10 +17,27 @@ from typing import Any
 from fornace.api.dashboard.serviceform import InvalidInput, json_value
 from fornace.api.jobstore import USER_ACTIONS
 from fornace.common import contract
+from fornace.common.actionparams import ActionError, check_parameters
 from fornace.common.catalog import Catalog
-from fornace.common.modelview import service_type
+from fornace.common.modelview import find_service, service_type, units_of
 
 GENERAL = "_form"
+CONFIRMED = "confirmed"     # the field of a confirmation page's form
+
+LABELS = {
+    "change_detection": "Deployed units",
+    "node_instance_id": "Unit",
+    "node_id": "Service",
+    "delta": "Units to add",
+    "scale_compute": "Create or delete the instances",
+    "operation": "Operation",
+    "operation_kwargs": "Extra inputs",
+    "allow_kwargs_override": "Extra inputs may replace the catalog's",
+    "run_by_dependency_order": "In dependency order",
+    "type_names": "Only these service types",
+    "node_ids": "Only these services",
+    "node_instance_ids": "Only these units",
+}
 
 DESCRIPTIONS = {
     "check": "Ask every unit how it is, without changing anything; the units' status "
@@ -44,6 +63,10 @@ class Param:
     value: Any = ""
     options: list[tuple[str, str]] = field(default_factory=list)
     error: str | None = None
+    label: str = ""
+
+    def __post_init__(self) -> None:
+        self.label = self.label or LABELS.get(self.name, self.name)
 
 
 def _services(model: dict[str, Any]) -> list[dict[str, Any]]:
@@ -191,3 +214,86 @@ def known(action: str) -> bool:
 def actions() -> list[tuple[str, str]]:
     """(action, what it does) of every action users can run."""
     return [(name, DESCRIPTIONS.get(name, "")) for name in USER_ACTIONS]
+
+
+# -- confirming what removes things ---------------------------------------------------------
+
+@dataclass
+class Confirmation:
+    """What a destructive action would do, shown before it runs."""
+
+    title: str
+    lines: list[str]
+    button: str
+
+
+def _unit_name(unit: dict[str, Any]) -> str:
+    state = unit.get("state") if isinstance(unit.get("state"), dict) else {}
+    name = str(unit.get("name") or unit.get("id"))
+    return f"{name} ({state['hostname']})" if state.get("hostname") else name
+
+
+def _protected(unit: dict[str, Any]) -> bool:
+    status = unit.get("status")
+    return isinstance(status, dict) and bool(status.get("protected"))
+
+
+def confirmation(action: str, values: dict[str, Any], model: dict[str, Any],
+                 catalog: Catalog) -> Confirmation | None:
+    """What running ``action`` with ``values`` removes, to confirm first; None
+    when it removes nothing (or its parameters are wrong: the job's own check
+    then says so at the field)."""
+    if action not in ("uninstall", "heal", "scale"):
+        return None
+    try:
+        checked = check_parameters(action, values, model, catalog)
+    except ActionError:
+        return None
+    services = _services(model)
+    if action == "uninstall":
+        lines = [f"{s.get('name') or s['id']} ({service_type(s)}): "
+                 f"{len(units_of(s))} unit(s)" for s in services]
+        return Confirmation("Uninstall every service?",
+                            ["The software and the instances of these services are "
+                             "removed; the environment and its description are kept "
+                             "(a deploy installs them again):", *lines], "Uninstall")
+    if action == "heal":
+        unit_id = checked["node_instance_id"]
+        for service in services:
+            for unit in units_of(service):
+                if str(unit.get("id")) == unit_id:
+                    return Confirmation(f"Rebuild unit {_unit_name(unit)}?", [
+                        f"The instance of unit {_unit_name(unit)} of service "
+                        f"{service.get('name') or service['id']} is deleted and created "
+                        f"again, and its software installed again: what is stored on it "
+                        f"is lost."], "Rebuild the unit")
+        return None
+    delta = checked["delta"]
+    if delta >= 0:
+        return None
+    service = find_service(model, checked["node_id"])
+    if service is None:
+        return None
+    units = units_of(service)
+    leaving = [u for u in reversed(units) if not _protected(u)][:-delta]
+    name = service.get("name") or service["id"]
+    return Confirmation(f"Remove {-delta} unit(s) of {name}?", [
+        f"Service {name} goes from {len(units)} to {len(units) + delta} unit(s). "
+        f"The newest units that are not protected are removed and their instances "
+        f"deleted:",
+        *(_unit_name(u) for u in leaving)], f"Remove {-delta} unit(s)")
+
+
+def resubmitted(params: list[Param]) -> list[tuple[str, str]]:
+    """The (name, value) pairs that post ``params`` as they were submitted (the
+    hidden inputs of a confirmation page)."""
+    pairs: list[tuple[str, str]] = []
+    for param in params:
+        if param.widget == "multi":
+            pairs.extend((param.name, str(v)) for v in param.value or [])
+        elif param.widget == "checkbox":
+            if param.value:
+                pairs.append((param.name, "true"))
+        elif param.value not in (None, ""):
+            pairs.append((param.name, str(param.value)))
+    return pairs

@@ -1,9 +1,13 @@
 """The dashboard's pages and form posts.
 
 GET routes render pages (and ``.../live`` JSON for the progress script);
-POST routes check the form token, call the Store or Jobs, and redirect
-(Post/Redirect/Get) with a message -- except the service and action forms,
-which come back with their errors shown at the fields.
+lists take their filter and page as query parameters.  POST routes check the
+form token, call the Store or Jobs, and redirect (Post/Redirect/Get) with a
+message -- except the service and action forms, which come back with their
+errors shown at the fields, and an action that removes what runs, which
+first comes back as a confirmation page posting the same values again.
+What removes things is reached through a confirmation page (deleting an
+environment, removing a service: a GET page whose form POSTs).
 """
 from __future__ import annotations
 
@@ -63,20 +67,31 @@ def _live(request: Request, template: str, values: dict[str, Any]) -> JSONRespon
 
 # -- environments ----------------------------------------------------------------------
 
+def _list_params(request: Request, *names: str) -> dict[str, str | None]:
+    """The filter and page query parameters of a list."""
+    return {name: request.query_params.get(name) for name in names}
+
+
+def _env_list_args(request: Request) -> dict[str, str | None]:
+    params = _list_params(request, "q", "status", "page", "per_page")
+    params["query"] = params.pop("q")
+    return params
+
+
 @router.get("/")
 async def environments(request: Request) -> Response:
     ctx = await current_context(request)
-    rows = await _run(views.environment_rows, _store(request), _jobs(request), ctx)
-    return render(request, "environments.html", rows=rows,
-                  busy=any(row["busy"] for row in rows))
+    page = await _run(lambda: views.environment_rows(_store(request), _jobs(request), ctx,
+                                                     **_env_list_args(request)))
+    return render(request, "environments.html", **page)
 
 
 @router.get("/live")
 async def environments_live(request: Request) -> Response:
     ctx = await current_context(request)
-    rows = await _run(views.environment_rows, _store(request), _jobs(request), ctx)
-    return _live(request, "_environments.html",
-                 {"rows": rows, "busy": any(row["busy"] for row in rows)})
+    page = await _run(lambda: views.environment_rows(_store(request), _jobs(request), ctx,
+                                                     **_env_list_args(request)))
+    return _live(request, "_environments.html", page)
 
 
 @router.post("/environments")
@@ -176,15 +191,26 @@ def _service_page(request: Request, env: dict[str, Any], form: serviceform.Servi
                   service_id=service_id)
 
 
+async def _form_context(request: Request, ctx: Any, env_id: str, exclude: str | None = None,
+                        ) -> tuple[dict[str, Any], list[serviceform.ServiceChoice]]:
+    """The environment and the services a service of it may depend on."""
+    store = _store(request)
+
+    def load() -> tuple[dict[str, Any], list[serviceform.ServiceChoice]]:
+        return (store.get_environment(ctx, env_id),
+                views.service_choices(store, ctx, env_id, exclude))
+    return await _run(load)
+
+
 @router.get("/environments/{env_id}/services/new")
 async def new_service(env_id: str, request: Request,
                       type_name: str = Query("", alias="type")) -> Response:
     ctx = await current_context(request)
-    env = await _run(_store(request).get_environment, ctx, env_id)
+    env, others = await _form_context(request, ctx, env_id)
     spec = serviceform.spec_of(type_name)
     if spec is None:
         return render(request, "choose_type.html", env=env, types=serviceform.type_choices())
-    return _service_page(request, env, serviceform.build_form(spec))
+    return _service_page(request, env, serviceform.new_form(spec, others))
 
 
 @router.post("/environments/{env_id}/services/new")
@@ -192,46 +218,38 @@ async def add_service(env_id: str, request: Request) -> Response:
     ctx = await current_context(request)
     form = await read_form(request)
     store = _store(request)
-    env = await _run(store.get_environment, ctx, env_id)
+    env, others = await _form_context(request, ctx, env_id)
     spec = serviceform.spec_of(form.get("type"))
     if spec is None:
         raise BadRequest(f"unknown service type {form.get('type')[:80]!r}")
-    service, errors = serviceform.read_service(spec, form)
-    errors = errors or _spec_problems(spec, specs.validate_create, service)
+    service, errors = serviceform.read_service(spec, form, None, others)
+    errors.update(serviceform.problems(spec, service, specs.validate_create, errors))
 
     def save() -> Any:
         session_id = ensure_session(store, ctx, env_id)
         return store.post_service(ctx, env_id, "/", service, session_id)
-    return await _save_service(request, env, spec, service, None, errors, save)
+    return await _save_service(request, env, spec, form, None, others, errors, save)
 
 
 async def _save_service(request: Request, env: dict[str, Any], spec: specs.TypeSpec,
-                        service: dict[str, Any], stored: dict[str, Any] | None,
+                        form: Any, stored: dict[str, Any] | None,
+                        others: list[serviceform.ServiceChoice],
                         errors: dict[str, str], save: Callable[[], Any]) -> Response:
-    """Store the service, or show the form again with the errors at the fields."""
+    """Store the service, or show the form again as it was filled in, with
+    every error at its field."""
     if not errors:
         try:
             saved = await _run(save)
         except Unauthorized:
             raise
         except ApiError as exc:
-            errors = {serviceform.GENERAL: exc.message}
+            errors = {serviceform.api_error_input(exc): exc.message}
         else:
             return redirect(request, _env_path(env["id"]),
                             f"Service {saved.get('name') or saved.get('id')} saved in the "
                             f"session: deploy to apply it.")
-    shown = serviceform.for_redisplay(spec, service, stored)
-    form = serviceform.build_form(spec, shown, errors)
-    return _service_page(request, env, form, (stored or {}).get("id"), status=400)
-
-
-def _spec_problems(spec: specs.TypeSpec, check: Callable[[Any], None],
-                   service: dict[str, Any]) -> dict[str, str]:
-    try:
-        check(service)
-    except specs.SpecError as exc:
-        return serviceform.spec_errors(spec, exc)
-    return {}
+    again = serviceform.submitted_form(spec, form, stored, errors, others)
+    return _service_page(request, env, again, (stored or {}).get("id"), status=400)
 
 
 async def _stored_service(request: Request, ctx: Any, env_id: str,
@@ -260,7 +278,9 @@ async def _stored_service(request: Request, ctx: Any, env_id: str,
 async def edit_service(env_id: str, service_id: str, request: Request) -> Response:
     ctx = await current_context(request)
     env, service, spec = await _stored_service(request, ctx, env_id, service_id)
-    return _service_page(request, env, serviceform.build_form(spec, service), service_id)
+    _, others = await _form_context(request, ctx, env_id, service_id)
+    return _service_page(request, env, serviceform.stored_form(spec, service, others),
+                         service_id)
 
 
 @router.post("/environments/{env_id}/services/{service_id}/edit")
@@ -268,14 +288,22 @@ async def update_service(env_id: str, service_id: str, request: Request) -> Resp
     ctx = await current_context(request)
     form = await read_form(request)
     env, stored, spec = await _stored_service(request, ctx, env_id, service_id)
-    service, errors = serviceform.read_service(spec, form, stored)
-    errors = errors or _spec_problems(spec, specs.validate_update, service)
+    _, others = await _form_context(request, ctx, env_id, service_id)
+    service, errors = serviceform.read_service(spec, form, stored, others)
+    errors.update(serviceform.problems(spec, service, specs.validate_update, errors))
     store = _store(request)
 
     def save() -> Any:
         session_id = ensure_session(store, ctx, env_id)
         return store.put_service(ctx, env_id, "/" + service_id, service, session_id)
-    return await _save_service(request, env, spec, service, stored, errors, save)
+    return await _save_service(request, env, spec, form, stored, others, errors, save)
+
+
+@router.get("/environments/{env_id}/services/{service_id}/delete")
+async def confirm_remove_service(env_id: str, service_id: str, request: Request) -> Response:
+    ctx = await current_context(request)
+    page = await _run(views.removal, _store(request), ctx, env_id, service_id)
+    return render(request, "confirm_remove.html", **page)
 
 
 @router.post("/environments/{env_id}/services/{service_id}/delete")
@@ -322,8 +350,13 @@ async def run_action(env_id: str, name: str, request: Request) -> Response:
     _known_action(name)
     form = await read_form(request)
     env = await _run(_store(request).get_environment, ctx, env_id)
-    values, params, errors = actionform.read_params(name, form, env, _store(request).catalog)
+    catalog = _store(request).catalog
+    values, params, errors = actionform.read_params(name, form, env, catalog)
     status = 400
+    ask = None if errors else actionform.confirmation(name, values, env, catalog)
+    if ask is not None and form.get(actionform.CONFIRMED) != "yes":
+        return render(request, "confirm_action.html", env=env, action=name, confirm=ask,
+                      pairs=actionform.resubmitted(params), confirmed=actionform.CONFIRMED)
     if not errors:
         try:
             job = await _run(_jobs(request).run_action, ctx, env_id, name, values)
@@ -359,8 +392,12 @@ async def job_live(env_id: str, job_id: str, request: Request) -> Response:
 @router.get("/deployments")
 async def deployments(request: Request) -> Response:
     ctx = await current_context(request)
-    found = await _run(views.all_jobs, _store(request), _jobs(request), ctx)
-    return render(request, "deployments.html", jobs=found)
+    params = _list_params(request, "kind", "env", "q", "state", "page", "per_page")
+    page = await _run(lambda: views.all_jobs(
+        _store(request), _jobs(request), ctx, kind=params["kind"], env_id=params["env"],
+        query=params["q"], state=params["state"], page=params["page"],
+        per_page=params["per_page"]))
+    return render(request, "deployments.html", **page)
 
 
 # -- login -------------------------------------------------------------------------------------

@@ -1,11 +1,19 @@
 """The add/edit service form, generated from the service type's :class:`TypeSpec`.
 
 Each field of the spec becomes an input chosen by its kind (text, password,
-number, a true/false choice, JSON for lists and objects); the units are a
-count, plus a JSON list of per-unit settings for types whose units have
-fields of their own.  A submitted form becomes a service object that
-:mod:`fornace.api.specs` validates, and a :class:`~fornace.api.specs.SpecError` is shown
-next to the input its ``field`` path names.
+number, a true/false choice, JSON for lists and objects), labelled and
+explained by the type catalog (:mod:`fornace.api.dashboard.fieldinfo`), which
+also gives the defaults of a new service and leaves out the fields a type's
+workflows do not use (no Windows fields on Linux types).  ``dependsOn`` is a
+choice among the environment's other services.  The units are a count, plus
+a JSON list of per-unit settings for types whose units have fields of their
+own.
+
+A submitted form becomes a service object; every problem is found at once --
+inputs that are not of their kind, then each field checked by
+:mod:`fornace.api.specs` on its own, then the units -- and shown next to its
+input, with what the user typed kept.  The whole-service check of
+:mod:`fornace.api.specs` has the last word once the fields are right.
 
 Passwords are never written into the page: a stored one shows as ``***``
 (sent back, the API keeps the stored value), a typed one is not echoed.
@@ -15,10 +23,12 @@ from __future__ import annotations
 import copy
 import json
 import re
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field as dataclass_field
+from typing import Any, Callable, Iterable
 
 from fornace.api import specs
+from fornace.api.dashboard.fieldinfo import FieldInfo, form_catalog
+from fornace.api.errors import ApiError
 from fornace.api.routing import parse_json
 from fornace.common.secrets import MASK, is_secret_key
 
@@ -29,16 +39,28 @@ GENERAL = "_form"                # errors not about one input
 MAX_UNITS = 100
 
 
+@dataclass(frozen=True)
+class ServiceChoice:
+    """Another service of the environment, offered by a ``services`` input."""
+
+    id: str
+    name: str
+    type: str
+
+
 @dataclass
 class Field:
-    """One input of the form."""
+    """One input of the form.  ``value`` is the input's text; for a
+    ``services`` input, the list of chosen ids."""
 
     name: str
-    widget: str          # text, password, number, checkbox, choice, json, text_or_json
+    widget: str          # text, password, number, checkbox, choice, json, text_or_json, services
     required: bool
+    label: str
     doc: str
-    value: str = ""
+    value: Any = ""
     error: str | None = None
+    options: list[tuple[str, str]] = dataclass_field(default_factory=list)
 
 
 @dataclass
@@ -51,10 +73,22 @@ class ServiceForm:
     units: Field
     unit_settings: Field | None
     errors: dict[str, str]
+    unit_names: tuple[str, ...] = ()   # the fields of the unit settings
 
     @property
     def general_error(self) -> str | None:
         return self.errors.get(GENERAL)
+
+    @property
+    def inputs(self) -> list[Field]:
+        """Every input, in the page's order."""
+        return [*self.fields, self.units, *([self.unit_settings] if self.unit_settings else [])]
+
+    @property
+    def has_passwords(self) -> bool:
+        """Whether the form has password inputs (or unit settings holding some)."""
+        return any(f.widget == "password" for f in self.fields) or any(
+            is_secret_key(name) for name in self.unit_names)
 
 
 def type_choices() -> list[tuple[str, str]]:
@@ -68,8 +102,15 @@ def spec_of(type_name: str) -> specs.TypeSpec | None:
 
 # -- from the spec to inputs -----------------------------------------------------------
 
-def _widget(field: specs.FieldSpec) -> str:
+def info(spec: specs.TypeSpec, field: specs.FieldSpec) -> FieldInfo:
+    """What the type catalog says of a service field of ``spec``."""
+    return form_catalog().field(spec.name, field.name, field.doc)
+
+
+def _widget(field: specs.FieldSpec, about: FieldInfo) -> str:
     kinds = field.kinds
+    if about.input == "services":
+        return "services"
     if kinds == ("str",):
         return "password" if is_secret_key(field.name) else "text"
     if kinds == ("int",):
@@ -81,22 +122,27 @@ def _widget(field: specs.FieldSpec) -> str:
     return "json"
 
 
-def _ordered(spec: specs.TypeSpec) -> list[specs.FieldSpec]:
-    """The name first, then the type's own fields, then the common ones."""
+def shown_fields(spec: specs.TypeSpec) -> list[tuple[specs.FieldSpec, FieldInfo]]:
+    """The fields the form offers, with what the catalog says of them: the name
+    first, then the type's own fields, then the common ones; never the
+    server's (``id``, ``type``, ...) nor those the catalog leaves out."""
     fields = spec.service_fields()
-    own = [f.name for f in spec.fields]
-    order = ["name", *own, *fields]
+    order = ["name", *(f.name for f in spec.fields), *fields]
     seen: set[str] = set()
     result = []
     for name in order:
         if name in fields and name not in seen and name not in HIDDEN:
             seen.add(name)
-            result.append(fields[name])
+            about = info(spec, fields[name])
+            if about.shown or fields[name].required:  # a required field is always offered
+                result.append((fields[name], about))
     return result
 
 
-def _shown(widget: str, value: Any) -> str:
-    """A stored value as the text of its input."""
+def _shown(widget: str, value: Any) -> Any:
+    """A stored value as the text of its input (a list of ids for ``services``)."""
+    if widget == "services":
+        return [str(v) for v in value] if isinstance(value, list) else []
     if value is None:
         return ""
     if widget == "password":
@@ -104,39 +150,120 @@ def _shown(widget: str, value: Any) -> str:
     if widget in ("checkbox", "choice"):
         return "true" if value is True else "false" if value is False else ""
     if widget == "json" or (widget == "text_or_json" and not isinstance(value, str)):
-        return json.dumps(value, indent=2, ensure_ascii=False)
+        return json.dumps(value, ensure_ascii=False)
     return str(value)
 
 
-def build_form(spec: specs.TypeSpec, service: dict[str, Any] | None = None,
-               errors: dict[str, str] | None = None) -> ServiceForm:
-    """The form of ``spec``, filled from a (masked) stored or submitted service."""
-    service = service or {}
-    errors = errors or {}
+def _options(chosen: list[str], others: Iterable[ServiceChoice]) -> list[tuple[str, str]]:
+    """The services to choose among; a chosen id that is not one of them (a
+    service removed since) stays offered, chosen, so that it can be unchosen."""
+    options = [(o.id, f"{o.name} ({o.type})") for o in others]
+    known = {value for value, _ in options}
+    options.extend((value, f"{value} (not a service of this environment)")
+                   for value in chosen if value not in known)
+    return options
+
+
+def _form(spec: specs.TypeSpec, values: dict[str, Any], errors: dict[str, str],
+          others: Iterable[ServiceChoice], units_text: str,
+          settings_text: str | None) -> ServiceForm:
+    others = list(others)
     fields = []
-    for field in _ordered(spec):
-        widget = _widget(field)
-        value = _shown(widget, service.get(field.name))
-        fields.append(Field(field.name, widget, field.required, field.doc, value,
-                            errors.get(field.name)))
-    units = service.get("units") if isinstance(service.get("units"), list) else None
-    count = len(units) if units is not None else spec.min_units
-    units_field = Field(UNITS, "number", True, _units_doc(spec), str(count), errors.get(UNITS))
+    for field, about in shown_fields(spec):
+        widget = _widget(field, about)
+        value = values.get(field.name, [] if widget == "services" else "")
+        fields.append(Field(field.name, widget, field.required, about.label, about.help, value,
+                            errors.get(field.name),
+                            _options(value, others) if widget == "services" else []))
+    units_field = Field(UNITS, "number", True, "Number of units", _units_doc(spec),
+                        units_text, errors.get(UNITS))
     settings = None
     if spec.unit_fields:
-        settings = Field(UNIT_SETTINGS, "json", False, _settings_doc(spec),
-                         _settings_text(spec, units, count), errors.get(UNIT_SETTINGS))
-    return ServiceForm(spec.name, spec.doc, fields, units_field, settings, errors)
+        settings = Field(UNIT_SETTINGS, "json", False, "Unit settings", _settings_doc(spec),
+                         settings_text or "", errors.get(UNIT_SETTINGS))
+    return ServiceForm(spec.name, spec.doc, fields, units_field, settings, errors,
+                       tuple(f.name for f in spec.unit_fields))
+
+
+def new_form(spec: specs.TypeSpec, others: Iterable[ServiceChoice] = ()) -> ServiceForm:
+    """The form of a new service of ``spec``, with the catalog's defaults."""
+    values = {}
+    for field, about in shown_fields(spec):
+        if about.default is not None:
+            values[field.name] = _shown(_widget(field, about), about.default)
+    count = spec.min_units
+    return _form(spec, values, {}, others, str(count), _settings_text(spec, None, count))
+
+
+def stored_form(spec: specs.TypeSpec, service: dict[str, Any],
+                others: Iterable[ServiceChoice] = ()) -> ServiceForm:
+    """The form of a (masked) stored service."""
+    values = {field.name: _shown(_widget(field, about), service.get(field.name))
+              for field, about in shown_fields(spec)}
+    units = service.get("units") if isinstance(service.get("units"), list) else None
+    count = len(units) if units is not None else spec.min_units
+    return _form(spec, values, {}, others, str(count), _settings_text(spec, units, count))
+
+
+def submitted_form(spec: specs.TypeSpec, form: Any, stored: dict[str, Any] | None,
+                   errors: dict[str, str], others: Iterable[ServiceChoice] = ()) -> ServiceForm:
+    """The form shown again with its errors: what the user typed, as typed --
+    except passwords: a page never holds a password, so where one is stored
+    the input shows ``***`` (kept if sent back) and a new one must be typed
+    again."""
+    stored = stored if isinstance(stored, dict) else {}
+    values: dict[str, Any] = {}
+    for field, about in shown_fields(spec):
+        widget = _widget(field, about)
+        if widget == "services":
+            values[field.name] = [v for v in form.getlist(field.name) if v]
+        elif widget == "password":
+            values[field.name] = MASK if stored.get(field.name) is not None else ""
+        else:
+            values[field.name] = form.get(field.name)
+    settings_text = None
+    if spec.unit_fields:
+        settings_text, problem = _settings_again(spec, form.get(UNIT_SETTINGS), stored)
+        if problem and UNIT_SETTINGS in errors:
+            errors = {**errors, UNIT_SETTINGS: f"{errors[UNIT_SETTINGS]} ({problem})"}
+    return _form(spec, values, errors, others, form.get(UNITS), settings_text)
+
+
+def _settings_again(spec: specs.TypeSpec, text: str,
+                    stored: dict[str, Any]) -> tuple[str, str | None]:
+    """The unit settings typed, to show again; without the passwords typed in
+    them (and not at all when they cannot be read to find those)."""
+    if not any(is_secret_key(f.name) for f in spec.unit_fields):
+        return text, None
+    try:
+        settings = parse_json(text.strip().encode("utf-8")) if text.strip() else []
+    except ValueError:
+        return "", "not shown again: it may hold passwords"
+    if not isinstance(settings, list):
+        return "", "not shown again: it may hold passwords"
+    stored_units = [u for u in stored.get("units") or [] if isinstance(u, dict)]
+    shown = []
+    for index, unit in enumerate(settings):
+        if isinstance(unit, dict):
+            unit = dict(unit)
+            _drop_typed(unit, stored_units[index] if index < len(stored_units) else {})
+        shown.append(unit)
+    return _json_list(shown), None
 
 
 def _units_doc(spec: specs.TypeSpec) -> str:
     most = f", at most {spec.max_units}" if spec.max_units else ""
-    return f"how many instances (at least {spec.min_units}{most})"
+    return f"How many instances (at least {spec.min_units}{most})."
 
 
 def _settings_doc(spec: specs.TypeSpec) -> str:
-    names = ", ".join(f"{f.name}{'' if f.required else ' (optional)'}" for f in spec.unit_fields)
-    return f"a JSON list, one object per unit, with: {names}"
+    catalog = form_catalog()
+    parts = []
+    for f in spec.unit_fields:
+        about = catalog.unit_field(spec.name, f.name, f.doc)
+        optional = "" if f.required else ", optional"
+        parts.append(f"{f.name} ({about.label}{optional}: {about.help})")
+    return "A JSON list, one object per unit, with: " + "; ".join(parts)
 
 
 def _settings_text(spec: specs.TypeSpec, units: list | None, count: int) -> str:
@@ -153,7 +280,7 @@ def _settings_text(spec: specs.TypeSpec, units: list | None, count: int) -> str:
     return _json_list(shown)
 
 
-def _json_list(items: list[dict[str, Any]]) -> str:
+def _json_list(items: list[Any]) -> str:
     """A JSON list with one item a line: easy to read and edit in a textarea."""
     lines = ",\n".join("  " + json.dumps(item, ensure_ascii=False) for item in items)
     return f"[\n{lines}\n]" if items else "[]"
@@ -182,13 +309,17 @@ def _parsed(widget: str, text: str) -> Any:
         if not stripped:
             return None
         if not re.fullmatch(r"[+-]?\d{1,18}", stripped):
-            raise InvalidInput("must be a whole number")
+            raise InvalidInput(f"must be a whole number (got {_quoted(stripped)})")
         return int(stripped)
     if widget == "json" or (widget == "text_or_json" and stripped[:1] in ("{", "[")):
         if not stripped:
             return None
         return json_value(stripped)
     return text if stripped else None
+
+
+def _quoted(text: str, limit: int = 40) -> str:
+    return repr(text if len(text) <= limit else text[:limit - 1] + "…")
 
 
 def json_value(text: str) -> Any:
@@ -199,20 +330,37 @@ def json_value(text: str) -> Any:
         raise InvalidInput(f"is not valid JSON: {getattr(exc, 'msg', exc)}") from None
 
 
+def _chosen(form: Any, name: str, others: Iterable[ServiceChoice]) -> list[str] | None:
+    """The ids chosen in a ``services`` input (None: none chosen)."""
+    chosen = [v for v in form.getlist(name) if v]
+    known = {o.id for o in others}
+    unknown = [v for v in chosen if v not in known]
+    if unknown:
+        raise InvalidInput(f"{_quoted(unknown[0])} is not another service of this "
+                           f"environment: unselect it")
+    return chosen or None
+
+
 def read_service(spec: specs.TypeSpec, form: Any, stored: dict[str, Any] | None = None,
+                 others: Iterable[ServiceChoice] = (),
                  ) -> tuple[dict[str, Any], dict[str, str]]:
     """The service object a submitted form describes, and the input errors found.
 
     ``stored`` (the masked stored service, when editing) keeps what the form
-    does not show: ids, unit names and states, fields of other tools.
+    does not show: ids, unit names and states, fields the form leaves out and
+    fields of other tools.
     """
+    others = list(others)
     service: dict[str, Any] = copy.deepcopy(stored) if stored else {}
     service["type"] = spec.name
     errors: dict[str, str] = {}
-    for field in _ordered(spec):
-        widget = _widget(field)
+    for field, about in shown_fields(spec):
+        widget = _widget(field, about)
         try:
-            value = _parsed(widget, form.get(field.name))
+            if widget == "services":
+                value = _chosen(form, field.name, others)
+            else:
+                value = _parsed(widget, form.get(field.name))
         except InvalidInput as exc:
             errors[field.name] = str(exc)
             continue
@@ -230,7 +378,7 @@ def _units(spec: specs.TypeSpec, form: Any, stored: Any,
            errors: dict[str, str]) -> list[dict[str, Any]] | None:
     text = form.get(UNITS).strip()
     if not re.fullmatch(r"\d{1,4}", text):
-        errors[UNITS] = "must be a whole number of units"
+        errors[UNITS] = f"must be a whole number of units (got {_quoted(text)})"
         return None
     count = int(text)
     if count > MAX_UNITS:
@@ -266,6 +414,64 @@ def _apply_settings(spec: specs.TypeSpec, text: str, units: list[dict[str, Any]]
         unit.update(values)
 
 
+# -- every problem at once -----------------------------------------------------------------
+
+def _field_problem(field: specs.FieldSpec, obj: dict[str, Any], path: str,
+                   ) -> specs.SpecError | None:
+    """The problem :mod:`fornace.api.specs` finds with one field of ``obj`` on its
+    own (required, kind, emptiness, the field's check), or None."""
+    if field.name not in obj or (obj[field.name] is None and not field.required):
+        return specs.SpecError(path, "required") if field.required else None
+    try:
+        specs._check_value(field, obj[field.name], path)  # the validator's own per-field check
+    except specs.SpecError as exc:
+        return exc
+    return None
+
+
+def problems(spec: specs.TypeSpec, service: dict[str, Any], check: Callable[[Any], None],
+             known: dict[str, str]) -> dict[str, str]:
+    """``{input: message}`` of every problem of ``service`` besides the input
+    errors ``known``: each field on its own, the number of units and each
+    unit's own fields; when none, the whole-service ``check``
+    (``specs.validate_create`` or ``validate_update``: cross-field rules,
+    unknown fields, duplicate ids)."""
+    found: dict[str, str] = {}
+    fields = spec.service_fields()
+    for field, _ in shown_fields(spec):
+        if field.name in known:
+            continue
+        problem = _field_problem(fields[field.name], service, field.name)
+        if problem is not None:
+            found.update(spec_errors(spec, problem))
+    if UNITS not in known and isinstance(service.get("units"), list):
+        _unit_problems(spec, service["units"], known, found)
+    if not found and not known:
+        try:
+            check(service)
+        except specs.SpecError as exc:
+            found.update(spec_errors(spec, exc))
+    return found
+
+
+def _unit_problems(spec: specs.TypeSpec, units: list[Any], known: dict[str, str],
+                   found: dict[str, str]) -> None:
+    count = len(units)
+    if count < spec.min_units:
+        need = "at least one unit" if spec.min_units == 1 else f"at least {spec.min_units} units"
+        found[UNITS] = f"a {spec.name} service needs {need} (got {count})"
+    elif spec.max_units is not None and count > spec.max_units:
+        found[UNITS] = f"a {spec.name} service takes at most {spec.max_units} units (got {count})"
+    if UNIT_SETTINGS in known or not spec.unit_fields:
+        return
+    for index, unit in enumerate(units):
+        for field in spec.unit_fields:
+            problem = _field_problem(field, unit, f"units[{index}].{field.name}")
+            if problem is not None:
+                found.setdefault(UNIT_SETTINGS, f"{problem.field}: {problem.message}")
+                return
+
+
 def error_input(spec: specs.TypeSpec, error: specs.SpecError) -> str:
     """The input a :class:`SpecError` is about (its ``field`` path, e.g.
     ``units[1].isMaster`` or ``osImage.name``), or :data:`GENERAL`."""
@@ -276,8 +482,16 @@ def error_input(spec: specs.TypeSpec, error: specs.SpecError) -> str:
             return UNIT_SETTINGS
         return UNITS
     top = re.split(r"[.\[]", path, maxsplit=1)[0]
-    shown = {f.name for f in _ordered(spec)}
+    shown = {f.name for f, _ in shown_fields(spec)}
     return top if top in shown else GENERAL
+
+
+def api_error_input(error: ApiError) -> str:
+    """The input the Store's refusal of a service is about: ``name`` for a
+    name another service of the environment has, else :data:`GENERAL`."""
+    if "existing" in error.details or re.match(r"services\[\d+\]\.name: ", error.message):
+        return "name"
+    return GENERAL
 
 
 def spec_errors(spec: specs.TypeSpec, error: specs.SpecError) -> dict[str, str]:
@@ -286,21 +500,6 @@ def spec_errors(spec: specs.TypeSpec, error: specs.SpecError) -> dict[str, str]:
     where = error_input(spec, error)
     message = error.message if where == error.field else f"{error.field}: {error.message}"
     return {where: message}
-
-
-def for_redisplay(spec: specs.TypeSpec, service: dict[str, Any],
-                  stored: dict[str, Any] | None) -> dict[str, Any]:
-    """A submitted service to show again after an error, without the passwords
-    typed in it: a stored password shows as ``***`` (kept if sent back), a new
-    one must be typed again -- a page never holds a password."""
-    shown = copy.deepcopy(service)
-    _drop_typed(shown, stored if isinstance(stored, dict) else {})
-    stored_units = {u.get("id"): u for u in (stored or {}).get("units") or []
-                    if isinstance(u, dict) and u.get("id") is not None}
-    for unit in shown.get("units") or []:
-        if isinstance(unit, dict):
-            _drop_typed(unit, stored_units.get(unit.get("id"), {}))
-    return shown
 
 
 def _drop_typed(obj: dict[str, Any], stored: dict[str, Any]) -> None:

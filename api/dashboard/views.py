@@ -5,34 +5,115 @@ template.  Everything comes from the API's own views, which mask secrets.
 """
 from __future__ import annotations
 
+import ast
+import json
+import re
 from typing import Any
 
 from fornace.api.dashboard import graph
+from fornace.api.dashboard.listing import paginate, query_text
+from fornace.api.dashboard.serviceform import ServiceChoice
 from fornace.api.dashboard.sessions import open_session
+from fornace.api.errors import NotFound
 from fornace.api.jobstore import Jobs
+from fornace.api.outputs import environment_outputs
 from fornace.api.store import BUSY, Context, Store
 from fornace.common import topology as topology_model
 
 _VOLATILE = ("created", "updated", "status")  # not a change the user made
 
+# Jobs that deploy or tear down the environment's description; the others
+# (plan, check, heal, scale, execute_operation) are "other actions".
+DEPLOYMENT_ACTIONS = ("deploy", "install", "uninstall", "delete")
+JOB_KINDS = {"deployments": "Deployments", "actions": "Other actions", "all": "All jobs"}
+RECENT_JOBS = 8      # of each kind, on an environment's page
 
-def environment_rows(store: Store, jobs: Jobs, ctx: Context) -> list[dict[str, Any]]:
-    """The environments with their last job."""
+
+def job_kind(action: str) -> str:
+    """``deployments`` or ``actions``: which list a job of ``action`` is in."""
+    return "deployments" if action in DEPLOYMENT_ACTIONS else "actions"
+
+
+def _split(history: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    kinds: dict[str, list[dict[str, Any]]] = {"deployments": [], "actions": []}
+    for job in history:
+        kinds[job_kind(job["action"])].append(job)
+    return kinds
+
+
+def environment_rows(store: Store, jobs: Jobs, ctx: Context, query: str | None = None,
+                     status: str | None = None, page: str | None = None,
+                     per_page: str | None = None) -> dict[str, Any]:
+    """A page of the environments whose name contains ``query`` and whose
+    status is ``status``, by name, each with its last deployment and the job
+    running on it."""
+    query, status = query_text(query), query_text(status)
+    every = store.list_environments(ctx)
+    kept = [env for env in every
+            if query.casefold() in env["name"].casefold() and status in ("", env["status"])]
+    kept.sort(key=lambda env: (env["name"].casefold(), env["created"] or ""))
+    listing = paginate(kept, page, per_page, {"q": query, "status": status})
     rows = []
-    for env in store.list_environments(ctx):
+    for env in listing.items:
         history = jobs.list_jobs(ctx, env["id"])
-        rows.append({**env, "busy": env["status"] in BUSY,
-                     "last_job": history[0] if history else None})
-    return rows
+        deployments = _split(history)["deployments"]
+        running = history[0] if history and history[0]["finished"] is None else None
+        rows.append({**env, "busy": env["status"] in BUSY, "running": running,
+                     "last_job": deployments[0] if deployments else None})
+    return {"rows": rows, "listing": listing, "query": query, "wanted_status": status,
+            "statuses": sorted({env["status"] for env in every}), "count": len(every),
+            "busy": any(row["busy"] for row in rows)}
 
 
-def all_jobs(store: Store, jobs: Jobs, ctx: Context) -> list[dict[str, Any]]:
-    """Every job of the caller's environments, newest first."""
+def all_jobs(store: Store, jobs: Jobs, ctx: Context, kind: str | None = None,
+             env_id: str | None = None, query: str | None = None, state: str | None = None,
+             page: str | None = None, per_page: str | None = None) -> dict[str, Any]:
+    """A page of the jobs of the caller's environments (or of one), newest
+    first: deployments, other actions or all, filtered by state and by a text
+    found in the action or the environment's name."""
+    kind = kind if kind in JOB_KINDS else "deployments"
+    query, state = query_text(query), query_text(state)
+    envs = store.list_environments(ctx)
+    environment = None
+    if env_id:
+        environment = next((env for env in envs if env["id"] == env_id), None)
+        if environment is None:
+            raise NotFound(f"environment {env_id[:80]} not found")
+        envs = [environment]
     found = []
-    for env in store.list_environments(ctx):
-        found.extend({**job, "environment_name": env["name"]}
+    for env in envs:
+        found.extend({**job, "environment_name": env["name"], "kind": job_kind(job["action"])}
                      for job in jobs.list_jobs(ctx, env["id"]))
-    return sorted(found, key=lambda j: j.get("started") or "", reverse=True)
+    found.sort(key=lambda j: j.get("started") or "", reverse=True)
+    counts = {name: 0 for name in JOB_KINDS}
+    needle = query.casefold()
+    kept = []
+    for job in found:
+        if state and job["state"] != state:
+            continue
+        if needle and needle not in job["action"].casefold() \
+                and needle not in job["environment_name"].casefold():
+            continue
+        counts[job["kind"]] += 1
+        counts["all"] += 1
+        if kind in ("all", job["kind"]):
+            kept.append(job)
+    listing = paginate(kept, page, per_page,
+                       {"kind": kind, "env": env_id or "", "q": query, "state": state})
+    return {"jobs": listing.items, "listing": listing, "kind": kind, "kinds": JOB_KINDS,
+            "counts": counts, "environment": environment, "query": query, "state": state,
+            "states": sorted({job["state"] for job in found})}
+
+
+def service_choices(store: Store, ctx: Context, env_id: str,
+                    exclude: str | None = None) -> list[ServiceChoice]:
+    """The environment's services (its session's, when one is open) but
+    ``exclude``: what a service may depend on."""
+    session = open_session(store, ctx, env_id)
+    env = store.get_environment(ctx, env_id, session["id"] if session else None)
+    return [ServiceChoice(str(s["id"]), str(s.get("name") or s["id"]), str(s.get("type")))
+            for s in env["services"]
+            if isinstance(s, dict) and s.get("id") and str(s["id"]) != exclude]
 
 
 def environment_overview(store: Store, jobs: Jobs, ctx: Context,
@@ -48,11 +129,15 @@ def environment_overview(store: Store, jobs: Jobs, ctx: Context,
     statuses = _status_by_id(status["services"])
     view = topology_model.build({"services": services}, store.catalog).view()
     last = history[0] if history else None
+    kinds = _split(history)
     return {"env": env, "busy": env["status"] in BUSY, "session": session,
             "changes": pending_changes(env["services"], services) if session else [],
-            "services": _service_rows(services, statuses), "jobs": history[:10],
+            "services": _service_rows(services, statuses),
+            "deployments": kinds["deployments"][:RECENT_JOBS],
+            "actions": kinds["actions"][:RECENT_JOBS],
+            "job_counts": {name: len(found) for name, found in kinds.items()},
             "running": running, "topology": graph.render(view, statuses),
-            "problems": view["problems"],
+            "problems": view["problems"], "outputs": environment_outputs(env),
             "reports": store.reports(ctx, env_id, last["id"], [])[-15:] if last else []}
 
 
@@ -92,8 +177,10 @@ def _service_rows(services: list[Any], statuses: dict[str, dict[str, Any]],
                               "hostname": state.get("hostname"),
                               "address": state.get("address"),
                               "status": statuses.get(unit.get("id"), {})})
+        state = service.get("state") if isinstance(service.get("state"), dict) else {}
         rows.append({"id": service.get("id"), "name": service.get("name"),
                      "type": service.get("type"), "units": units,
+                     "address": state.get("address"),   # a farm's load balancer
                      "status": statuses.get(service.get("id"), {})})
     return rows
 
@@ -126,5 +213,65 @@ def job_page(store: Store, jobs: Jobs, ctx: Context, env_id: str,
     """A job with its tasks and their logs, and the reports it sent."""
     env = store.get_environment(ctx, env_id)
     job = jobs.get_job(ctx, env_id, job_id)
+    for task in job["tasks"]:
+        task["summary_text"] = summary_text(task.get("summary"))
     return {"env": env, "job": job, "busy": job["finished"] is None,
-            "reports": store.reports(ctx, env_id, job_id, [])}
+            "kind": job_kind(job["action"]), "reports": store.reports(ctx, env_id, job_id, [])}
+
+
+# an older conductor wrote a result list as a Python repr: "ok: ['serving ...']"
+_REPR_SUMMARY = re.compile(r"(?P<head>[^\[{:]{1,40}): (?P<value>[\[{].*[\]}])", re.S)
+_REPR_LIMIT = 20_000
+
+
+def summary_text(summary: str | None) -> str:
+    """A task summary as text.  The conductor writes text (``ok: serving
+    http://...``); a summary an older one wrote as a Python repr of a list of
+    texts reads as they are now written (joined with "; "), other reprs as
+    JSON.  Anything else is shown as it is."""
+    if not summary:
+        return ""
+    found = _REPR_SUMMARY.fullmatch(summary) if len(summary) <= _REPR_LIMIT else None
+    if found is None:
+        return summary
+    literal = found.group("value")
+    try:
+        json.loads(literal)
+        return summary                     # JSON already: written as text
+    except ValueError:
+        pass
+    try:
+        value = ast.literal_eval(literal)
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return summary
+    if isinstance(value, list) and all(isinstance(item, str) for item in value):
+        text = "; ".join(value)
+    elif isinstance(value, (list, dict)):
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    else:
+        return summary
+    return f"{found.group('head')}: {text}"
+
+
+def removal(store: Store, ctx: Context, env_id: str, service_id: str) -> dict[str, Any]:
+    """What removing a service means: the service (as the session or the
+    deployment has it), its units, and the services that depend on it."""
+    session = open_session(store, ctx, env_id)
+    env = store.get_environment(ctx, env_id)
+    services = store.get_environment(ctx, env_id, session["id"])["services"] if session \
+        else env["services"]
+    service = next((s for s in services if isinstance(s, dict)
+                    and str(s.get("id")) == service_id), None)
+    if service is None:
+        raise NotFound(f"service {service_id[:80]} not found in environment {env_id}")
+    view = topology_model.build({"services": services}, store.catalog).view()
+    names = {str(s.get("id")): s.get("name") or s.get("id") for s in services
+             if isinstance(s, dict)}
+    dependents = sorted({names.get(str(e["source"]), str(e["source"]))
+                         for e in view.get("edges", [])
+                         if e.get("kind") == "depends_on" and str(e.get("target")) == service_id})
+    deployed = any(isinstance(s, dict) and str(s.get("id")) == service_id
+                   for s in env["services"])
+    units = [u for u in service.get("units") or [] if isinstance(u, dict)]
+    return {"env": env, "service": service, "units": units, "dependents": dependents,
+            "deployed": deployed, "busy": env["status"] in BUSY}

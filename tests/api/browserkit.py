@@ -31,3 +31,46 @@ def chromium() -> Iterator[Any]:
             yield browser
         finally:
             browser.close()
+
+
+def log_in(page: Any, dashboard: str, tenant: str, user: str) -> None:
+    """Log in to the dashboard at ``dashboard`` (noauth: the tenant and user)."""
+    page.goto(dashboard + "/login")
+    page.fill("#in-tenant", tenant)
+    page.fill("#in-user", user)
+    page.click("button:has-text('Log in')")
+    page.wait_for_selector(".topbar .who")
+
+
+# Elements wider than the page, or whose content is cut or scrolls sideways
+# (a long path in a table cell or a log block): what "no horizontal overflow"
+# means for a page of the dashboard.
+_OVERFLOW = """() => {
+  const root = document.documentElement;
+  const found = [];
+  if (root.scrollWidth > root.clientWidth) {
+    found.push(`the page: ${root.scrollWidth}px wide in ${root.clientWidth}px`);
+  }
+  for (const element of document.querySelectorAll("main *")) {
+    // the topology graph scrolls on purpose; inputs scroll their own text
+    if (element.closest("svg, .graph")
+        || ["INPUT", "SELECT", "TEXTAREA"].includes(element.tagName)) {
+      continue;
+    }
+    if (element.scrollWidth > element.clientWidth + 1 && element.clientWidth > 0
+        && getComputedStyle(element).overflowX !== "visible") {
+      found.push(`${element.tagName.toLowerCase()}${element.id ? "#" + element.id : ""}` +
+                 `.${element.className}: ${element.scrollWidth}px in ${element.clientWidth}px`);
+    }
+    const box = element.getBoundingClientRect();
+    if (box.right > root.clientWidth + 1) {
+      found.push(`${element.tagName.toLowerCase()}.${element.className} ends at ${box.right}px`);
+    }
+  }
+  return found;
+}"""
+
+
+def overflow(page: Any) -> list[str]:
+    """What overflows sideways on ``page`` (empty: nothing)."""
+    return page.evaluate(_OVERFLOW)

@@ -7,6 +7,7 @@ login, and no password or token ever appears in a page.
 """
 from __future__ import annotations
 
+import html
 import re
 from typing import Any
 
@@ -16,7 +17,7 @@ from fastapi.testclient import TestClient
 from fornace.api import specs
 from fornace.api.app import create_app
 from fornace.api.auth import KeystoneAuth
-from fornace.api.dashboard import graph
+from fornace.api.dashboard import graph, serviceform
 from fornace.api.jobstore import Jobs
 from fornace.api.store import Store
 from fornace.common.db.engine import make_engine, session_factory, upgrade
@@ -77,7 +78,7 @@ def field_error(page: str, name: str) -> str | None:
     if not found:
         return None
     message = re.search(r'<p class="error" role="alert">(.*?)</p>', found.group(1), re.S)
-    return message.group(1).strip() if message else None
+    return html.unescape(message.group(1).strip()) if message else None
 
 
 def create_env(browser: Browser, name: str = "env1") -> str:
@@ -147,10 +148,11 @@ def test_every_page_renders(api, browser):
     job_id = re.search(r'/jobs/([0-9a-f]+)"', page).group(1)
     assert "deploy" in browser.get(f"/environments/{env_id}/jobs/{job_id}")
     assert "linuxWebServer" in browser.get(f"/environments/{env_id}/services/new")
-    for name in specs.SERVICE_TYPES:
+    for name, spec in specs.SERVICE_TYPES.items():
         form = browser.get(f"/environments/{env_id}/services/new?type={name}")
-        for field in specs.SERVICE_TYPES[name].fields:
-            assert f'name="{field.name}"' in form, (name, field.name)
+        shown = {field.name for field, _ in serviceform.shown_fields(spec)}
+        for field in spec.fields:
+            assert (f'name="{field.name}"' in form) == (field.name in shown), (name, field.name)
         assert 'name="units"' in form
     service_id = re.search(r'/services/([0-9a-f]+)/edit', page).group(1)
     edit = browser.get(f"/environments/{env_id}/services/{service_id}/edit")
@@ -205,7 +207,8 @@ def test_service_form_errors_are_shown_at_their_field(browser):
         ({"units": "0"}, "units", "needs at least one unit"),
         ({"osImage": '{"type": "linux"}'}, "osImage", "osImage.name: required"),
         ({"unitNamingPattern": "web_#"}, "unitNamingPattern", "may only contain"),
-        ({"dependsOn": "[1,"}, "dependsOn", "is not valid JSON"),
+        ({"dependsOn": "0123abcd"}, "dependsOn", "'0123abcd' is not another service"),
+        ({"osImage": '{"name": '}, "osImage", "is not valid JSON"),
     ]
     for change, field, message in cases:
         response = browser.post(path, site_form(**change))
@@ -314,7 +317,7 @@ def test_a_second_deploy_while_busy_is_refused_with_a_message(api, browser):
     browser.post(f"/environments/{env_id}/services/new", site_form())
     browser.post(f"/environments/{env_id}/deploy")
     again = browser.follow(browser.post(f"/environments/{env_id}/deploy", {"back": "list"}))
-    assert "flash-error" in again and "cannot open a session" in again
+    assert "flash-error" in again and "is busy: job" in again and "(deploy) running" in again
 
 
 def test_abandon_ends_the_running_job(api, browser):
