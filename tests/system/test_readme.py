@@ -1,0 +1,101 @@
+"""README's walk-through, run as written: "the same deployment three ways".
+
+Against a running Fornace as ``fornace up`` starts it (API, conductor and the
+local cloud's real agents, folder broker, SQLite), the commands of README's
+"Deploying an example" section are taken from README itself and run in
+order: the ``curl`` sequence in bash, then the command-line one, then the
+dashboard steps in Debian's chromium.  Each deployment must end ready, and
+each unit's URL (from the outputs) must answer with the site.
+"""
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from fornace.cli.client.http import ApiClient
+from localkit import running_onebox
+from waiting import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.rst"
+
+
+def literal_block_after(text: str, marker: str) -> list[str]:
+    """The lines of the ``::`` block that follows the paragraph holding ``marker``
+    (continuation lines ending in a backslash joined)."""
+    start = text.index(marker)
+    block_start = text.index("::\n\n", start) + 4
+    lines = []
+    for line in text[block_start:].splitlines():
+        if line and not line.startswith("    "):
+            break
+        lines.append(line[4:])
+    joined = "\n".join(lines).replace("\\\n", " ")
+    return [line for line in joined.splitlines() if line.strip()]
+
+
+@pytest.fixture(scope="module")
+def box(tmp_path_factory):
+    yield from running_onebox(tmp_path_factory.mktemp("readme") / "state",
+                              max_environments=2)
+
+
+def shell(command: str, box, home: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HOME": str(home), "FORNACE_URL": box.url,
+           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return subprocess.run(["bash", "-euo", "pipefail", "-c", command], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def ready_environment(box, name: str) -> dict:
+    client = ApiClient(box.url)
+    found = wait_for(lambda: next((e for e in client.get("/environments")["environments"]
+                                   if e["name"] == name and e["status"] in
+                                   ("ready", "deploy failure")), None),
+                     f"environment {name} to be deployed", timeout=240)
+    assert found["status"] == "ready", found
+    return found
+
+
+def sites_answer(box, env_id: str, expected: int = 2) -> list[str]:
+    outputs = ApiClient(box.url).get(f"/environments/{env_id}/outputs")
+    urls = [u["url"] for u in outputs["urls"]]
+    assert len(urls) == expected, outputs
+    for url in urls:
+        with urllib.request.urlopen(url, timeout=10) as answer:
+            assert answer.status == 200 and b"<h1>site</h1>" in answer.read()
+    return urls
+
+
+def test_the_same_deployment_three_ways(box, tmp_path):
+    text = README.read_text()
+
+    # 1. the REST API with curl (README's API address replaced by the box's)
+    curl = literal_block_after(text, "Through the REST API")
+    assert curl[0].startswith("API=http://127.0.0.1:8082")
+    script = "\n".join([f"API={box.url}", *curl[1:]])
+    done = shell(script, box, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert '"status"' in done.stdout
+    web = ready_environment(box, "web")
+    api_urls = sites_answer(box, web["id"])
+
+    # 2. the command line, each command as README writes it
+    for command in literal_block_after(text, "With the command line"):
+        done = shell(command, box, tmp_path)
+        assert done.returncode == 0, (command, done.stdout, done.stderr)
+        if command.startswith("fornace deploy"):
+            assert "deploy succeeded" in done.stdout, done.stdout
+        if command.startswith("fornace outputs"):
+            printed = re.findall(r"http://[0-9.]+:\d+/", done.stdout)
+            assert len(printed) == 2, done.stdout
+    cli_env = ready_environment(box, "web-cli")
+    cli_urls = sites_answer(box, cli_env["id"])
+    assert set(printed) == set(cli_urls)
+    assert not set(api_urls) & set(cli_urls)   # two environments, four units
