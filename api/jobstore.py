@@ -33,9 +33,9 @@ from fornace.common.db.models import (ConfigSession, Deployment, Environment, Jo
                         new_id, utcnow)
 from fornace.api.errors import BadRequest, Conflict, NotFound
 from fornace.api.outputs import endpoints, environment_outputs
-from fornace.api.store import (BUSY, LIGHT_JOB, Context, Outcome, Store, could_be_id, fenced,
-                               iso, job_secrets, lock_tokens, lookup_id, running_job,
-                               settle_tasks, settled_state, store_all)
+from fornace.api.store import (BUSY, LIGHT_JOB, NOT_DEPLOYING, Context, Outcome, Store,
+                               could_be_id, fenced, iso, job_secrets, lock_tokens, lookup_id,
+                               running_job, settle_tasks, settled_state, store_all)
 
 LOG = logging.getLogger(__name__)
 
@@ -572,7 +572,7 @@ class Jobs:
 
     @staticmethod
     def _after_abandon(db: DbSession, env: Environment, job: Deployment) -> str:
-        if job.kind == "plan":  # it changed nothing
+        if job.kind in NOT_DEPLOYING:  # it deployed nothing
             return settled_state(db, env.id, job.id)
         return "delete failure" if job.kind == "delete" else "deploy failure"
 

@@ -554,7 +554,9 @@ class Store:
                 return
             env.description = model
             env.version += 1
-            env.state = "deploy failure" if errors else "ready"
+            env.state = (settled_state(db, env.id, deployment.id)
+                         if deployment.kind in NOT_DEPLOYING
+                         else "deploy failure" if errors else "ready")
             env.updated = now
             if deployment.session_id:
                 db.execute(update(ConfigSession).where(
@@ -924,12 +926,18 @@ def _report_job(db: DbSession, env_id: str, message_id: str | None) -> Deploymen
         Deployment.environment_id == env_id).order_by(Deployment.started.desc())).first()
 
 
+# jobs that look at or operate what is deployed without deploying: how they end
+# is their own state; the environment keeps the deploy status it had
+NOT_DEPLOYING = ("plan", "check", "execute_operation")
+
+
 def settled_state(db: DbSession, env_id: str, job_id: str) -> str:
-    """The state of an environment after a job that changed nothing (a plan, a
-    refused job, an abandoned plan): what the last job that did change it left."""
+    """The state of an environment after a job that deployed nothing (a plan, a
+    check, an operation, a refused job, an abandoned plan): what the last job
+    that did deploy left."""
     last = db.scalars(select(Deployment).where(
         Deployment.environment_id == env_id, Deployment.id != job_id,
-        Deployment.finished.is_not(None), Deployment.kind != "plan",
+        Deployment.finished.is_not(None), Deployment.kind.not_in(NOT_DEPLOYING),
         Deployment.state != "refused").order_by(Deployment.started.desc())).first()
     if last is None or last.state not in ("completed_w_errors", "abandoned"):
         return "ready"
@@ -940,7 +948,8 @@ def _late_error(db: DbSession, deployment: Deployment) -> None:
     """An error report that arrived after the result (two queues, no common order)."""
     deployment.state = "completed_w_errors"
     env = db.get(Environment, deployment.environment_id)
-    if env is not None and env.state == "ready" and deployment.kind not in ("delete", "plan"):
+    if env is not None and env.state == "ready" and deployment.kind != "delete" \
+            and deployment.kind not in NOT_DEPLOYING:
         env.state = "deploy failure"
 
 

@@ -350,6 +350,8 @@ def test_a_plan_job_does_not_change_the_description(api):
 
 
 def test_other_jobs_store_the_model_and_invalidate_sessions(api):
+    """A check that finds a unit down ends completed_w_errors and stores the
+    units' statuses; the environment's deploy status is not its business."""
     env_id, model = deployed(api)
     session = api.client.post(f"/environments/{env_id}/configure").json()["id"]
     job = action(api, env_id, "check", {}).json()
@@ -357,9 +359,34 @@ def test_other_jobs_store_the_model_and_invalidate_sessions(api):
     checked["services"][0]["units"][0]["state"] = {"checked": True}
     finish(api, job["id"], checked, [("error", "unit unreachable")])
     shown = api.client.get(f"/environments/{env_id}").json()
-    assert (shown["status"], shown["version"]) == ("deploy failure", 2)
+    assert (shown["status"], shown["version"]) == ("ready", 2)
     assert shown["services"][0]["units"][0]["state"] == {"checked": True}
     assert api.client.get(f"/environments/{env_id}/sessions/{session}").status_code == 403
+    assert api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()["state"] == \
+        "completed_w_errors"
+
+
+@pytest.mark.parametrize("name, parameters", [
+    ("check", {}), ("execute_operation", {"operation": "restart"})])
+def test_jobs_that_deploy_nothing_keep_the_deploy_status(api, name, parameters):
+    env_id, model = deployed(api)
+    # a failed deployment, then a successful check or operation: still a failed deployment
+    session = api.client.post(f"/environments/{env_id}/configure").json()["id"]
+    api.client.post(f"/environments/{env_id}/sessions/{session}/deploy")
+    body, message_id = api.published.tasks[-1]
+    finish(api, message_id, copy.deepcopy(body), [("error", "web1 failed")])
+    assert api.client.get(f"/environments/{env_id}").json()["status"] == "deploy failure"
+    job = action(api, env_id, name, parameters).json()
+    finish(api, job["id"], copy.deepcopy(api.published.tasks[-1][0]))
+    assert api.client.get(f"/environments/{env_id}").json()["status"] == "deploy failure"
+    # after a good deployment, a failing one leaves it ready
+    session = api.client.post(f"/environments/{env_id}/configure").json()["id"]
+    api.client.post(f"/environments/{env_id}/sessions/{session}/deploy")
+    body, message_id = api.published.tasks[-1]
+    finish(api, message_id, copy.deepcopy(body))
+    job = action(api, env_id, name, parameters).json()
+    finish(api, job["id"], copy.deepcopy(api.published.tasks[-1][0]), [("error", "down")])
+    assert api.client.get(f"/environments/{env_id}").json()["status"] == "ready"
     assert api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()["state"] == \
         "completed_w_errors"
 
@@ -386,7 +413,8 @@ def test_abandon_ends_the_running_job_and_ignores_what_it_sends_later(api):
     assert lock.holder(env_id) is None
     # revoked, not deleted: the job's conductor finds it lost, the token went up
     assert not lock.heartbeat(grant) and lock.token(env_id) == grant.token + 1
-    assert api.client.get(f"/environments/{env_id}").json()["status"] == "deploy failure"
+    # an abandoned check deployed nothing: the environment is as its deployment left it
+    assert api.client.get(f"/environments/{env_id}").json()["status"] == "ready"
     assert api.client.post(f"/environments/{env_id}/abandon").status_code == 409
     # what the abandoned job still sends changes nothing
     late = copy.deepcopy(model)
@@ -395,8 +423,7 @@ def test_abandon_ends_the_running_job_and_ignores_what_it_sends_later(api):
     api.jobs.apply_job_event(contract.job_event_body(env_id, job["id"], "refused", "x"), "e1")
     event(api, env_id, job["id"], "c1", status="ok")  # its task rows may still be stored
     shown = api.client.get(f"/environments/{env_id}").json()
-    assert (shown["version"], len(shown["services"]), shown["status"]) == \
-        (1, 2, "deploy failure")
+    assert (shown["version"], len(shown["services"]), shown["status"]) == (1, 2, "ready")
     done = api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()
     assert done["state"] == "abandoned" and [t["status"] for t in done["tasks"]] == ["ok"]
     reports = api.client.get(f"/environments/{env_id}/deployments/{job['id']}").json()
