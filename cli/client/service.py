@@ -206,8 +206,10 @@ def add(command: Any, client: ApiClient) -> int:
     services = requested_services(command)
     env = find_environment(client, command.environment)
     session, _ = Sessions(client).open(env["id"])
-    added = [client.post(f"/environments/{env['id']}/services", service, session=session)
-             for service in services]
+    # a list goes in one request: all of it is added, or nothing (the error names the entry)
+    answer = client.post(f"/environments/{env['id']}/services",
+                         services if len(services) > 1 else services[0], session=session)
+    added = answer if isinstance(answer, list) else [answer]
     if command.json:
         print_json(added)
         return OK

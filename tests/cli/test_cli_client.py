@@ -124,6 +124,24 @@ def test_environments_are_created_listed_shown_and_deleted(cli):
     assert created["id"] not in ok(cli("env", "list"))
 
 
+def test_a_list_of_services_is_added_all_or_nothing(cli, tmp_path):
+    ok(cli("env", "create", "cli-list"))
+    good, bad = site("good", free_port()), site("bad", free_port())
+    bad["units"] = [{"isMaster": "yes"}]
+    listed = tmp_path / "services.json"
+    listed.write_text(json.dumps([good, bad]))
+    line = one_line_error(cli("service", "add", "cli-list", "--file", str(listed)), 2)
+    assert "services[1].units[0].isMaster" in line, line
+    assert as_json(cli("service", "list", "cli-list", "--json")) == []   # not even "good"
+    bad["units"] = [{}]
+    listed.write_text(json.dumps([good, bad]))
+    added = ok(cli("service", "add", "cli-list", "--file", str(listed)))
+    assert "added service good" in added and "added service bad" in added
+    assert sorted(s["name"] for s in as_json(cli("service", "list", "cli-list", "--json"))) \
+        == ["bad", "good"]
+    ok(cli("env", "delete", "cli-list", "--yes"))
+
+
 # ------------------------------------------------ a deployment, its jobs and actions
 
 def test_services_are_added_deployed_followed_and_acted_on(cli, tmp_path):
