@@ -9,6 +9,7 @@ each unit's URL (from the outputs) must answer with the site.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from browserkit import chromium, log_in
 from fornace.cli.client.http import ApiClient
 from localkit import running_onebox
 from waiting import wait_for
@@ -99,3 +101,31 @@ def test_the_same_deployment_three_ways(box, tmp_path):
     cli_urls = sites_answer(box, cli_env["id"])
     assert set(printed) == set(cli_urls)
     assert not set(api_urls) & set(cli_urls)   # two environments, four units
+
+    # 3. the dashboard, the steps README names, with linux-web.json's fields
+    assert "*Create environment* (``web-dash``)" in text
+    example = json.loads((ROOT / "data" / "examples" / "linux-web.json").read_text())
+    service = example["services"][0]
+    with chromium() as browser:
+        from playwright.sync_api import expect
+        expect.set_options(timeout=60_000)
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        dashboard = box.url + "/dashboard"
+        log_in(page, dashboard, "demo", "readme")
+        page.fill("#in-env-name", "web-dash")
+        page.click("button:has-text('Create environment')")
+        expect(page.locator("h1")).to_contain_text("web-dash")
+        page.click("a:has-text('Add service')")
+        page.click(".card[data-type=linuxWebServer]")
+        page.fill("#in-name", service["name"])
+        page.fill("#in-port", str(service["port"]))
+        page.fill("#in-unitNamingPattern", service["unitNamingPattern"])
+        page.fill("#in-units", str(len(service["units"])))
+        page.click("#save-service")
+        expect(page.locator("#session .changes")).to_contain_text(f"added: {service['name']}")
+        page.click("#deploy-button")
+        expect(page.locator("#env-status")).to_contain_text("ready", timeout=240_000)
+        expect(page.locator("#outputs a")).to_have_count(2)
+        shown = sorted(page.locator("#outputs a").all_inner_texts())
+    dash_env = ready_environment(box, "web-dash")
+    assert shown == sorted(sites_answer(box, dash_env["id"]))
