@@ -7,6 +7,7 @@ routes only pass what their page shows.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -25,6 +26,19 @@ _FLASH_LENGTH = 600  # a cookie holds ~4 KB; a long error message is cut
 _jinja = Environment(loader=FileSystemLoader(str(TEMPLATES)),
                      autoescape=select_autoescape(["html", "svg"]),
                      trim_blocks=True, lstrip_blocks=True)
+
+
+def when(value: Any) -> str:
+    """A time of the API (ISO 8601 in UTC, without a zone, as Murano 0.2 writes
+    it) as the pages show it: ``2026-11-25 17:57:29 UTC``."""
+    if not value:
+        return ""
+    text = str(value).replace("T", " ", 1)
+    text = re.sub(r"(\.\d+)?(\+00:00|Z)?$", "", text)
+    return f"{text} UTC"
+
+
+_jinja.filters["when"] = when
 
 
 def base(request: Request) -> str:

@@ -305,6 +305,13 @@ def test_deploy_shows_progress_live_until_the_job_ends(api, browser):
                          "operation": "Deploy", "log": ["step one", "step two"]}), "ev-1")
     job_live = api.client.get(f"/dashboard/environments/{env_id}/jobs/{job_id}/live").json()
     assert "step one\nstep two" in job_live["html"]
+    assert re.search(r"started \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", job_live["html"])
+    # the units' node states move with the job's events
+    unit_id = body["services"][0]["units"][0]["id"]
+    api.jobs.apply_job_event(contract.task_events_body(
+        env_id, job_id, [], {unit_id: {"state": "configuring", "local": "pending"}}), "ev-2")
+    live = api.client.get(f"/dashboard/environments/{env_id}/live").json()
+    assert "configuring" in live["html"]
     assert api.client.get("/dashboard/live").json()["busy"] is True
     finish(api)
     live = api.client.get(f"/dashboard/environments/{env_id}/live").json()
