@@ -322,3 +322,38 @@ def test_stop_and_start_move_the_node_state_and_check_sets_only_the_status() -> 
     sent = [e["nodes"]["s1-u0"] for e in events if "s1-u0" in e.get("nodes", {})]
     assert sent and sent[-1] == {"state": "started", "local": "error"}
     assert unit(model, "s1-u0")["status"]["check"] == "site: not running"
+
+
+def test_only_instances_that_do_not_exist_are_reported_as_created() -> None:
+    """Regression: every deploy, scale and heal said "Creating instance web1" also
+    for units whose instance existed."""
+    sim = SimulatedCloud(stack_outputs={"web1": "10.0.0.1", "web2": "10.0.0.2",
+                                        "web3": "10.0.0.3"})
+    stacks, agents = sim.executors()
+
+    def texts_of(model: dict, action: str = "deploy", **parameters) -> tuple[dict, list[str]]:
+        task = contract.parse_task(contract.task_body(
+            copy.deepcopy(model), None, "tenant",
+            job=contract.job_section("j", action, parameters)))
+        reports: list[dict] = []
+        outcome = run_job(Job(task=task, workflows=WORKFLOWS, store=STORE, catalog=CATALOG,
+                              stacks=stacks, agents=agents, recorder=JobRecorder("e", "j"),
+                              engine=Settings(), reporter=reports.append))
+        return outcome.model, [r["text"] for r in reports]
+
+    def created(texts: list[str]) -> list[str]:
+        return [t for t in texts if t.startswith("Creating instance") or t.endswith(" created")]
+
+    model, texts = texts_of(environment(web("s1", "site", 8080, 2, "web#")))
+    assert created(texts) == ["Creating instance web1 (site_instance_0)",
+                              "Creating instance web2 (site_instance_1)",
+                              "Instance web1 (site_instance_0) created",
+                              "Instance web2 (site_instance_1) created"]
+    model, texts = texts_of(model)
+    assert created(texts) == []
+    model, texts = texts_of(model, "scale", node_id="s1", delta=1)
+    assert created(texts) == ["Creating instance web3 (site_instance_2)",
+                              "Instance web3 (site_instance_2) created"]
+    model, texts = texts_of(model, "heal", node_instance_id="s1-u0")
+    assert created(texts) == ["Creating instance web1 (site_instance_0)",
+                              "Instance web1 (site_instance_0) created"]
