@@ -118,8 +118,8 @@ def _busy_text(error: dict[str, Any]) -> str | None:
     shown = env.get("name") or env["id"]
     named = _argument(str(shown), str(env["id"]))
     return (f"environment {shown} is busy: job {job['id']} ({job.get('kind') or 'job'}) "
-            f"is running; follow it with 'fornace logs {named} --follow', or stop it and "
-            f"forget the environment with 'fornace env delete {named} --abandon'")
+            f"is running; follow it with 'fornace logs {named} --follow', or give it up "
+            f"with 'fornace env abandon {named}'")
 
 
 def _argument(name: str, instead: str | None = None) -> str:

@@ -16,7 +16,7 @@ from fornace.cli.client.session import Sessions
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     actions = add_group(
-        subparsers, "env", "list, create, show or delete environments",
+        subparsers, "env", "list, create, show or delete environments, or abandon their job",
         "Environments hold services; commands name them by id or by name (when only "
         "one environment has that name).",
         ["fornace env create demo", "fornace env list", "fornace env show demo",
@@ -59,12 +59,24 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                         help="start the deletion and return")
 
 
+    abandon = add_command(
+        actions, "abandon", "give up the running job of an environment",
+        "Give up the job running on an environment (a deployment or action that hangs): "
+        "it ends 'abandoned' at once, its conductor stops it, and the environment stays "
+        "(a deployment that was abandoned is a failed one: deploy again to finish it). "
+        "Asks first on a terminal; --yes does not ask.",
+        ["fornace env abandon demo", "fornace env abandon demo --yes"])
+    add_yes_option(abandon)
+    abandon.add_argument("environment", metavar="ENV", help="environment id or name")
+
+
 def run(conf: Any) -> int:
     return dispatch(conf.command, {"env": _run})
 
 
 def _run(command: Any, client: ApiClient) -> int:
-    actions = {"list": list_environments, "create": create, "show": show, "delete": delete}
+    actions = {"list": list_environments, "create": create, "show": show, "delete": delete,
+               "abandon": abandon}
     return actions[command.env_action](command, client)
 
 
@@ -128,6 +140,21 @@ def delete(command: Any, client: ApiClient) -> int:
             raise
         return _deleted(command, env)
     return follow_or_return(command, client, env, job)
+
+
+def abandon(command: Any, client: ApiClient) -> int:
+    env = find_environment(client, command.environment)
+    if not confirmed(command, f"Abandon the running job of environment {env['name']}?",
+                     f"the job of environment {env['name']} not abandoned"):
+        return DECLINED
+    job = client.post(f"/environments/{env['id']}/abandon")
+    if command.json:
+        print_json(job)
+    else:
+        status = client.get(f"/environments/{env['id']}")["status"]
+        print(f"job {job['id']} ({job.get('action') or job.get('kind')}) of environment "
+              f"{env['name']} abandoned; the environment is {status}")
+    return OK
 
 
 def _deleted(command: Any, env: dict[str, Any]) -> int:

@@ -58,8 +58,8 @@ def cli(api_url, tmp_path):
 
 def busy_line(name: str, job_id: str) -> str:
     return (f"fornace: environment {name} is busy: job {job_id} (deploy) is running; follow "
-            f"it with 'fornace logs {name} --follow', or stop it and forget the environment "
-            f"with 'fornace env delete {name} --abandon'")
+            f"it with 'fornace logs {name} --follow', or give it up with "
+            f"'fornace env abandon {name}'")
 
 
 def test_every_change_of_a_busy_environment_exits_3_naming_the_job(cli, tmp_path):
@@ -83,7 +83,12 @@ def test_every_change_of_a_busy_environment_exits_3_naming_the_job(cli, tmp_path
     # by id too: the advice names the environment as its name
     env_id = json.loads(ok(cli("env", "show", "cli-busy", "--json")))["id"]
     assert one_line_error(cli("action", env_id, "check"), 3) == expected
-    # the way out the message gives works
+    # the way out the message gives works: the job ends, the environment stays
+    assert one_line_error(cli("env", "abandon", "cli-busy"), 2).endswith("pass --yes to go "
+                                                                           "on without asking")
+    gone = ok(cli("env", "abandon", "cli-busy", "--yes"))
+    assert gone.startswith(f"job {job['id']} (deploy) of environment cli-busy abandoned")
+    assert json.loads(ok(cli("env", "show", "cli-busy", "--json")))["status"] != "deploying"
     ok(cli("env", "delete", "cli-busy", "--abandon", "--yes"))
     assert "cli-busy" not in ok(cli("env", "list"))
 
@@ -128,8 +133,8 @@ def test_api_advice_is_put_in_the_commands_words():
                    environment={"id": "0123", "name": "my env"})
     assert error_text(busy) == (
         "environment my env is busy: job 6ddd (heal) is running; follow it with 'fornace logs "
-        "0123 --follow', or stop it and forget the environment with 'fornace env delete 0123 "
-        "--abandon'")        # a name the shell would split: the id in the commands
+        "0123 --follow', or give it up with 'fornace env abandon 0123'")
+    # (a name the shell would split: the id in the commands)
     assert error_text(refused(500, "unexpected error: KeyError")) == \
         "unexpected error: KeyError (the API failed: HTTP 500)"
     unreachable = ClientError("cannot reach http://127.0.0.1:1: refused", call="GET /x")
