@@ -63,8 +63,8 @@ def test_deploy_then_delete_through_the_api(stack):
     ready = wait_status(client, env["id"], "ready")
     assert ready["version"] == 1
     states = [u["state"] for u in ready["services"][0]["units"]]
-    assert states == [{"hostname": "web1", "address": None, "siteDeployed": True},
-                      {"hostname": "web2", "address": None, "siteDeployed": True}]
+    assert states == [{"hostname": "web1", "address": None, "siteDeployed": True, "url": None},
+                      {"hostname": "web2", "address": None, "siteDeployed": True, "url": None}]
     deployment = client.get(f"/environments/{env['id']}/deployments").json()["deployments"][0]
     assert deployment["state"] == "success"
     # reports and the result travel on two queues: the last report may be stored
