@@ -29,7 +29,7 @@ from fornace.common.topology import Topology, TopologyError, build
 from fornace.conductor.dispatch import NullHooks
 from fornace.conductor.dsl.pending import Action
 from fornace.conductor.jobs import changes
-from fornace.conductor.jobs.nodestatus import local, set_node, status_of
+from fornace.conductor.jobs.nodestatus import local, set_node, status_of, summarize
 from fornace.conductor.jobs.records import JobRecorder, TaskRecord, result_summary
 
 
@@ -132,20 +132,22 @@ class JobHooks(NullHooks):
                                   "new" if new else "update",
                                   status="planned" if self.dry_run else "running")
         if self.dry_run:
-            return (task, owners)
+            return (task, owners, [])
         fragments: dict[int, list[str]] = {}
         for action, owner in owned:
             if owner is not None:
                 fragments.setdefault(id(owner), []).append(self._fragment(action))
+        creating = [o for o in owners if self._is_unit(o) and not status_of(o).get("resources")]
+        for owner in creating:   # units whose instance exists keep their node state
+            set_node(owner, "creating", change_id=task.change_id)
+        self._sum_up(creating)
         for owner in owners:
-            if self._is_unit(owner):
-                set_node(owner, "creating", change_id=task.change_id)
             task.add_log([f"resources of {owner.get('name') or owner.get('id')}: "
                           f"{', '.join(fragments.get(id(owner), []))}"])
-        return (task, owners)
+        return (task, owners, creating)
 
     def stack_finished(self, token: Any, batch: list[Action], ok: bool, value: Any) -> None:
-        task, owners = token
+        task, owners, creating = token
         for action in batch:
             owner = self._owner(action)
             if owner is not None and ok:
@@ -155,10 +157,10 @@ class JobHooks(NullHooks):
                         resources.append(name)
         if self.dry_run:
             return
-        for owner in owners:
-            if self._is_unit(owner):
-                set_node(owner, "created" if ok else "error",
-                         local=None if ok else "error", change_id=task.change_id)
+        for owner in creating if ok else [o for o in owners if self._is_unit(o)]:
+            set_node(owner, "created" if ok else "error",
+                     local=None if ok else "error", change_id=task.change_id)
+        self._sum_up(creating if ok else owners)
         message = "" if ok else str(value.get("message") if isinstance(value, dict) else value)
         task.finish("ok" if ok else "error", "stack updated" if ok else message)
 
@@ -196,6 +198,9 @@ class JobHooks(NullHooks):
         self._plans[str(plan.get("ID"))] = task
         if unit is not None:
             set_node(unit, "configuring", change_id=task.change_id)
+            service = self._indexed().service_of.get(id(unit))
+            if service is not None and status_of(service).get("state") != "configuring":
+                set_node(service, "configuring")   # its units configure: so does it
         return "run", (task, owner, key)
 
     def command_finished(self, token: Any, action: Action, ok: bool, value: Any) -> None:
@@ -250,6 +255,15 @@ class JobHooks(NullHooks):
             task.add_log(lines)
 
     # -- helpers -------------------------------------------------------------------
+    def _sum_up(self, objects: list[dict[str, Any]]) -> None:
+        """The services of these units sum them up again (node state, status)."""
+        index, done = self._indexed(), set()
+        for obj in objects:
+            service = index.service_of.get(id(obj))
+            if service is not None and id(service) not in done:
+                done.add(id(service))
+                summarize(service)
+
     def _reason(self, owner: dict | None, key: str, unit: dict | None) -> str:
         if owner is not None and str(owner.get("id")) in self.reasons:
             return self.reasons[str(owner["id"])]

@@ -151,7 +151,7 @@ class JobRecorder:
         self._lock = threading.Lock()          # the batch being filled and its timer
         self._sending = threading.Lock()       # batches go out one at a time, in order
         self._batch: dict[str, dict[str, Any]] = {}   # change id -> its merged changes
-        self._nodes: dict[str, dict[str, Any]] = {}   # node id -> its latest state and status
+        self._nodes: dict[str, dict[str, Any]] = {}   # node id -> the unit or service
         self._due = 0.0                        # when the batch being filled must go
         self._wake = threading.Condition(self._lock)
         self._flusher: threading.Thread | None = None   # sends batches when due; ends when
@@ -179,16 +179,18 @@ class JobRecorder:
         self._add(record.change_id, changes)
 
     def node(self, obj: dict[str, Any]) -> None:
-        """A unit's or service's node state or status changed: send it with the batch."""
-        status, node_id = obj.get("status"), obj.get("id")
-        if self.publish is None or not isinstance(status, dict) or node_id is None:
+        """A unit's or service's node state or status changed: it goes with the
+        batch (its state and status as they are when the batch goes: the latest)."""
+        node_id = obj.get("id")
+        if self.publish is None or node_id is None:
             return
         with self._lock:
-            self._new_batch()
-            self._nodes[str(node_id)] = {"state": status.get("state"),
-                                         "local": status.get("local")}
+            if not self._batch and not self._nodes:
+                self._due = time.monotonic() + self.batch_seconds
+            self._nodes[node_id if isinstance(node_id, str) else str(node_id)] = obj
             full = len(self._nodes) >= contract.MAX_NODES_PER_EVENT or self.batch_seconds <= 0
-            self._start_flusher(full)
+            if self._flusher is None:
+                self._start_flusher(full)
         if full:
             self.flush()
 
@@ -248,7 +250,7 @@ class JobRecorder:
                 return
             try:
                 self.publish(contract.task_events_body(self.environment_id, self.job_id, batch,
-                                                       nodes),
+                                                       _node_states(nodes)),
                              f"{self.job_id}-events-{self._events}")
             except Exception as exc:  # progress lost, never the job
                 LOG.warning("job %s: could not send the changes of %d task(s): %s",
@@ -270,6 +272,16 @@ class JobRecorder:
         for record in self.tasks:
             counts[record.status] = counts.get(record.status, 0) + 1
         return counts
+
+
+def _node_states(nodes: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``{id: {"state", "local"}}`` of the units and services, as they are now."""
+    found = {}
+    for node_id, obj in nodes.items():
+        status = obj.get("status")
+        if isinstance(status, dict):
+            found[node_id] = {"state": status.get("state"), "local": status.get("local")}
+    return found
 
 
 def result_summary(ok: bool, value: Any) -> str:

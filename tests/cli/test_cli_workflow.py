@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -86,15 +85,6 @@ def test_check_of_a_missing_path_is_bad_usage(tmp_path, capsys):
                              str(tmp_path / "nope.xml"))
     assert (code, out) == (2, "")
     assert err == f"fornace: {tmp_path / 'nope.xml'}: no such file or folder\n"
-
-
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads a file without permissions")
-def test_check_of_an_unreadable_file_is_bad_usage(tmp_path, capsys):
-    path = tmp_path / "w.xml"
-    path.write_text("<workflow/>")
-    path.chmod(0)
-    code, out, err = run_cli(capsys, "workflow", "check", str(path))
-    assert (code, out) == (2, "") and f"{path}: cannot read it" in err
 
 
 def test_simulate_example_json(capsys):

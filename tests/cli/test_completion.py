@@ -29,7 +29,8 @@ def script() -> str:
 def test_commands_actions_and_options_complete(script):
     assert complete(script, "fornace wor") == ["workflow"]
     assert complete(script, "fornace workflow s") == ["simulate"]
-    assert complete(script, "fornace env ") == ["--help", "list", "create", "show", "delete"]
+    assert complete(script, "fornace env ") == ["--help", "list", "create", "show", "delete",
+                                                "abandon"]
     assert "--show-secrets" in complete(script, "fornace workflow simulate --sh")
     assert complete(script, "fornace deploy web --ser") == ["--service"]
     assert complete(script, "fornace service u") == ["update"]

@@ -299,7 +299,12 @@ def test_node_states_are_sent_as_a_deployment_moves_them() -> None:
     for unit_id in ("s1-u0", "s1-u1"):
         assert node_states(events, unit_id) == ["creating", "created", "configuring",
                                                 "configured", "started"]
-    assert node_states(events, "s1")[-1] == "started"
+    assert node_states(events, "s1") == ["creating", "created", "configuring", "started"]
+    # a redeployment: instances that exist are not "creating" again
+    cloud.agents.plans.clear()
+    model["services"][0]["port"] = 9000       # reconfigured, not recreated
+    _, events = run_observed(cloud, model)
+    assert node_states(events, "s1-u0") == ["configuring", "configured", "started"]
     # the last state sent is the one the result carries
     last = [e["nodes"]["s1-u0"] for e in events if "s1-u0" in e.get("nodes", {})][-1]
     status = unit(model, "s1-u0")["status"]
