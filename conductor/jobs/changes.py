@@ -37,8 +37,12 @@ def _text(value: Any) -> str:
     return masked_json(value)
 
 
+def _hash(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 def _digest(value: Any) -> str:
-    return hashlib.sha256(_text(value).encode()).hexdigest()[:16]
+    return _hash(_text(value))
 
 
 def service_text(service: dict[str, Any]) -> str:
@@ -52,14 +56,13 @@ def description_digest(service: dict[str, Any], unit: dict[str, Any] | None = No
     fields and its own (``shared``: :func:`service_text` of the service, when
     the caller has it).  The same digest as ``_digest({"service": ..., "unit": ...})``."""
     own = {} if unit is None else {k: v for k, v in unit.items() if k not in _NOT_UNIT_INPUTS}
-    text = f'{{"service":{shared or service_text(service)},"unit":{_text(own)}}}'
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return _hash(f'{{"service":{shared or service_text(service)},"unit":{_text(own)}}}')
 
 
 def command_digest(template: str, mappings: dict[str, Any]) -> str:
     if isinstance(mappings, dict) and any(is_secret_key(key) for key in mappings):
-        text = canonical_json({"template": template, "mappings": masked(mappings)})
-        return hashlib.sha256(text.encode()).hexdigest()[:16]   # masked already: no scan
+        # masked already: the text needs no scan for secret names
+        return _hash(canonical_json({"template": template, "mappings": masked(mappings)}))
     return _digest({"template": template, "mappings": mappings})
 
 

@@ -185,12 +185,10 @@ class JobRecorder:
         if self.publish is None or node_id is None:
             return
         with self._lock:
-            if not self._batch and not self._nodes:
-                self._due = time.monotonic() + self.batch_seconds
+            self._new_batch()
             self._nodes[node_id if isinstance(node_id, str) else str(node_id)] = obj
             full = len(self._nodes) >= contract.MAX_NODES_PER_EVENT or self.batch_seconds <= 0
-            if self._flusher is None:
-                self._start_flusher(full)
+            self._start_flusher(full)
         if full:
             self.flush()
 
