@@ -280,8 +280,11 @@ def test_a_failing_app_is_reported_and_retried_by_the_next_deployment(environmen
     service_id = env.client.post(f"/environments/{env.id}/services", body,
                                  session=session)["id"]
     env.client.post(f"/environments/{env.id}/sessions/{session}/deploy")
-    result = env.demo.follow(lambda b: b is not None
-                             and b["status"] not in ("deploying", "pending"))
+    # the job's end and its error report come on two queues in no common order:
+    # the environment is read again once both are stored
+    env.demo.follow(lambda b: b is not None and b["status"] not in ("deploying", "pending")
+                    and bool(env.errors()))
+    result = env.client.get(f"/environments/{env.id}")
     assert result["status"] == "deploy failure"
     [error] = env.errors()
     assert error.startswith("Deployment of broken on ")
