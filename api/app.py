@@ -249,7 +249,7 @@ def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
         return JSONResponse(error_body(exc.status, exc.title, exc.message, exc.details),
-                            status_code=exc.status)
+                            status_code=exc.status, headers=exc.headers or None)
 
     @app.exception_handler(RequestValidationError)
     async def invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

@@ -1,15 +1,17 @@
 """Who is calling: noauth headers or a Keystone token.
 
-Keystone validations are cached briefly so a busy dashboard does not cost
-one Keystone round trip per request.
+Keystone validations are cached briefly (never past the token's expiry) so a
+busy dashboard does not cost one Keystone round trip per request.
 """
 from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 from fornace.api.errors import Unauthorized
+from fornace.common import identity
+from fornace.common.identity import IdentityError, Keystone
 from fornace.api.store import ID_LENGTH, Context
 
 
@@ -31,61 +33,92 @@ class NoAuth:
 
 
 class KeystoneAuth:
-    """Validates ``X-Auth-Token`` with Keystone's ``GET /v3/auth/tokens``."""
+    """Validates ``X-Auth-Token`` with Keystone (``GET /v3/auth/tokens``).
 
-    def __init__(self, session: Any, auth_url: str, cache_seconds: int = 60) -> None:
-        self.session = session  # keystoneauth1 Session authenticated as the service user
-        self.auth_url = auth_url.rstrip("/")
+    A validation is kept ``cache_seconds`` at most, and never past the token's own
+    ``expires_at``.  Every 401 names Keystone in ``WWW-Authenticate`` (as
+    keystonemiddleware does), so a client knows where to get a token.
+    """
+
+    MAX_CACHED = 10000
+
+    def __init__(self, keystone: Keystone, cache_seconds: int = 60,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.keystone = keystone
         self.cache_seconds = cache_seconds
+        self._clock = clock
         self._cache: dict[str, tuple[float, Context]] = {}
         self._lock = threading.Lock()
 
     @classmethod
     def from_config(cls, conf: Any) -> "KeystoneAuth":
-        from keystoneauth1 import session as ks_session
-        from keystoneauth1.identity import v3
+        if not identity.configured(conf):
+            raise ValueError("[keystone] auth_type and auth_url are required in keystone "
+                             "auth mode")
+        try:
+            keystone = Keystone.from_config(conf)
+        except IdentityError as exc:
+            raise ValueError(str(exc)) from None
+        return cls(keystone, conf.keystone.cache_seconds)
 
-        ks = conf.keystone
-        if not ks.auth_url:
-            raise ValueError("[keystone] auth_url is required in keystone auth mode")
-        plugin = v3.Password(auth_url=ks.auth_url, username=ks.username, password=ks.password,
-                             project_name=ks.project_name,
-                             user_domain_name=ks.user_domain_name,
-                             project_domain_name=ks.project_domain_name)
-        return cls(ks_session.Session(auth=plugin), ks.auth_url, ks.cache_seconds)
+    @property
+    def www_authenticate(self) -> str:
+        try:
+            return f'Keystone uri="{self.keystone.public_url}"'
+        except IdentityError:
+            return "Keystone"
+
+    def refuse(self, message: str) -> Unauthorized:
+        return Unauthorized(message, headers={"WWW-Authenticate": self.www_authenticate})
 
     def context(self, headers: Mapping[str, str]) -> Context:
         token = headers.get("x-auth-token")
         if not token:
-            raise Unauthorized("X-Auth-Token is required")
-        now = time.monotonic()
+            raise self.refuse("X-Auth-Token is required")
+        now = self._clock()
         with self._lock:
             cached = self._cache.get(token)
         if cached is not None and cached[0] > now:
             return cached[1]
         context = self._validate(token)
+        until = now + self.cache_seconds
+        if context.expires_at is not None:
+            until = min(until, context.expires_at)
         with self._lock:
-            if len(self._cache) > 10000:
-                self._cache.clear()
-            self._cache[token] = (now + self.cache_seconds, context)
+            if len(self._cache) >= self.MAX_CACHED:
+                self._cache = {key: value for key, value in self._cache.items()
+                               if value[0] > now}
+                if len(self._cache) >= self.MAX_CACHED:
+                    self._cache.clear()
+            self._cache[token] = (until, context)
         return context
 
-    def _validate(self, token: str) -> Context:
-        from keystoneauth1 import exceptions as ks_exc
+    def forget(self, token: str) -> None:
+        """Drop a token from the cache (after a logout revoked it)."""
+        with self._lock:
+            self._cache.pop(token, None)
 
+    def _validate(self, token: str) -> Context:
         try:
-            response = self.session.get(f"{self.auth_url}/auth/tokens",
-                                        headers={"X-Subject-Token": token},
-                                        authenticated=True, raise_exc=False)
-        except ks_exc.ClientException as exc:
-            raise Unauthorized(f"cannot validate the token with Keystone: {exc}") from None
-        if response.status_code != 200:
-            raise Unauthorized("the token is invalid or expired")
-        body = response.json().get("token", {})
-        project = body.get("project") or {}
-        user = body.get("user") or {}
-        if not project.get("id"):
-            raise Unauthorized("the token is not scoped to a project")
-        roles = {role.get("name") for role in body.get("roles") or []}
-        return Context(tenant_id=project["id"], user_id=user.get("id", ""), token=token,
-                       is_admin="admin" in roles)
+            body = self.keystone.validate(token)
+        except IdentityError as exc:
+            raise self.refuse(f"cannot validate the token: {exc}") from None
+        if body is None:
+            raise self.refuse("the token is invalid or expired")
+        return context_of(token, body)
+
+
+def context_of(token: str, body: dict[str, Any]) -> Context:
+    """The caller a (valid) Keystone token body describes."""
+    project = body.get("project") or {}
+    user = body.get("user") or {}
+    if not project.get("id"):
+        raise Unauthorized("the token is not scoped to a project")
+    roles = frozenset(str(role.get("name")) for role in body.get("roles") or []
+                      if isinstance(role, dict) and role.get("name"))
+    domain = project.get("domain") or {}
+    return Context(tenant_id=project["id"], user_id=user.get("id", ""), token=token,
+                   is_admin="admin" in roles, roles=roles, user_name=user.get("name", ""),
+                   project_name=project.get("name", ""),
+                   project_domain_id=domain.get("id", ""),
+                   expires_at=identity.expiry(body))

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from oslo_config import cfg
 
+from fornace.common import identity
 from fornace.common.resources import BUILTIN_DATA
 
 DEFAULT_STATE_DIR = os.path.join(os.path.expanduser("~"), ".fornace")
@@ -50,23 +51,10 @@ database_opts = [
                     "postgresql+psycopg://user@127.0.0.1:5432/fornace."),
 ]
 
-keystone_opts = [
-    cfg.URIOpt("auth_url", help="Keystone v3 URL, e.g. http://127.0.0.1:5000/v3."),
-    cfg.StrOpt("username", help="Service user that validates tokens."),
-    cfg.StrOpt("password", secret=True, help="Password of the service user."),
-    cfg.StrOpt("project_name", default="service", help="Project of the service user."),
-    cfg.StrOpt("user_domain_name", default="Default", help="Domain of the service user."),
-    cfg.StrOpt("project_domain_name", default="Default",
-               help="Domain of the service user's project."),
-    cfg.IntOpt("cache_seconds", default=60, min=0,
-               help="How long a validated token is trusted before asking Keystone again."),
-]
-
-
 def register(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(api_opts, group="api")
     conf.register_opts(database_opts, group="database")
-    conf.register_opts(keystone_opts, group="keystone")
+    identity.register(conf)
 
 
 def database_url(conf: cfg.ConfigOpts) -> str:
@@ -91,4 +79,4 @@ def catalog_file(conf: cfg.ConfigOpts) -> Path:
 
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
     """For oslo-config-generator (``etc/fornace.conf.sample``)."""
-    return [("api", api_opts), ("database", database_opts), ("keystone", keystone_opts)]
+    return [("api", api_opts), ("database", database_opts)] + identity.list_opts()

@@ -14,11 +14,13 @@ class ApiError(Exception):
     status = 500
     title = "Internal Server Error"
 
-    def __init__(self, message: str, **details: Any) -> None:
+    def __init__(self, message: str, headers: Mapping[str, str] | None = None,
+                 **details: Any) -> None:
         super().__init__(message)
         self.message = message
         # more fields of the error object (JSON values), e.g. job={"id": …, "kind": …}
         self.details: dict[str, Any] = details
+        self.headers: dict[str, str] = dict(headers or {})   # of the HTTP answer
 
 
 class BadRequest(ApiError):

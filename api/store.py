@@ -57,10 +57,18 @@ Item = TypeVar("Item")
 
 @dataclass(frozen=True)
 class Context:
+    """Who calls: their project (tenant) and user, their token (keystone mode) and
+    what the policy needs to know of them (:mod:`fornace.api.policy`)."""
+
     tenant_id: str
     user_id: str
     token: str | None = None
-    is_admin: bool = False
+    is_admin: bool = False          # may act on every tenant (the policy's cloud_admin)
+    roles: frozenset[str] = frozenset()
+    user_name: str = ""
+    project_name: str = ""
+    project_domain_id: str = ""
+    expires_at: float | None = None  # the token's end (time.time()); None: no token
 
 
 def iso(value: datetime.datetime | None) -> str | None:

@@ -4,7 +4,9 @@ Messaging and storage are tested against the real servers of this machine.
 Where one is missing the tests that need it skip, so the README test command
 passes anywhere; CI sets ``FORNACE_REQUIRE_SERVICES=1`` to turn those skips
 into failures.  URLs can be overridden with ``FORNACE_TEST_AMQP_URL``,
-``FORNACE_TEST_DB_URL`` and ``FORNACE_HEAT_URL``.
+``FORNACE_TEST_DB_URL``, ``FORNACE_HEAT_URL`` and ``FORNACE_KEYSTONE_URL`` (the
+last two are set by ``.ci/run`` from ``../shared/heat/heat-up`` and
+``../shared/keystone/keystone-up``).
 """
 from __future__ import annotations
 
@@ -71,6 +73,14 @@ def postgres_url() -> str:
 def heat_url() -> str:
     url = os.environ.get("FORNACE_HEAT_URL", "")
     require("Heat (FORNACE_HEAT_URL)", bool(url) and _reachable(url, 8004))
+    return url
+
+
+def keystone_url() -> str:
+    """The identity v3 URL of the real Keystone of ``../shared/keystone/keystone-up``
+    (``FORNACE_KEYSTONE_URL``, e.g. http://127.0.0.1:5000/v3)."""
+    url = os.environ.get("FORNACE_KEYSTONE_URL", "")
+    require("Keystone (FORNACE_KEYSTONE_URL)", bool(url) and _reachable(url, 5000))
     return url
 
 

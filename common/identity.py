@@ -1,0 +1,281 @@
+"""Fornace and Keystone: the service user's options, sessions, tokens and trusts.
+
+The ``[keystone]`` group holds the Fornace service user, read with
+keystoneauth1's loading helpers (``auth_type``, ``auth_url`` with or without
+``/v3``, ``username``, ``password``, ``project_name``, the domains, ``cafile``,
+``insecure``...).  The API uses it to validate users' tokens and to create
+trusts; the conductor uses it with a trust to act for a user
+(:func:`trust_auth`) long after the user's own token has expired -- as Murano
+did.  A trust is made at deploy time by the user (the trustor) for the
+service user (the trustee) on the user's project, with the user's roles and
+impersonation, and deleted with the environment.
+
+Only keystoneauth1 is used: no token, password or trust id is ever logged.
+"""
+from __future__ import annotations
+
+import datetime
+import logging
+from typing import Any
+
+from oslo_config import cfg
+
+LOG = logging.getLogger(__name__)
+
+KEYSTONE = "keystone"
+PLUGIN = "password"     # the default auth_type, and the plugin the sample lists
+
+keystone_opts = [
+    cfg.IntOpt("cache_seconds", default=60, min=0,
+               help="Longest time a validated token is trusted before Keystone is asked "
+                    "again (never past the token's own expiry)."),
+]
+
+# what a trust-scoped login must not carry besides the trust (Keystone refuses
+# a token request with two scopes)
+_SCOPES = ("project_id", "project_name", "project_domain_id", "project_domain_name",
+           "domain_id", "domain_name", "system_scope")
+
+
+class IdentityError(Exception):
+    """Keystone could not be reached or refused what Fornace asked; the text names
+    the call and never carries a secret."""
+
+
+def _loading() -> Any:
+    from keystoneauth1 import loading
+    return loading
+
+
+def register_group(conf: cfg.ConfigOpts, group: str, auth_type: str | None = PLUGIN) -> None:
+    """keystoneauth1's auth and session options in ``group``, ``auth_type``
+    defaulting to ``auth_type``.  The plugin's own options (``auth_url``,
+    ``username``...) are registered when the group is read, for the plugin the
+    configuration names, as keystoneauth1 does (:func:`plugin_options`)."""
+    loading = _loading()
+    loading.register_auth_conf_options(conf, group)
+    loading.register_session_conf_options(conf, group)
+    if auth_type:
+        conf.set_default("auth_type", auth_type, group=group)
+
+
+def plugin_options(conf: cfg.ConfigOpts, group: str) -> Any:
+    """The group holding ``group``'s plugin options (its ``auth_section`` or
+    itself), with the options of its ``auth_type`` registered; None without one."""
+    loading = _loading()
+    section = conf[group].auth_section or group
+    name = conf[section].auth_type
+    if not name:
+        return None
+    try:
+        loader = loading.get_plugin_loader(name)
+    except Exception as exc:
+        raise IdentityError(f"[{section}] auth_type {name}: {exc}") from None
+    conf.register_opts([opt._to_oslo_opt() for opt in loader.get_options()], group=section)
+    return conf[section]
+
+
+def register(conf: cfg.ConfigOpts) -> None:
+    """``[keystone]``: the Fornace service user."""
+    register_group(conf, KEYSTONE)
+    conf.register_opts(keystone_opts, group=KEYSTONE)
+
+
+def _plugin_opts() -> list[cfg.Opt]:
+    return list(_loading().get_auth_plugin_conf_options(PLUGIN))
+
+
+def group_opts(group_help: str = "") -> list[cfg.Opt]:
+    """The options :func:`register_group` adds, for oslo-config-generator."""
+    loading = _loading()
+    return (loading.get_auth_common_conf_options() + _plugin_opts()
+            + loading.get_session_conf_options())
+
+
+def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    return [(KEYSTONE, group_opts() + keystone_opts)]
+
+
+def configured(conf: cfg.ConfigOpts, group: str = KEYSTONE) -> bool:
+    """Whether ``group`` names an identity to log in as (an auth type and a URL)."""
+    section = plugin_options(conf, group)
+    return bool(section is not None and getattr(section, "auth_url", None))
+
+
+def auth_of(conf: cfg.ConfigOpts, group: str = KEYSTONE, **overrides: Any) -> Any:
+    """The auth plugin of ``group``; ``overrides`` replace options the plugin has."""
+    loading = _loading()
+    section = plugin_options(conf, group)
+    if section is None:
+        raise IdentityError(f"[{group}] auth_type is not set")
+    known = set(section.keys())
+    try:
+        return loading.load_auth_from_conf_options(
+            conf, group, **{k: v for k, v in overrides.items() if k in known})
+    except Exception as exc:   # a missing option, an unknown plugin
+        raise IdentityError(f"[{group}] {exc}") from None
+
+
+def session_of(conf: cfg.ConfigOpts, group: str = KEYSTONE, auth: Any = None) -> Any:
+    """A keystoneauth1 session with ``group``'s TLS options (``auth``: its plugin)."""
+    return _loading().load_session_from_conf_options(conf, group, auth=auth)
+
+
+def service_session(conf: cfg.ConfigOpts) -> Any:
+    """The session of the Fornace service user (``[keystone]``)."""
+    return session_of(conf, KEYSTONE, auth_of(conf, KEYSTONE))
+
+
+def trust_auth(conf: cfg.ConfigOpts, trust_id: str) -> Any:
+    """The service user's login scoped to ``trust_id``: tokens that act for the
+    trustor on the trust's project, renewed by keystoneauth1 as they expire."""
+    return auth_of(conf, KEYSTONE, trust_id=trust_id, **{name: None for name in _SCOPES})
+
+
+def trust_session(conf: cfg.ConfigOpts, trust_id: str) -> Any:
+    return session_of(conf, KEYSTONE, trust_auth(conf, trust_id))
+
+
+def token_session(conf: cfg.ConfigOpts, token: str, project_id: str | None,
+                  group: str = KEYSTONE) -> Any:
+    """A session acting with a user's own token (rescoped to ``project_id``)."""
+    from keystoneauth1.identity import generic
+    section = plugin_options(conf, group)
+    auth_url = getattr(section, "auth_url", None) if section is not None else None
+    if not auth_url:
+        raise IdentityError(f"[{group}] auth_url is not set")
+    scope = {"project_id": project_id} if project_id else {}
+    return session_of(conf, group, generic.Token(auth_url=auth_url, token=token, **scope))
+
+
+def expiry(token_body: dict[str, Any]) -> float | None:
+    """A token's ``expires_at`` as a POSIX time (None: absent or unreadable)."""
+    text = token_body.get("expires_at")
+    if not isinstance(text, str):
+        return None
+    try:
+        when = datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=datetime.timezone.utc)
+    return when.timestamp()
+
+
+class Keystone:
+    """The identity v3 calls Fornace makes, as its service user."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self._url: str | None = None
+
+    @classmethod
+    def from_config(cls, conf: cfg.ConfigOpts) -> "Keystone":
+        return cls(service_session(conf))
+
+    # -- where ---------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        """The identity v3 URL (discovered from ``auth_url``, with or without /v3)."""
+        if self._url is None:
+            from keystoneauth1 import plugin
+            try:
+                url = self.session.get_endpoint(interface=plugin.AUTH_INTERFACE,
+                                                version=(3, 0))
+            except Exception as exc:
+                raise IdentityError(f"cannot reach Keystone: {_text(exc)}") from None
+            if not url:
+                raise IdentityError("Keystone offers no identity v3 API at auth_url")
+            self._url = url.rstrip("/")
+        return self._url
+
+    @property
+    def public_url(self) -> str:
+        """Where users authenticate, for ``WWW-Authenticate`` (the v3 URL)."""
+        return self.url
+
+    def service_user_id(self) -> str:
+        try:
+            return self.session.get_user_id()
+        except Exception as exc:
+            raise IdentityError(f"the service user cannot log in: {_text(exc)}") from None
+
+    # -- tokens --------------------------------------------------------------
+    def validate(self, token: str) -> dict[str, Any] | None:
+        """The token's body, or None when Keystone does not know it (or it expired)."""
+        response = self._call("GET", "/auth/tokens", "validate a token",
+                              headers={"X-Subject-Token": token})
+        if response.status_code in (401, 404):
+            return None
+        self._check(response, "validate a token")
+        return response.json().get("token") or {}
+
+    def password_login(self, username: str, password: str, project_name: str,
+                       user_domain_name: str = "Default",
+                       project_domain_name: str = "Default") -> tuple[str, dict[str, Any]] | None:
+        """A project-scoped token for a user's password: ``(token, body)``, or None
+        when Keystone refuses the user, password or project."""
+        body = {"auth": {
+            "identity": {"methods": ["password"], "password": {"user": {
+                "name": username, "password": password,
+                "domain": {"name": user_domain_name}}}},
+            "scope": {"project": {"name": project_name,
+                                  "domain": {"name": project_domain_name}}}}}
+        response = self._call("POST", "/auth/tokens", "log in", json=body,
+                              authenticated=False)
+        if response.status_code in (400, 401, 403, 404):
+            return None
+        self._check(response, "log in")
+        return response.headers["X-Subject-Token"], response.json().get("token") or {}
+
+    def revoke(self, token: str) -> None:
+        """Revoke a user's token (a logout); an unknown one is already gone."""
+        response = self._call("DELETE", "/auth/tokens", "revoke a token",
+                              headers={"X-Subject-Token": token, "X-Auth-Token": token},
+                              authenticated=False)
+        if response.status_code not in (401, 404):
+            self._check(response, "revoke a token")
+
+    # -- trusts --------------------------------------------------------------
+    def create_trust(self, user_token: str, user_id: str, project_id: str,
+                     roles: list[str]) -> str:
+        """A trust from the user (with their token) to the service user on
+        ``project_id`` with ``roles`` and impersonation; its id."""
+        body = {"trust": {"trustor_user_id": user_id, "trustee_user_id": self.service_user_id(),
+                          "project_id": project_id, "impersonation": True,
+                          "roles": [{"name": name} for name in sorted(roles)]}}
+        response = self._call("POST", "/OS-TRUST/trusts", "create a trust", json=body,
+                              headers={"X-Auth-Token": user_token}, authenticated=False)
+        self._check(response, "create a trust")
+        return response.json()["trust"]["id"]
+
+    def delete_trust(self, trust_id: str) -> bool:
+        """Delete a trust (as the service user); False when it was already gone."""
+        response = self._call("DELETE", f"/OS-TRUST/trusts/{trust_id}", "delete a trust")
+        if response.status_code == 404:
+            return False
+        self._check(response, "delete a trust")
+        return True
+
+    # -- plumbing ------------------------------------------------------------
+    def _call(self, method: str, path: str, what: str, **kwargs: Any) -> Any:
+        try:
+            return self.session.request(self.url + path, method, raise_exc=False, **kwargs)
+        except IdentityError:
+            raise
+        except Exception as exc:   # keystoneauth1: connection refused, TLS, time-out
+            raise IdentityError(f"cannot {what}: {_text(exc)}") from None
+
+    @staticmethod
+    def _check(response: Any, what: str) -> None:
+        if response.status_code >= 400:
+            try:
+                message = response.json()["error"]["message"]
+            except Exception:
+                message = response.reason or ""
+            raise IdentityError(f"Keystone refused to {what}: HTTP {response.status_code} "
+                                f"{message}".strip())
+
+
+def _text(exc: BaseException) -> str:
+    return str(exc).strip() or type(exc).__name__
