@@ -1,146 +1,161 @@
-"""Keystone mode against a small Keystone v3 stand-in served over real HTTP."""
+"""Keystone mode against the real Keystone of keystone-up (``identitykit``)."""
 from __future__ import annotations
-
-import datetime
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from fastapi.testclient import TestClient
-from keystoneauth1 import session as ks_session
-from keystoneauth1.identity import v3
+from oslo_config import cfg
 
+import identitykit
+from apikit import Published
+from fornace.api import config
 from fornace.api.app import create_app
 from fornace.api.auth import KeystoneAuth, NoAuth
 from fornace.api.store import Store
 from fornace.common.db.engine import make_engine, session_factory, upgrade
-from apikit import Published
-
-SERVICE_TOKEN = "service-token"
-USERS = {  # token -> (project id, user id, roles)
-    "tok-alice": ("proj-a", "alice", ["member"]),
-    "tok-bob": ("proj-b", "bob", ["member"]),
-    "tok-admin": ("proj-a", "root", ["admin"]),
-}
+from services import keystone_url
 
 
-def token_body(project: str, user: str, roles: list[str]) -> dict:
-    expires = (datetime.datetime.now(datetime.timezone.utc)
-               + datetime.timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M:%S.000000Z")
-    return {"token": {"expires_at": expires, "issued_at": expires, "methods": ["password"],
-                      "project": {"id": project, "name": project,
-                                  "domain": {"id": "default", "name": "Default"}},
-                      "user": {"id": user, "name": user,
-                               "domain": {"id": "default", "name": "Default"}},
-                      "roles": [{"id": r, "name": r} for r in roles], "catalog": []}}
+def keystone_conf(auth_url: str | None = None) -> cfg.ConfigOpts:
+    conf = cfg.ConfigOpts()
+    config.register(conf)
+    conf([])
+    identitykit.set_keystone_options(conf, auth_url)
+    return conf
 
 
-class FakeKeystone(BaseHTTPRequestHandler):
-    validations: list[str] = []
+class Counting:
+    """Counts the validations the authenticator asks Keystone for."""
 
-    def log_message(self, *args) -> None:  # keep test output clean
-        pass
+    def __init__(self, auth: KeystoneAuth) -> None:
+        self.tokens: list[str] = []
+        validate = auth.keystone.validate
 
-    def _send(self, status: int, body: dict, headers: dict | None = None) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        for key, value in (headers or {}).items():
-            self.send_header(key, value)
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_POST(self) -> None:  # service user login
-        length = int(self.headers.get("Content-Length", 0))
-        request = json.loads(self.rfile.read(length))
-        password = request["auth"]["identity"]["password"]["user"]["password"]
-        if self.path != "/v3/auth/tokens" or password != "service-secret":
-            self._send(401, {"error": {"code": 401, "message": "bad credentials"}})
-            return
-        self._send(201, token_body("service", "fornace", ["service"]),
-                   {"X-Subject-Token": SERVICE_TOKEN})
-
-    def do_GET(self) -> None:  # token validation
-        if self.path != "/v3/auth/tokens" or self.headers.get("X-Auth-Token") != SERVICE_TOKEN:
-            self._send(401, {"error": {"code": 401, "message": "not authenticated"}})
-            return
-        subject = self.headers.get("X-Subject-Token", "")
-        FakeKeystone.validations.append(subject)
-        if subject not in USERS:
-            self._send(404, {"error": {"code": 404, "message": "token not found"}})
-            return
-        self._send(200, token_body(*USERS[subject]))
+        def counted(token: str):
+            self.tokens.append(token)
+            return validate(token)
+        auth.keystone.validate = counted
 
 
 @pytest.fixture
 def keystone_api(tmp_path):
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeKeystone)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    auth_url = f"http://127.0.0.1:{server.server_port}/v3"
-    plugin = v3.Password(auth_url=auth_url, username="fornace", password="service-secret",
-                         project_name="service", user_domain_name="Default",
-                         project_domain_name="Default")
-    auth = KeystoneAuth(ks_session.Session(auth=plugin), auth_url, cache_seconds=60)
+    auth = KeystoneAuth.from_config(keystone_conf())
     url = f"sqlite:///{tmp_path / 'ks.sqlite'}"
     upgrade(url)
     store = Store(session_factory(make_engine(url)), Published())
-    FakeKeystone.validations = []
-    yield TestClient(create_app(store, auth)), auth
-    server.shutdown()
+    return TestClient(create_app(store, auth)), auth
 
 
 def test_valid_tokens_map_to_their_project(keystone_api):
     client, _ = keystone_api
+    alice, bob = identitykit.login("alice"), identitykit.login("bob")
     created = client.post("/environments", json={"name": "a-env"},
-                          headers={"X-Auth-Token": "tok-alice"})
+                          headers={"X-Auth-Token": alice.token})
     assert created.status_code == 200
-    assert created.json()["tenant_id"] == "proj-a"
-    assert client.get("/environments", headers={"X-Auth-Token": "tok-bob"}).json() == \
+    assert created.json()["tenant_id"] == alice.project_id
+    assert client.get("/environments", headers={"X-Auth-Token": bob.token}).json() == \
         {"environments": []}
     env_id = created.json()["id"]
     assert client.get(f"/environments/{env_id}",
-                      headers={"X-Auth-Token": "tok-bob"}).status_code == 403
+                      headers={"X-Auth-Token": bob.token}).status_code == 403
     assert client.get(f"/environments/{env_id}",
-                      headers={"X-Auth-Token": "tok-alice"}).status_code == 200
+                      headers={"X-Auth-Token": alice.token}).status_code == 200
 
 
 @pytest.mark.parametrize("headers", [{}, {"X-Auth-Token": "forged"},
                                      {"X-Tenant-Id": "proj-a", "X-User-Id": "alice"}])
-def test_missing_or_bad_token_is_401(keystone_api, headers):
+def test_missing_or_bad_token_is_401_naming_keystone(keystone_api, headers):
     client, _ = keystone_api
     response = client.get("/environments", headers=headers)
     assert response.status_code == 401
     assert response.json()["error"]["code"] == 401
+    assert response.headers["WWW-Authenticate"] == f'Keystone uri="{keystone_url()}"'
+
+
+def test_a_revoked_token_is_refused_once_the_cache_lets_go(keystone_api):
+    client, auth = keystone_api
+    auth.cache_seconds = 0
+    alice = identitykit.login("alice")
+    headers = {"X-Auth-Token": alice.token}
+    assert client.get("/environments", headers=headers).status_code == 200
+    revoked = identitykit.identity(identitykit.admin(), "DELETE", "/auth/tokens",
+                                   headers={"X-Subject-Token": alice.token})
+    assert revoked.status_code == 204
+    refused = client.get("/environments", headers=headers)
+    assert refused.status_code == 401
+    assert "invalid or expired" in refused.json()["error"]["message"]
 
 
 def test_validations_are_cached(keystone_api):
-    client, _ = keystone_api
+    client, auth = keystone_api
+    counting = Counting(auth)
+    alice = identitykit.login("alice")
     for _ in range(5):
-        assert client.get("/environments", headers={"X-Auth-Token": "tok-alice"}).status_code \
-            == 200
-    assert FakeKeystone.validations.count("tok-alice") == 1
+        assert client.get("/environments",
+                          headers={"X-Auth-Token": alice.token}).status_code == 200
+    assert counting.tokens == [alice.token]
 
 
-def test_cache_expires(keystone_api):
+def test_cache_seconds_zero_asks_keystone_every_time(keystone_api):
     client, auth = keystone_api
     auth.cache_seconds = 0
+    counting = Counting(auth)
+    alice = identitykit.login("alice")
     for _ in range(2):
-        client.get("/environments", headers={"X-Auth-Token": "tok-alice"})
-    assert FakeKeystone.validations.count("tok-alice") == 2
+        client.get("/environments", headers={"X-Auth-Token": alice.token})
+    assert counting.tokens == [alice.token] * 2
 
 
-def test_admin_may_list_all_tenants_others_may_not(keystone_api):
-    client, _ = keystone_api
-    client.post("/environments", json={"name": "b-env"}, headers={"X-Auth-Token": "tok-bob"})
-    denied = client.get("/environments", params={"all_tenants": "true", "tenant": "proj-b"},
-                        headers={"X-Auth-Token": "tok-alice"})
-    assert denied.status_code == 403
-    allowed = client.get("/environments", params={"tenant": "proj-b"},
-                         headers={"X-Auth-Token": "tok-admin"})
-    assert [e["name"] for e in allowed.json()["environments"]] == ["b-env"]
+def test_the_cache_never_outlives_the_token():
+    """A long cache_seconds still asks Keystone again once the token's own
+    expires_at has passed (the clock is the authenticator's)."""
+    now = [0.0]
+    auth = KeystoneAuth.from_config(keystone_conf())
+    auth._clock = lambda: now[0]
+    auth.cache_seconds = 10 ** 12
+    counting = Counting(auth)
+    alice = identitykit.login("alice")
+    context = auth.context({"x-auth-token": alice.token})
+    assert context.expires_at is not None and context.user_name == "alice"
+    now[0] = context.expires_at - 1
+    auth.context({"x-auth-token": alice.token})
+    assert len(counting.tokens) == 1
+    now[0] = context.expires_at + 1
+    auth.context({"x-auth-token": alice.token})
+    assert len(counting.tokens) == 2
+
+
+@pytest.mark.parametrize("suffix", ["", "/v3"])
+def test_auth_url_with_or_without_v3(suffix):
+    root = keystone_url().rstrip("/").removesuffix("/v3")
+    auth = KeystoneAuth.from_config(keystone_conf(root + suffix))
+    alice = identitykit.login("alice")
+    context = auth.context({"x-auth-token": alice.token})
+    assert (context.tenant_id, context.user_id) == (alice.project_id, alice.user_id)
+    assert {"member", "reader"} <= context.roles and context.project_name == "demo-a"
+
+
+def test_keystone_mode_without_auth_url_is_a_clear_error():
+    conf = cfg.ConfigOpts()
+    config.register(conf)
+    conf([])
+    with pytest.raises(ValueError, match=r"\[keystone\] auth_type and auth_url"):
+        KeystoneAuth.from_config(conf)
+
+
+def test_unreachable_keystone_is_a_401_saying_so(keystone_api):
+    keystone_url()
+    conf = keystone_conf("http://127.0.0.1:9/v3")
+    auth = KeystoneAuth.from_config(conf)
+    response = auth_refusal(auth, "some-token")
+    assert "cannot validate the token" in response.message
+    assert "some-token" not in response.message
+
+
+def auth_refusal(auth: KeystoneAuth, token: str):
+    from fornace.api.errors import Unauthorized
+    with pytest.raises(Unauthorized) as refused:
+        auth.context({"x-auth-token": token})
+    return refused.value
 
 
 def test_noauth_uses_headers_then_defaults(tmp_path):
