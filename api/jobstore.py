@@ -35,7 +35,9 @@ from fornace.api.errors import BadRequest, Conflict, NotFound
 from fornace.api.outputs import endpoints, environment_outputs
 from fornace.api.store import (BUSY, LIGHT_JOB, NOT_DEPLOYING, Context, Outcome, Store,
                                could_be_id, fenced, iso, job_secrets, lock_tokens, lookup_id,
-                               running_job, settle_tasks, settled_state, store_all)
+                               keep_trust, running_job, settle_tasks, settled_state,
+                               store_all)
+from fornace.api.trusts import Delegation
 
 LOG = logging.getLogger(__name__)
 
@@ -420,6 +422,18 @@ class Jobs:
         if session_id and action != "plan":
             raise BadRequest(f"only plan takes a configuration session; {action} runs on "
                              f"the deployed environment")
+        # a plan acts on no cloud: it needs no trust of its own
+        with self.store.delegated(ctx, env_id, create=action != "plan") as delegation:
+            body, view, previous = self._start(ctx, env_id, action, parameters, session_id,
+                                               delegation)
+            self.store.send_task(body, view["id"], env_id, previous)
+            return view
+
+    def _start(self, ctx: Context, env_id: str, action: str, parameters: Any,
+               session_id: str | None,
+               delegation: Delegation) -> tuple[dict, dict[str, Any], str]:
+        """Check the job and claim the environment for it: the task's body, the
+        job's view and the environment's state before."""
         with self._sessions.begin() as db:
             env = self.store.environment(db, ctx, env_id)
             description = env.description
@@ -438,12 +452,13 @@ class Jobs:
                              kind=action, parameters=kept_parameters(parameters, description),
                              description=masked(description))
             db.add(job)
+            keep_trust(env, delegation)
             body = contract.task_body(description, ctx.token, env.tenant_id,
-                                      job=contract.job_section(job.id, action, parameters))
+                                      job=contract.job_section(job.id, action, parameters),
+                                      trust_id=delegation.trust_id)
             db.flush()
             view = job_view(job)
-        self.store.send_task(body, job.id, env_id, previous)
-        return view
+        return body, view, previous
 
     def _checked(self, action: str, parameters: Any, model: dict[str, Any]) -> dict[str, Any]:
         """The parameters with their defaults; a 400 naming the wrong one."""

@@ -21,6 +21,7 @@ from oslo_config import cfg
 
 from fornace.api.app import create_app
 from fornace.api.auth import KeystoneAuth, NoAuth
+from fornace.api.trusts import Trusts
 from fornace.api.config import catalog_file, database_url
 from fornace.api.jobstore import Jobs
 from fornace.api.limits import UnitLimits
@@ -72,13 +73,15 @@ class ApiService:
             upgrade(url)
         self.engine = make_engine(url)
         self.brokers = ThreadBrokers(conf.broker.url)
+        auth: Any = (KeystoneAuth.from_config(conf) if conf.api.auth_mode == "keystone"
+                     else NoAuth(conf.api.default_tenant, conf.api.default_user))
+        # keystone mode: jobs act on the cloud through trusts (fornace.api.trusts)
+        trusts = Trusts(auth.keystone) if isinstance(auth, KeystoneAuth) else None
         self.store = Store(session_factory(self.engine), self.brokers.publish_task,
                            load_catalog(catalog_file(conf)),
                            UnitLimits(conf.api.max_units_per_service,
-                                      conf.api.max_units_per_environment))
+                                      conf.api.max_units_per_environment), trusts)
         self.jobs = Jobs(self.store)
-        auth: Any = (KeystoneAuth.from_config(conf) if conf.api.auth_mode == "keystone"
-                     else NoAuth(conf.api.default_tenant, conf.api.default_user))
         self.app: FastAPI = create_app(self.store, auth, conf.api.max_body_size, self.jobs,
                                        allowed_origins=conf.api.allowed_origins)
         self._stop = threading.Event()

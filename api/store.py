@@ -20,13 +20,14 @@ delete one of action ``delete``; every task carries its job section.
 from __future__ import annotations
 
 import collections
+import contextlib
 import copy
 import datetime
 import logging
 import threading
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence, TypeVar
+from typing import Any, Callable, Iterable, Iterator, Sequence, TypeVar
 
 from sqlalchemy import delete, exists, func, select, text, update
 from sqlalchemy.exc import IntegrityError
@@ -43,6 +44,7 @@ from fornace.common.secrets import find_secrets, mask_text, masked
 from fornace.common.db.models import (ConfigSession, Deployment, Environment, JobLock, JobTask,
                                      Status, new_id, utcnow)
 from fornace.api.errors import BadRequest, Conflict, Forbidden, NotFound, Unavailable
+from fornace.api.trusts import Delegation, Trusts
 
 LOG = logging.getLogger(__name__)
 
@@ -124,9 +126,12 @@ _PENDING = exists().where(ConfigSession.environment_id == Environment.id,
 
 class Store:
     def __init__(self, sessions: sessionmaker, publish: Publisher,
-                 catalog: Catalog | None = None, limits: UnitLimits | None = None) -> None:
+                 catalog: Catalog | None = None, limits: UnitLimits | None = None,
+                 trusts: Trusts | None = None) -> None:
         self._sessions = sessions
         self._publish = publish
+        # keystone mode: the trusts jobs act with (None: tasks carry no trust)
+        self.trusts = trusts
         # caps on the units of a service and of an environment (sessions, scale jobs)
         self.limits = limits if limits is not None else UnitLimits()
         # the type catalog the conductor uses: job parameters are checked against it
@@ -252,6 +257,11 @@ class Store:
         processes); what that task reports back is ignored.  Without it, a
         busy environment is a 409 naming its running job.
         """
+        with self.delegated(ctx, env_id, deleting=True) as delegation:
+            self._delete_environment(ctx, env_id, abandon, delegation)
+
+    def _delete_environment(self, ctx: Context, env_id: str, abandon: bool,
+                            delegation: Delegation) -> None:
         with self._sessions.begin() as db:
             env = self.environment(db, ctx, env_id, lock=True)
             if env.version == 0 and env.state == "ready":
@@ -261,7 +271,8 @@ class Store:
             if abandon:
                 locks.revoke(db, env.id)   # the row (and its token) stays: fencing
                 cleanup = contract.deletion_task_body(env.id, env.name, ctx.token,
-                                                      env.tenant_id, job_id=new_id())
+                                                      env.tenant_id, job_id=new_id(),
+                                                      trust_id=delegation.trust_id)
                 db.delete(env)
             else:
                 refuse_if_busy(db, env)
@@ -275,8 +286,10 @@ class Store:
                                         tenant_id=env.tenant_id, kind="delete", parameters={},
                                         description=masked(env.description))
                 db.add(deployment)
+                keep_trust(env, delegation)
                 body = contract.deletion_task_body(env.id, env.name, ctx.token, env.tenant_id,
-                                                   job_id=deployment.id)
+                                                   job_id=deployment.id,
+                                                   trust_id=delegation.trust_id)
         if abandon:
             try:
                 self._publish(cleanup, cleanup["job"]["id"])
@@ -285,6 +298,38 @@ class Store:
                           "(%s): its stack stays until it is removed by hand", env_id, exc)
             return
         self.send_task(body, deployment.id, env_id, previous)
+
+    @contextlib.contextmanager
+    def delegated(self, ctx: Context, env_id: str, deleting: bool = False,
+                  create: bool = True) -> Iterator[Delegation]:
+        """The trust the job ``ctx`` starts in the block acts with (keystone mode:
+        :mod:`fornace.api.trusts`); one made for it is undone when the block fails
+        (and the environment's previous one restored), the one it replaced is
+        deleted when it succeeds.  The block stores it with :func:`keep_trust`.
+        Without ``create`` (or for the deletion of a never deployed environment)
+        only the environment's current trust is passed on."""
+        with self._sessions() as db:
+            env = self.environment(db, ctx, env_id)
+            trust_id, trustor_id = env.trust_id, env.trustor_id
+            forgotten = deleting and env.version == 0   # nothing on the cloud to act on
+        if self.trusts is None or forgotten or not create:
+            yield Delegation(trust_id, trustor_id)
+            return
+        delegation = self.trusts.for_job(ctx, trust_id, trustor_id)
+        try:
+            yield delegation
+        except BaseException:
+            if delegation.created:
+                with self._sessions.begin() as db:
+                    db.execute(update(Environment).where(
+                        Environment.id == env_id,
+                        Environment.trust_id == delegation.trust_id).values(
+                        trust_id=delegation.replaced,
+                        trustor_id=delegation.replaced_trustor))
+                self.trusts.discard(delegation.trust_id)
+            raise
+        if delegation.replaced:
+            self.trusts.discard(delegation.replaced)
 
     def send_task(self, body: dict, message_id: str, env_id: str, previous: str,
                   session_id: str | None = None) -> None:
@@ -360,6 +405,16 @@ class Store:
             parameters = check_parameters("deploy", given, {}, self.catalog)
         except ActionError as exc:
             raise BadRequest(str(exc)) from None
+        with self.delegated(ctx, env_id) as delegation:
+            body, job_id, previous = self._claim_deploy(ctx, env_id, session_id, parameters,
+                                                        delegation)
+            self.send_task(body, job_id, env_id, previous, session_id)
+
+    def _claim_deploy(self, ctx: Context, env_id: str, session_id: str,
+                      parameters: dict[str, Any],
+                      delegation: Delegation) -> tuple[dict, str, str]:
+        """Mark the environment and its session deploying and record the job: the
+        task's body, the job's id and the environment's state before."""
         with self._sessions.begin() as db:
             # the environment, then the session (so no edit of it is half-seen): the
             # order every transaction that locks both takes
@@ -386,10 +441,12 @@ class Store:
                                     kind="deploy", parameters=parameters,
                                     description=masked(session.description))
             db.add(deployment)
+            keep_trust(env, delegation)
             body = contract.task_body(session.description, ctx.token, env.tenant_id,
                                       job=contract.job_section(deployment.id, "deploy",
-                                                               parameters))
-        self.send_task(body, deployment.id, env_id, previous, session_id)
+                                                               parameters),
+                                      trust_id=delegation.trust_id)
+        return body, deployment.id, previous
 
     # -- services ------------------------------------------------------------
     def get_services(self, ctx: Context, env_id: str, path: str,
@@ -743,6 +800,12 @@ def allowed(ctx: Context, env_id: str, env: Any) -> Any:
 
 
 # -- conflicts: a busy environment, a name taken ---------------------------------------
+
+def keep_trust(env: Environment, delegation: Delegation) -> None:
+    """Store on the environment a trust made for the job being started."""
+    if delegation.created:
+        env.trust_id, env.trustor_id = delegation.trust_id, delegation.trustor_id
+
 
 def utc(value: datetime.datetime | None) -> str | None:
     """A stored (naive UTC) time as ISO 8601 with its zone: ``2026-11-25T17:29:19Z``."""

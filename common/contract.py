@@ -52,6 +52,11 @@ the earlier ones, and a Murano 0.2 agent or API speaks 1.0)::
           units and services that changed since the last event
           ({id: {state, local}}, at most MAX_NODES_PER_EVENT), so the API
           shows them while the job runs; "stopped" is a node state
+    1.6 - "trust_id" on a task: the Keystone trust the environment's user gave
+          the Fornace service user; the conductor acts on the cloud with
+          trust-scoped tokens (they outlive the user's token) and deletes
+          the trust once a deletion succeeded.  Not part of the model the
+          workflows see (like "job")
 """
 from __future__ import annotations
 
@@ -62,7 +67,7 @@ from typing import Any
 
 from fornace.common import jsonlimits
 
-CONTRACT_VERSION = "1.5"   # see the history above; bump it with every change of a body
+CONTRACT_VERSION = "1.6"   # see the history above; bump it with every change of a body
 
 TASKS = "tasks"            # exchange, queue and routing key
 RESULTS = "task-results"
@@ -114,12 +119,14 @@ def results_queue(environment_id: str) -> str:
 # -- building bodies ----------------------------------------------------------
 
 def clean_model(model: dict[str, Any]) -> dict[str, Any]:
-    """Remove ``token`` and the ``temp`` of the environment, services and units.
+    """Remove ``token``, ``trust_id`` and the ``temp`` of the environment, services
+    and units.
 
     Works in place and returns ``model``; services may be a list or (as in a
     deletion) an object.
     """
     model.pop("token", None)
+    model.pop("trust_id", None)
     model.pop("temp", None)
     services = model.get("services")
     for service in _items(services):
@@ -140,9 +147,11 @@ def _items(value: Any) -> list:
 
 
 def task_body(model: dict[str, Any], token: str | None, tenant_id: str,
-              job: dict[str, Any] | None = None) -> dict[str, Any]:
+              job: dict[str, Any] | None = None,
+              trust_id: str | None = None) -> dict[str, Any]:
     """A ``tasks`` message: the object model plus ``token`` and ``tenant_id``
-    (and ``job``, from :func:`job_section`, for a Fornace job)."""
+    (and ``job``, from :func:`job_section`, for a Fornace job; ``trust_id``
+    when the environment has a Keystone trust)."""
     if not isinstance(model, dict):
         raise _error("task", f"the object model must be an object, got {_kind(model)}")
     body = copy.deepcopy(model)
@@ -150,15 +159,18 @@ def task_body(model: dict[str, Any], token: str | None, tenant_id: str,
     body["tenant_id"] = tenant_id
     if job is not None:
         body["job"] = job
+    if trust_id:
+        body["trust_id"] = trust_id
     _check_task(body)
     return body
 
 
 def deletion_task_body(environment_id: str, name: str, token: str | None,
-                       tenant_id: str, job_id: str | None = None) -> dict[str, Any]:
+                       tenant_id: str, job_id: str | None = None,
+                       trust_id: str | None = None) -> dict[str, Any]:
     """The ``tasks`` message that deletes an environment."""
     body = task_body({"id": environment_id, "name": name, "services": {}, "deleted": True},
-                     token, tenant_id)
+                     token, tenant_id, trust_id=trust_id)
     if job_id is not None:
         body["job"] = job_section(job_id, "delete", {})
         _check_task(body)
@@ -288,6 +300,7 @@ class Task:
     job_id: str | None = None
     action: str = "deploy"
     parameters: dict[str, Any] | None = None
+    trust_id: str | None = None    # contract 1.6
 
 
 @dataclass
@@ -334,13 +347,15 @@ def parse_task(body: Any) -> Task:
     _check_task(body)
     deleted = bool(body.get("deleted", False))
     job = body.pop("job", None)   # not part of the model the workflows see
+    trust_id = body.pop("trust_id", None)   # nor is this
     if job is None:
         return Task(model=body, token=body.get("token"), tenant_id=body["tenant_id"],
                     environment_id=body["id"], deleted=deleted,
-                    action="delete" if deleted else "deploy", parameters={})
+                    action="delete" if deleted else "deploy", parameters={},
+                    trust_id=trust_id)
     return Task(model=body, token=body.get("token"), tenant_id=body["tenant_id"],
                 environment_id=body["id"], deleted=deleted, job_id=job["id"],
-                action=job["action"], parameters=job["parameters"])
+                action=job["action"], parameters=job["parameters"], trust_id=trust_id)
 
 
 @dataclass
@@ -422,6 +437,7 @@ def _check_task(body: dict) -> None:
     kind = "task"
     _check_id(body, kind)
     _require(body, "token", kind, (str, type(None)), "a string or null", optional=True)
+    _require(body, "trust_id", kind, (str, type(None)), "a string or null", optional=True)
     _require(body, "tenant_id", kind, str, "a string")
     _require(body, "name", kind, str, "a string", optional=True)
     _require(body, "services", kind, (list, dict), "a list or an object", optional=True)

@@ -38,6 +38,9 @@ class Environment(Base):
     description: Mapped[dict] = mapped_column(JSON)
     created: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
     updated: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+    # the Keystone trust its jobs act with (keystone mode), and who gave it
+    trust_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    trustor_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
 
 
 class ConfigSession(Base):

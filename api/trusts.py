@@ -1,0 +1,73 @@
+"""The Keystone trusts environments act with (keystone mode).
+
+A user's token lives an hour or so; a deployment, and the heal or scale that
+comes weeks later, need to act on the cloud for that user long after.  So,
+as Murano did, at deploy time (and at every job a user starts) the API makes
+sure the environment has a trust from that user to the Fornace service user
+on the environment's project, with the user's roles and impersonation; the
+task carries its id (contract 1.6) and the conductor logs in as the service
+user scoped to it.  The trust stays with the environment and is reused while
+the same user starts its jobs (another user's job gets a trust of their own,
+and the previous one is deleted); the conductor deletes it once the
+environment's deletion succeeded.
+
+A trust made for a request that then fails (the environment was busy, the
+broker refused the task) is deleted again: nothing is left behind.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from fornace.api.errors import Forbidden, Unavailable
+from fornace.common.identity import IdentityError, Keystone
+
+if TYPE_CHECKING:   # the store uses this module
+    from fornace.api.store import Context
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Delegation:
+    """The trust a task carries, and what changed to get it."""
+
+    trust_id: str | None            # what the task carries (None: no trust)
+    trustor_id: str | None = None
+    created: bool = False           # made for this request: undone if it fails
+    replaced: str | None = None     # the environment's previous trust, deleted on success
+    replaced_trustor: str | None = None
+
+
+class Trusts:
+    """Makes and deletes environments' trusts with Keystone."""
+
+    def __init__(self, keystone: Keystone) -> None:
+        self.keystone = keystone
+
+    def for_job(self, ctx: Context, trust_id: str | None,
+                trustor_id: str | None) -> Delegation:
+        """The trust a job of ``ctx`` acts with, given the environment's current one."""
+        if not ctx.token or (trust_id and trustor_id == ctx.user_id):
+            return Delegation(trust_id, trustor_id)
+        try:
+            made = self.keystone.create_trust(ctx.token, ctx.user_id, ctx.tenant_id,
+                                              sorted(ctx.roles))
+        except IdentityError as exc:
+            if exc.status is not None and exc.status < 500:
+                raise Forbidden(f"Keystone refused the trust Fornace needs to act for you "
+                                f"on the cloud: {exc}") from None
+            raise Unavailable(f"cannot make the trust Fornace needs to act for you on the "
+                              f"cloud: {exc}") from None
+        LOG.info("trust made for user %s on project %s", ctx.user_id, ctx.tenant_id)
+        return Delegation(made, ctx.user_id, True, trust_id, trustor_id)
+
+    def discard(self, trust_id: str) -> None:
+        """Delete a trust no environment uses; a failure is logged, not raised (an
+        unused trust lets nobody but the Fornace service user act)."""
+        try:
+            self.keystone.delete_trust(trust_id)
+        except IdentityError as exc:
+            LOG.error("an unused trust could not be deleted (%s); delete it with "
+                      "'openstack trust delete'", exc)
