@@ -34,7 +34,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 def run(conf: cfg.ConfigOpts) -> int:
     from fornace.api.config import database_url   # the job locks are in the API's database
     from fornace.common.broker import warn_if_in_memory
-    from fornace.conductor.config import engine_settings
+    from fornace.conductor.config import engine_settings, trust_deleter
     from fornace.conductor.daemon import Conductor, ConductorSettings
     from fornace.conductor.executors import stacks_factory
 
@@ -45,7 +45,7 @@ def run(conf: cfg.ConfigOpts) -> int:
         max_environments=command.max_environments or conf.conductor.max_environments,
         lock_stale_after=conf.conductor.lock_stale_after,
         engine=engine_settings(conf), database_url=database_url(conf),
-        agents=command.agents or conf.conductor.agents)
+        agents=command.agents or conf.conductor.agents, delete_trust=trust_deleter(conf))
     warn_if_in_memory(settings.broker_url, "this conductor gets no task from an API process")
     stacks = command.stacks or conf.conductor.stacks
     if stacks == "simulator" and settings.agents != "simulator":

@@ -14,6 +14,7 @@ Only keystoneauth1 is used: no token, password or trust id is ever logged.
 """
 from __future__ import annotations
 
+import copy
 import datetime
 import logging
 from typing import Any
@@ -38,8 +39,13 @@ _SCOPES = ("project_id", "project_name", "project_domain_id", "project_domain_na
 
 
 class IdentityError(Exception):
-    """Keystone could not be reached or refused what Fornace asked; the text names
-    the call and never carries a secret."""
+    """Keystone could not be reached (``status`` None) or refused what Fornace
+    asked (``status``: its HTTP status); the text names the call and never
+    carries a secret."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def _loading() -> Any:
@@ -85,15 +91,21 @@ def _plugin_opts() -> list[cfg.Opt]:
     return list(_loading().get_auth_plugin_conf_options(PLUGIN))
 
 
-def group_opts(group_help: str = "") -> list[cfg.Opt]:
-    """The options :func:`register_group` adds, for oslo-config-generator."""
+def group_opts(auth_type: str | None = None) -> list[cfg.Opt]:
+    """The options :func:`register_group` adds, for oslo-config-generator (the
+    sample shows ``auth_type``'s default)."""
     loading = _loading()
-    return (loading.get_auth_common_conf_options() + _plugin_opts()
-            + loading.get_session_conf_options())
+    common = []
+    for opt in loading.get_auth_common_conf_options():
+        if opt.dest == "auth_type" and auth_type:
+            opt = copy.copy(opt)
+            opt.sample_default = auth_type
+        common.append(opt)
+    return common + _plugin_opts() + loading.get_session_conf_options()
 
 
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
-    return [(KEYSTONE, group_opts() + keystone_opts)]
+    return [(KEYSTONE, group_opts(PLUGIN) + keystone_opts)]
 
 
 def configured(conf: cfg.ConfigOpts, group: str = KEYSTONE) -> bool:
@@ -132,20 +144,17 @@ def trust_auth(conf: cfg.ConfigOpts, trust_id: str) -> Any:
     return auth_of(conf, KEYSTONE, trust_id=trust_id, **{name: None for name in _SCOPES})
 
 
-def trust_session(conf: cfg.ConfigOpts, trust_id: str) -> Any:
-    return session_of(conf, KEYSTONE, trust_auth(conf, trust_id))
-
-
-def token_session(conf: cfg.ConfigOpts, token: str, project_id: str | None,
-                  group: str = KEYSTONE) -> Any:
-    """A session acting with a user's own token (rescoped to ``project_id``)."""
+def token_auth(conf: cfg.ConfigOpts, token: str, project_id: str | None,
+               group: str = KEYSTONE) -> Any:
+    """A login with a user's own token (rescoped to ``project_id``), at ``group``'s
+    Keystone: it ends with the token."""
     from keystoneauth1.identity import generic
     section = plugin_options(conf, group)
     auth_url = getattr(section, "auth_url", None) if section is not None else None
     if not auth_url:
         raise IdentityError(f"[{group}] auth_url is not set")
     scope = {"project_id": project_id} if project_id else {}
-    return session_of(conf, group, generic.Token(auth_url=auth_url, token=token, **scope))
+    return generic.Token(auth_url=auth_url, token=token, **scope)
 
 
 def expiry(token_body: dict[str, Any]) -> float | None:
@@ -274,7 +283,7 @@ class Keystone:
             except Exception:
                 message = response.reason or ""
             raise IdentityError(f"Keystone refused to {what}: HTTP {response.status_code} "
-                                f"{message}".strip())
+                                f"{message}".strip(), response.status_code)
 
 
 def _text(exc: BaseException) -> str:

@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from oslo_config import cfg
 
+from fornace.common import identity
 from fornace.common.brokerurl import is_folder_url
 from fornace.common.jsonlimits import HARD_MAX_DEPTH
 from fornace.common.resources import BUILTIN_DATA
@@ -83,22 +84,15 @@ heat_opts = [
     cfg.StrOpt("url", default=None,
                help="Heat endpoint, e.g. http://heat:8004/v1/%(tenant_id)s (the task's "
                     "tenant is substituted). Unset: the orchestration endpoint of the "
-                    "Keystone catalog (needs auth_url)."),
-    cfg.StrOpt("auth_url", default=None,
-               help="Keystone v3 URL. Unset: the task's token is sent to [heat] url as is "
-                    "(or no token at all, for a no-auth Heat)."),
-    cfg.StrOpt("username", default=None,
-               help="Service user for Heat when a task carries no token."),
-    cfg.StrOpt("password", default=None, secret=True, help="Password of the service user."),
-    cfg.StrOpt("user_domain_name", default="Default", help="Domain of the service user."),
-    cfg.StrOpt("project_name", default=None, help="Project of the service user."),
-    cfg.StrOpt("project_domain_name", default="Default",
-               help="Domain of the service user's project."),
+                    "Keystone catalog of the token the task acts with: its trust's (the "
+                    "[keystone] service user scoped to the environment's trust), its "
+                    "user's token, or the credentials below. The auth_* options below "
+                    "(keystoneauth1's) are service credentials for tasks that carry "
+                    "neither a trust nor a token; cafile/insecure apply to Heat and to "
+                    "the Keystone calls made for it."),
     cfg.StrOpt("region_name", default=None, help="Region of the Heat endpoint."),
     cfg.StrOpt("interface", default="public",
                help="Catalog interface of the Heat endpoint (public, internal, admin)."),
-    cfg.BoolOpt("insecure", default=False, help="Do not verify Heat/Keystone TLS certificates."),
-    cfg.StrOpt("ca_file", default=None, help="CA bundle for Heat/Keystone TLS."),
     cfg.StrOpt("resource_registry", default=None,
                help="Heat resource registry sent with every stack create/update: a JSON "
                     "object (e.g. {\"AWS::EC2::Instance\": \"OS::Heat::None\"}) or the path "
@@ -109,9 +103,10 @@ heat_opts = [
                       "poll_max."),
     cfg.FloatOpt("poll_max", default=5.0, min=0.01,
                  help="Longest delay (seconds) between stack status polls."),
-    cfg.FloatOpt("timeout", default=1800.0, min=0,
+    cfg.FloatOpt("stack_timeout", default=1800.0, min=0,
                  help="Seconds to wait for a stack create/update/delete to finish (0 waits "
-                      "without limit, as Murano 0.2 did)."),
+                      "without limit, as Murano 0.2 did). (The option 'timeout' of this "
+                      "group is keystoneauth1's: of one HTTP request.)"),
 ]
 
 common_opts = [
@@ -154,6 +149,8 @@ def register(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(rabbit_opts, group="rabbitmq")
     conf.register_opts(broker_opts, group="broker")
     conf.register_opts(heat_opts, group="heat")
+    identity.register_group(conf, "heat", auth_type=None)
+    identity.register(conf)   # [keystone]: the service user trusts are given to
 
 
 def config_mapping(conf: cfg.ConfigOpts) -> dict[str, Any]:
@@ -193,6 +190,17 @@ def engine_settings(conf: cfg.ConfigOpts) -> Settings:
                 "url": conf.broker.url if is_folder_url(conf.broker.url) else None})
 
 
+def trust_deleter(conf: cfg.ConfigOpts) -> Callable[[str], None] | None:
+    """What deletes an environment's trust after its deletion: the ``[keystone]``
+    service user's (None when the conductor has none)."""
+    if not identity.configured(conf):
+        return None
+
+    def delete(trust_id: str) -> None:
+        identity.Keystone.from_config(conf).delete_trust(trust_id)
+    return delete
+
+
 def cloud_dir(conf: cfg.ConfigOpts) -> str:
     """``[conductor] cloud_dir``, else ``<[api] state_dir>/cloud``."""
     if conf.conductor.cloud_dir:
@@ -203,4 +211,4 @@ def cloud_dir(conf: cfg.ConfigOpts) -> str:
 def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
     """For oslo-config-generator (``etc/fornace.conf.sample``)."""
     return [(None, common_opts), ("engine", engine_opts), ("rabbitmq", rabbit_opts),
-            ("broker", broker_opts), ("heat", heat_opts)]
+            ("broker", broker_opts), ("heat", heat_opts + identity.group_opts())]

@@ -47,6 +47,9 @@ class ConductorSettings:
     database_url: str | None = None   # where the job locks are (None: no lock)
     lock_stale_after: float = 60.0    # seconds without a heartbeat: a dead holder
     agents: str = "amqp"              # the agent backend (executors.AGENTS)
+    # deletes a Keystone trust once its environment's deletion succeeded (None:
+    # no [keystone] service user: a task's trust stays for the operator)
+    delete_trust: Callable[[str], None] | None = None
 
 
 class Conductor:
@@ -196,6 +199,7 @@ class Conductor:
                 return
             if task.deleted and _removed_everything(outcome):
                 self._delete_queues(broker, task.environment_id)
+                self._delete_trust(task)
             recorder.flush()   # every task stored before the result ends the job
             broker.publish(contract.RESULTS,
                            contract.fenced(contract.result_body(outcome.model), fence[0]),
@@ -257,6 +261,22 @@ class Conductor:
             queues.forget(connection, deleted)
         if deleted:
             LOG.info("environment %s: deleted its %d queue(s)", environment_id, len(deleted))
+
+    def _delete_trust(self, task: contract.Task) -> None:
+        """After the environment's stack is gone: the trust its jobs acted with."""
+        if not task.trust_id:
+            return
+        if self.settings.delete_trust is None:
+            LOG.warning("environment %s: deleted, but its Keystone trust stays: this "
+                        "conductor has no [keystone] service user", task.environment_id)
+            return
+        try:
+            self.settings.delete_trust(task.trust_id)
+        except Exception as exc:  # noqa: BLE001 -- the deletion itself succeeded
+            LOG.warning("environment %s: deleted, but its Keystone trust could not be "
+                        "deleted: %s", task.environment_id, exc)
+        else:
+            LOG.info("environment %s: deleted its Keystone trust", task.environment_id)
 
     # -- the job lock shared by conductors through the database -------------------
     def _lock(self, task: contract.Task, job_id: str, recorder: JobRecorder) -> Any:

@@ -26,7 +26,7 @@ import os
 import time
 from typing import Any, Callable, Iterator
 
-from fornace.common import jsonlimits
+from fornace.common import identity, jsonlimits
 from fornace.conductor.executors.base import StackExecutor, StackFailure, StackRequest
 from fornace.conductor.templates import merge, remove_resources
 
@@ -128,18 +128,19 @@ class HeatStacks(StackExecutor):
     # -- construction from configuration ----------------------------------
     @classmethod
     def factory(cls, conf: Any) -> Callable[[Any], "HeatStacks"]:
-        """A client per task: Heat is called with the task's own token."""
-        return lambda task: cls.from_config(conf, task.token, task.tenant_id)
+        """A client per task: Heat is called for the task's user (its trust or token)."""
+        return lambda task: cls.from_config(conf, task.token, task.tenant_id,
+                                            getattr(task, "trust_id", None))
 
     @classmethod
-    def from_config(cls, conf: Any, token: str | None = None,
-                    tenant_id: str | None = None) -> "HeatStacks":
-        """A client from ``[heat]``: the task's token, or service credentials.
+    def from_config(cls, conf: Any, token: str | None = None, tenant_id: str | None = None,
+                    trust_id: str | None = None) -> "HeatStacks":
+        """A client from ``[heat]`` acting as :func:`heat_session` says.
 
         Endpoint: ``[heat] url`` (``%(tenant_id)s`` is replaced by the task's
-        tenant), else the ``orchestration`` entry of the Keystone catalog.
-        Without ``auth_url`` the URL is used directly with the task's token
-        (or none: a no-auth Heat).
+        tenant), else the ``orchestration`` entry of the catalog of the token
+        the session gets.  Without any Keystone the URL is used directly with
+        the task's token (or none: a no-auth Heat).
         """
         heat = conf.heat
         url = heat.url
@@ -149,24 +150,30 @@ class HeatStacks(StackExecutor):
             url = url.replace("%(tenant_id)s", tenant_id)
         environment, files = load_environment(heat.resource_registry)
         options = dict(poll_start=heat.poll_start, poll_max=heat.poll_max,
-                       timeout=heat.timeout, environment=environment, files=files)
+                       timeout=heat.stack_timeout, environment=environment, files=files)
         from heatclient import client as heat_client
-        if not heat.auth_url:
+        session = heat_session(conf, token, tenant_id, trust_id)
+        if session is None:
             if not url:
-                raise ValueError("[heat] needs url (or auth_url to find Heat in the catalog)")
+                raise ValueError("[heat] needs url, or a Keystone to find Heat in its catalog "
+                                 "([keystone] with trusts, or [heat] auth_type and auth_url)")
             client = heat_client.Client("1", endpoint=url, token=token or "",
-                                        insecure=heat.insecure, ca_file=heat.ca_file)
+                                        insecure=heat.insecure, ca_file=heat.cafile)
             return cls(client, **options)
-        session = keystone_session(conf, token, tenant_id)
+        region = {"region_name": heat.region_name} if heat.region_name else {}
         if not url:
-            url = session.get_endpoint(service_type="orchestration", interface=heat.interface,
-                                       region_name=heat.region_name or None)
+            try:
+                url = session.get_endpoint(service_type="orchestration",
+                                           interface=heat.interface, **region)
+            except Exception as exc:   # keystoneauth1: Keystone refused or unreachable
+                raise ValueError(f"cannot find Heat in the Keystone catalog: "
+                                 f"{_error_text(exc)}") from None
             if not url:
-                raise ValueError("no orchestration endpoint in the Keystone catalog")
+                raise ValueError("no orchestration endpoint in the Keystone catalog "
+                                 f"(interface {heat.interface}"
+                                 + (f", region {heat.region_name})" if region else ")"))
         client = heat_client.Client("1", session=session, endpoint=url,
-                                    interface=heat.interface,
-                                    **({"region_name": heat.region_name}
-                                       if heat.region_name else {}))
+                                    interface=heat.interface, **region)
         return cls(client, **options)
 
     # -- StackExecutor ----------------------------------------------------
@@ -335,23 +342,31 @@ def _outputs_of(stack: Any) -> dict[str, Any]:
             if isinstance(o, dict) and "output_key" in o}
 
 
-def keystone_session(conf: Any, token: str | None = None, tenant_id: str | None = None) -> Any:
-    """A keystoneauth1 session: the task's token, else ``[heat]`` service credentials."""
-    from keystoneauth1 import session as ks_session
-    from keystoneauth1.identity import v3
-    heat = conf.heat
-    if token:
-        scope: dict[str, Any] = {"project_id": tenant_id} if tenant_id else {
-            "project_name": heat.project_name,
-            "project_domain_name": heat.project_domain_name}
-        auth = v3.Token(auth_url=heat.auth_url, token=token, **scope)
-    else:
-        if not heat.username:
-            raise ValueError("[heat] auth_url is set but neither a task token nor "
-                             "[heat] username/password are available")
-        auth = v3.Password(auth_url=heat.auth_url, username=heat.username,
-                           password=heat.password, user_domain_name=heat.user_domain_name,
-                           project_name=heat.project_name,
-                           project_domain_name=heat.project_domain_name)
-    verify: Any = False if heat.insecure else (heat.ca_file or True)
-    return ks_session.Session(auth=auth, verify=verify)
+def heat_session(conf: Any, token: str | None = None, tenant_id: str | None = None,
+                 trust_id: str | None = None) -> Any:
+    """The keystoneauth1 session a task acts on Heat with, first that applies:
+
+    1. its trust (contract 1.6): the ``[keystone]`` service user scoped to the
+       trust -- tokens that act for the environment's user and are renewed as
+       they expire, however long the deployment, heal or scale;
+    2. its user's token, rescoped to the task's project (Murano 0.2 tasks;
+       it dies with the token);
+    3. the ``[heat]`` credentials (``auth_type`` set): a service account;
+    4. None: no Keystone at all (``[heat] url`` with the token as is).
+
+    ``[heat]`` TLS options (cafile, insecure...) apply.
+    """
+    auth: Any = None
+    if trust_id:
+        if not identity.configured(conf):
+            raise ValueError("the task acts through a Keystone trust but the conductor has "
+                             "no [keystone] service user (auth_type, auth_url, username, "
+                             "password...)")
+        auth = identity.trust_auth(conf, trust_id)
+    elif token and identity.configured(conf):
+        auth = identity.token_auth(conf, token, tenant_id)
+    elif identity.plugin_options(conf, "heat") is not None:
+        auth = identity.auth_of(conf, "heat")
+    if auth is None:
+        return None
+    return identity.session_of(conf, "heat", auth)

@@ -359,7 +359,7 @@ def test_heat_options_are_listed():
     groups = dict(config.list_opts())
     names = {opt.dest for opt in groups["heat"]}
     assert {"url", "auth_url", "username", "password", "resource_registry",
-            "poll_start", "poll_max", "timeout"} <= names
+            "poll_start", "poll_max", "stack_timeout"} <= names
     assert [o for o in groups["heat"] if o.dest == "password"][0].secret
 
 
@@ -368,7 +368,7 @@ def test_from_config_with_url_and_task_token(stack_names):
     tenant = url.rstrip("/").rsplit("/", 1)[1]
     template_url = url.rstrip("/").rsplit("/", 1)[0] + "/%(tenant_id)s"
     conf = make_conf(url=template_url, resource_registry=json.dumps(INSTANCE_TO_NONE),
-                     poll_start=0.1, poll_max=0.5, timeout=60)
+                     poll_start=0.1, poll_max=0.5, stack_timeout=60)
     stacks = HeatStacks.from_config(conf, token="task-token", tenant_id=tenant)
     assert (stacks.poll_start, stacks.poll_max, stacks.timeout) == (0.1, 0.5, 60)
     assert stacks.environment == {"resource_registry": INSTANCE_TO_NONE}
@@ -381,21 +381,6 @@ def test_from_config_needs_an_endpoint():
         HeatStacks.from_config(make_conf())
     with pytest.raises(ValueError):
         HeatStacks.from_config(make_conf(url="http://h:8004/v1/%(tenant_id)s"), token="t")
-
-
-def test_from_config_with_keystone_service_credentials():
-    from keystoneauth1.identity import v3
-    conf = make_conf(url="http://heat.example:8004/v1/p1", auth_url="http://ks.example/v3",
-                     username="fornace", password="pw-not-logged", project_name="service")
-    stacks = HeatStacks.from_config(conf)
-    http = stacks.client.http_client
-    assert isinstance(http.session.auth, v3.Password)
-    assert http.endpoint_override == "http://heat.example:8004/v1/p1"
-    token_conf = make_conf(url="http://heat.example:8004/v1/p1", auth_url="http://ks.example/v3")
-    with_token = HeatStacks.from_config(token_conf, token="tok", tenant_id="p1")
-    assert isinstance(with_token.client.http_client.session.auth, v3.Token)
-    with pytest.raises(ValueError):
-        HeatStacks.from_config(token_conf)  # no token, no service user
 
 
 def test_tokens_are_not_logged(client, stack_names, caplog):
