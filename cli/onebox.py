@@ -24,7 +24,7 @@ from oslo_config import cfg
 
 from fornace.common.broker import is_in_memory
 from fornace.common.errors import FornaceError
-from fornace.conductor.config import cloud_dir, engine_settings
+from fornace.conductor.config import cloud_dir, engine_settings, trust_deleter
 from fornace.conductor.daemon import Conductor, ConductorSettings
 from fornace.conductor.executors.base import StackFailure, StackRequest
 from fornace.conductor.executors.localcloud import LocalStacks
@@ -54,7 +54,8 @@ class OneBox:
             broker_url=self.broker_url, data_dir=Path(conf.data_dir),
             max_environments=max_environments or conf.conductor.max_environments,
             lock_stale_after=conf.conductor.lock_stale_after,
-            engine=engine_settings(conf), database_url=db or database_url(conf))
+            engine=engine_settings(conf), database_url=db or database_url(conf),
+            delete_trust=trust_deleter(conf))
         self.conductor = Conductor(settings, lambda task: self.cloud)
         self.host = host or conf.api.host
         self.server = uvicorn.Server(uvicorn.Config(

@@ -26,7 +26,7 @@ from fornace.common.resources import BUILTIN_DATA
 from fornace.common.secrets import find_secrets, mask_text
 from fornace.conductor.dsl.workflows import load_workflows
 from fornace.conductor.executors import agents_class
-from fornace.conductor.executors.base import JobAgents, StackExecutor
+from fornace.conductor.executors.base import JobAgents, StackExecutor, UnreachableStacks
 from fornace.conductor.jobs.lifecycle import Job, run_job
 from fornace.conductor.jobs.lock import AlreadyDone, Grant, JobLock, LockHeld, Revoked
 from fornace.conductor.jobs.records import JobRecorder
@@ -228,9 +228,19 @@ class Conductor:
             boot_timeout=engine.agent_boot_timeout, halted=halted,
             on_queues=lambda names: self._record_queues(environment_id, names)))
         return run_job(Job(task=task, workflows=self.workflows, store=self.store,
-                           catalog=self.catalog, stacks=self.stacks(task), agents=agents,
+                           catalog=self.catalog, stacks=self._stacks_of(task), agents=agents,
                            recorder=recorder, engine=engine, reporter=report,
                            plan_seed=task_id, halted=halted))
+
+    def _stacks_of(self, task: contract.Task) -> StackExecutor:
+        """The task's stack backend; one that fails every action with why when the
+        task cannot have it (a refused trust or token, no endpoint)."""
+        try:
+            return self.stacks(task)
+        except Exception as exc:  # noqa: BLE001 -- answered as the job's error, not retried
+            why = str(exc).strip() or type(exc).__name__
+            LOG.warning("environment %s: no stack backend: %s", task.environment_id, why)
+            return UnreachableStacks(f"the cloud is unreachable: {why}")
 
     # -- the environment's queues, written down to be deleted with it -------------
     def _record_queues(self, environment_id: str, names: list[str]) -> None:

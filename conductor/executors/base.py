@@ -112,6 +112,31 @@ class StackExecutor(abc.ABC):
         return ""
 
 
+class UnreachableStacks(StackExecutor):
+    """Stands for the stack backend a task could not get (its cloud refused its
+    credentials, no endpoint...): every stack action fails with why, so the
+    workflow's failure branches run and the job ends with that error -- the
+    task is answered, not retried for ever."""
+
+    def __init__(self, why: str) -> None:
+        self.why = why
+
+    def _fail(self, stack_name: str) -> StackFailure:
+        return StackFailure(f"stack {stack_name}: {self.why}", self.why)
+
+    def apply(self, request: StackRequest) -> dict[str, Any]:
+        raise self._fail(request.stack_name)
+
+    def delete(self, stack_name: str) -> None:
+        raise self._fail(stack_name)
+
+    def remove(self, stack_name: str, resources: list[str]) -> dict[str, Any]:
+        raise self._fail(stack_name)
+
+    def describe(self, stack_name: str) -> str:
+        return f"unknown ({self.why})"
+
+
 @dataclass
 class JobAgents:
     """What an agent backend gets to answer one job's plans (``for_job``)."""
