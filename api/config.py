@@ -54,7 +54,6 @@ database_opts = [
 def register(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(api_opts, group="api")
     conf.register_opts(database_opts, group="database")
-    identity.register(conf)
 
 
 def database_url(conf: cfg.ConfigOpts) -> str:

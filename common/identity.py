@@ -69,7 +69,9 @@ def plugin_options(conf: cfg.ConfigOpts, group: str) -> Any:
     """The group holding ``group``'s plugin options (its ``auth_section`` or
     itself), with the options of its ``auth_type`` registered; None without one."""
     loading = _loading()
+    ensure(conf, group)
     section = conf[group].auth_section or group
+    ensure(conf, section)
     name = conf[section].auth_type
     if not name:
         return None
@@ -85,6 +87,20 @@ def register(conf: cfg.ConfigOpts) -> None:
     """``[keystone]``: the Fornace service user."""
     register_group(conf, KEYSTONE)
     conf.register_opts(keystone_opts, group=KEYSTONE)
+
+
+def ensure(conf: cfg.ConfigOpts, group: str) -> None:
+    """Register ``group``'s options now, if they are not yet (again is a no-op).
+
+    They are registered when first read, not with the other options: loading
+    keystoneauth1 costs every ``fornace`` command ~90 ms, and only the
+    services read them (oslo.config reads late options from the files too).
+    ``[keystone]``'s auth_type defaults to ``password``; other groups' to none.
+    """
+    if group == KEYSTONE:
+        register(conf)
+    else:
+        register_group(conf, group, auth_type=None)
 
 
 def _plugin_opts() -> list[cfg.Opt]:
@@ -130,6 +146,7 @@ def auth_of(conf: cfg.ConfigOpts, group: str = KEYSTONE, **overrides: Any) -> An
 
 def session_of(conf: cfg.ConfigOpts, group: str = KEYSTONE, auth: Any = None) -> Any:
     """A keystoneauth1 session with ``group``'s TLS options (``auth``: its plugin)."""
+    ensure(conf, group)
     return _loading().load_session_from_conf_options(conf, group, auth=auth)
 
 

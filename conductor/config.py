@@ -149,8 +149,6 @@ def register(conf: cfg.ConfigOpts) -> None:
     conf.register_opts(rabbit_opts, group="rabbitmq")
     conf.register_opts(broker_opts, group="broker")
     conf.register_opts(heat_opts, group="heat")
-    identity.register_group(conf, "heat", auth_type=None)
-    identity.register(conf)   # [keystone]: the service user trusts are given to
 
 
 def config_mapping(conf: cfg.ConfigOpts) -> dict[str, Any]:

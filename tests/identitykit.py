@@ -81,6 +81,7 @@ def trust_exists(trust_id: str, url: str | None = None) -> bool:
 def set_keystone_options(conf: Any, url: str | None = None) -> None:
     """``[keystone]`` as the Fornace service user of keystone-up's seed."""
     from fornace.common import identity
+    identity.ensure(conf, "keystone")
     conf.set_override("auth_type", "password", group="keystone")
     identity.plugin_options(conf, "keystone")
     values = {"auth_url": url or keystone_url(),

@@ -142,6 +142,7 @@ class HeatStacks(StackExecutor):
         the session gets.  Without any Keystone the URL is used directly with
         the task's token (or none: a no-auth Heat).
         """
+        identity.ensure(conf, "heat")   # its TLS options
         heat = conf.heat
         url = heat.url
         if url and "%(tenant_id)s" in url:

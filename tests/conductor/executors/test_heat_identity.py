@@ -9,6 +9,7 @@ import pytest
 from oslo_config import cfg
 
 import identitykit
+from fornace.common import identity
 from fornace.common.identity import Keystone
 from fornace.conductor import config
 from fornace.conductor.executors.base import StackRequest
@@ -23,6 +24,7 @@ def make_conf(**heat_values) -> cfg.ConfigOpts:
     conf = cfg.ConfigOpts()
     config.register(conf)
     conf([])
+    identity.ensure(conf, "heat")   # registered when first read
     for key, value in {"poll_start": 0.1, "poll_max": 0.5, "stack_timeout": 60.0,
                        **heat_values}.items():
         conf.set_override(key, value, group="heat")
@@ -94,7 +96,6 @@ def test_a_users_token_without_a_trust(alice):
 def test_heat_service_credentials_through_keystoneauth_loading():
     heat_url()
     conf = make_conf(auth_type="password")
-    from fornace.common import identity
     identity.plugin_options(conf, "heat")
     root = identitykit.keystone_url().rstrip("/").removesuffix("/v3")
     for key, value in {"auth_url": root, "username": "fornace",
