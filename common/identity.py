@@ -38,7 +38,7 @@ _SCOPES = ("project_id", "project_name", "project_domain_id", "project_domain_na
            "domain_id", "domain_name", "system_scope")
 
 
-class IdentityError(Exception):
+class IdentityError(ValueError):
     """Keystone could not be reached (``status`` None) or refused what Fornace
     asked (``status``: its HTTP status); the text names the call and never
     carries a secret."""

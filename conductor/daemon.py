@@ -234,10 +234,12 @@ class Conductor:
 
     def _stacks_of(self, task: contract.Task) -> StackExecutor:
         """The task's stack backend; one that fails every action with why when the
-        task cannot have it (a refused trust or token, no endpoint)."""
+        task cannot have it (ValueError: a refused trust or token, no endpoint, a
+        bad option).  Anything else is a fault of this conductor: the task goes
+        back to the queue for another one."""
         try:
             return self.stacks(task)
-        except Exception as exc:  # noqa: BLE001 -- answered as the job's error, not retried
+        except ValueError as exc:   # answered as the job's error, not retried
             why = str(exc).strip() or type(exc).__name__
             LOG.warning("environment %s: no stack backend: %s", task.environment_id, why)
             return UnreachableStacks(f"the cloud is unreachable: {why}")

@@ -15,6 +15,7 @@ from fornace.common import contract
 from fornace.common.broker import Broker
 from fornace.common.errors import WorkflowError
 from fornace.conductor.daemon import Conductor, ConductorSettings
+from fornace.conductor.executors.base import UnreachableStacks
 from fornace.conductor.executors.simulator import SimulatedCloud, SimulatedStacks
 from fornace.conductor.session import Settings
 from standins import StandInAgents
@@ -458,3 +459,57 @@ def test_fornace_conductor_exits_2_on_a_bad_workflow_file(tmp_path):
     assert "Traceback" not in proc.stderr
     assert f"fornace: 2 problems in the workflow files of {root / 'workflows'}:" in proc.stderr
     assert f"{root / 'workflows' / 'b.xml'}:3: unknown function <nope>" in proc.stderr
+
+
+def test_a_task_whose_cloud_refuses_it_is_answered_with_why():
+    """A stack backend the task cannot have (its trust refused, no endpoint: a
+    ValueError) fails its stack actions with why; the job ends and is answered
+    instead of going back to the queue for ever.  Its trust stays (nothing was
+    deleted), and a deletion's trust is left to nobody without [keystone]."""
+    from fornace.common.broker import Delivery
+    env_id = "d" + uuid.uuid4().hex[:8]
+    deleted_trusts = []
+
+    def stacks(task):
+        raise ValueError("cannot find Heat in the Keystone catalog: trust refused")
+
+    daemon = Conductor(ConductorSettings(broker_url="memory://", data_dir=DATA,
+                                         engine=Settings(agent_timeout=1),
+                                         delete_trust=deleted_trusts.append), stacks)
+    body = contract.task_body(one_unit_task(env_id), None, "t1", trust_id="trust-1")
+    daemon.handle_task(body, Delivery(message_id="t-" + env_id, queue=contract.TASKS))
+    with Broker("memory://") as broker:
+        results = collect(broker, contract.RESULTS, lambda found: any(
+            message_id == "t-" + env_id for _, message_id in found), timeout=5)
+        reports = [contract.parse_report(b) for b, _ in broker.drain(contract.REPORTS,
+                                                                     timeout=0.5)]
+    [result] = [b for b, message_id in results if message_id == "t-" + env_id]
+    assert "trust_id" not in result
+    errors = [r.text for r in reports if r.level == "error" and r.environment_id == env_id]
+    assert any("the cloud is unreachable: cannot find Heat" in text for text in errors), errors
+    assert deleted_trusts == []
+
+
+def test_a_deletion_that_succeeded_deletes_its_trust_and_a_failed_one_keeps_it():
+    from fornace.common.broker import Delivery
+    deleted: list[str] = []
+    cloud = SimulatedCloud()
+
+    def run_deletion(env_id: str, trust_id: str, fail: bool) -> None:
+        daemon = Conductor(ConductorSettings(broker_url="memory://", data_dir=DATA,
+                                             engine=Settings(agent_timeout=1),
+                                             delete_trust=deleted.append),
+                           lambda task: (FailingDelete() if fail
+                                         else cloud.executors()[0]))
+        body = contract.deletion_task_body(env_id, "x", None, "t1", job_id="j-" + env_id,
+                                           trust_id=trust_id)
+        daemon.handle_task(body, Delivery(message_id="t-" + env_id, queue=contract.TASKS))
+
+    run_deletion("d" + uuid.uuid4().hex[:8], "trust-ok", fail=False)
+    run_deletion("d" + uuid.uuid4().hex[:8], "trust-kept", fail=True)
+    assert deleted == ["trust-ok"]
+
+
+class FailingDelete(UnreachableStacks):
+    def __init__(self) -> None:
+        super().__init__("Heat said no")
