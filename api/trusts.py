@@ -7,8 +7,8 @@ sure the environment has a trust from that user to the Fornace service user
 on the environment's project, with the user's roles and impersonation; the
 task carries its id (contract 1.6) and the conductor logs in as the service
 user scoped to it.  The trust stays with the environment and is reused while
-the same user starts its jobs (another user's job gets a trust of their own,
-and the previous one is deleted); the conductor deletes it once the
+the same user starts its jobs and Keystone still has it (another user's job
+gets a trust of their own, and the previous one is deleted); the conductor deletes it once the
 environment's deletion succeeded.
 
 A trust made for a request that then fails (the environment was busy, the
@@ -49,8 +49,13 @@ class Trusts:
     def for_job(self, ctx: Context, trust_id: str | None,
                 trustor_id: str | None) -> Delegation:
         """The trust a job of ``ctx`` acts with, given the environment's current one."""
-        if not ctx.token or (trust_id and trustor_id == ctx.user_id):
+        if not ctx.token:
             return Delegation(trust_id, trustor_id)
+        if trust_id and trustor_id == ctx.user_id:
+            if self._usable(trust_id):
+                return Delegation(trust_id, trustor_id)
+            LOG.warning("the environment's trust is gone from Keystone; making another")
+            trust_id = trustor_id = None
         try:
             made = self.keystone.create_trust(ctx.token, ctx.user_id, ctx.tenant_id,
                                               sorted(ctx.roles))
@@ -62,6 +67,14 @@ class Trusts:
                               f"cloud: {exc}") from None
         LOG.info("trust made for user %s on project %s", ctx.user_id, ctx.tenant_id)
         return Delegation(made, ctx.user_id, True, trust_id, trustor_id)
+
+    def _usable(self, trust_id: str) -> bool:
+        """Whether the trust still exists (deleted by hand, or with its trustor's
+        role); when Keystone cannot say, it is taken to be there."""
+        try:
+            return self.keystone.trust_exists(trust_id)
+        except IdentityError:
+            return True
 
     def discard(self, trust_id: str) -> None:
         """Delete a trust no environment uses; a failure is logged, not raised (an

@@ -275,6 +275,14 @@ class Keystone:
         self._check(response, "create a trust")
         return response.json()["trust"]["id"]
 
+    def trust_exists(self, trust_id: str) -> bool:
+        """Whether Keystone still has the trust (as its trustee sees it)."""
+        response = self._call("GET", f"/OS-TRUST/trusts/{trust_id}", "read a trust")
+        if response.status_code in (403, 404):
+            return False
+        self._check(response, "read a trust")
+        return True
+
     def delete_trust(self, trust_id: str) -> bool:
         """Delete a trust (as the service user); False when it was already gone."""
         response = self._call("DELETE", f"/OS-TRUST/trusts/{trust_id}", "delete a trust")

@@ -36,7 +36,8 @@ class Login:
 
 
 def session_of(user: str, url: str | None = None, project: str | None = None) -> Any:
-    """A keystoneauth1 session of a seeded user (password auth, project scoped)."""
+    """A keystoneauth1 session of a seeded (or :func:`temporary_user`) user
+    (password auth, project scoped)."""
     from keystoneauth1 import session
     from keystoneauth1.identity import generic
     password, default_project = USERS[user]
@@ -63,6 +64,37 @@ def identity(session: Any, method: str, path: str, **kwargs: Any) -> Any:
     kwargs.setdefault("raise_exc", False)
     return session.request(path, method, endpoint_filter={
         "interface": plugin.AUTH_INTERFACE, "version": (3, 0)}, **kwargs)
+
+
+@contextlib.contextmanager
+def temporary_user(project: str, roles: list[str], url: str | None = None) -> Iterator[str]:
+    """A user of the test's own with ``roles`` on ``project`` (a seeded project's
+    name), known to :func:`login` for the block and deleted after it."""
+    session = admin(url)
+    project_id = _id_of(session, "projects", project)
+    name = f"test-{uuid.uuid4().hex[:8]}"
+    password = uuid.uuid4().hex
+    made = identity(session, "POST", "/users", json={"user": {
+        "name": name, "password": password, "domain_id": "default",
+        "default_project_id": project_id}})
+    assert made.status_code == 201, made.text
+    user_id = made.json()["user"]["id"]
+    USERS[name] = (password, project)
+    try:
+        for role in roles:
+            granted = identity(session, "PUT", f"/projects/{project_id}/users/{user_id}"
+                               f"/roles/{_id_of(session, 'roles', role)}")
+            assert granted.status_code == 204, granted.text
+        yield name
+    finally:
+        USERS.pop(name, None)
+        identity(session, "DELETE", f"/users/{user_id}")
+
+
+def _id_of(session: Any, collection: str, name: str) -> str:
+    found = identity(session, "GET", f"/{collection}?name={name}").json()[collection]
+    assert found, f"no {collection[:-1]} named {name}"
+    return found[0]["id"]
 
 
 def trusts_of(user_id: str, url: str | None = None) -> list[dict[str, Any]]:
