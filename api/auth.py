@@ -29,7 +29,16 @@ class NoAuth:
             # stored in String(64) columns; PostgreSQL refuses longer values and NUL
             if len(value) > ID_LENGTH or not value.isprintable():
                 raise Unauthorized(f"{header} must be at most {ID_LENGTH} printable characters")
-        return Context(tenant_id=tenant, user_id=user, token=headers.get("x-auth-token"))
+        # a member of the project its header names: the policy's defaults let it
+        # do everything there and nothing elsewhere (fornace.api.policy)
+        return Context(tenant_id=tenant, user_id=user, token=headers.get("x-auth-token"),
+                       roles=frozenset({"member"}))
+
+
+class IdentityUnreachable(Unauthorized):
+    """Keystone could not say whether a token is valid (unreachable, or an error
+    of its own): still a 401 for the API, but the dashboard tells it apart from a
+    token Keystone refused (an expired session)."""
 
 
 class KeystoneAuth:
@@ -68,8 +77,8 @@ class KeystoneAuth:
         except IdentityError:
             return "Keystone"
 
-    def refuse(self, message: str) -> Unauthorized:
-        return Unauthorized(message, headers={"WWW-Authenticate": self.www_authenticate})
+    def refuse(self, message: str, kind: type[Unauthorized] = Unauthorized) -> Unauthorized:
+        return kind(message, headers={"WWW-Authenticate": self.www_authenticate})
 
     def context(self, headers: Mapping[str, str]) -> Context:
         token = headers.get("x-auth-token")
@@ -102,7 +111,7 @@ class KeystoneAuth:
         try:
             body = self.keystone.validate(token)
         except IdentityError as exc:
-            raise self.refuse(f"cannot validate the token: {exc}") from None
+            raise self.refuse(f"cannot validate the token: {exc}", IdentityUnreachable) from None
         if body is None:
             raise self.refuse("the token is invalid or expired")
         return context_of(token, body)
@@ -118,7 +127,7 @@ def context_of(token: str, body: dict[str, Any]) -> Context:
                       if isinstance(role, dict) and role.get("name"))
     domain = project.get("domain") or {}
     return Context(tenant_id=project["id"], user_id=user.get("id", ""), token=token,
-                   is_admin="admin" in roles, roles=roles, user_name=user.get("name", ""),
+                   roles=roles, user_name=user.get("name", ""),   # is_admin: the policy's
                    project_name=project.get("name", ""),
                    project_domain_id=domain.get("id", ""),
                    expires_at=identity.expiry(body))

@@ -15,7 +15,7 @@ from fastapi.responses import Response
 
 from fornace.api.errors import ERROR_RESPONSES, BadRequest
 from fornace.api.jobstore import Jobs
-from fornace.api.routing import SESSION_HEADER, JsonRoute, context, parse_json, run
+from fornace.api.routing import SESSION_HEADER, JsonRoute, parse_json, permitted, run
 from fornace.api.store import Context
 
 TSV_TYPE = "text/tab-separated-values; charset=utf-8"
@@ -44,19 +44,20 @@ async def _parameters(request: Request) -> dict[str, Any]:
 @router.post("/environments/{env_id}/actions/{name}", status_code=202)
 async def run_action(env_id: str, name: str, request: Request,
                      session_id: Optional[str] = SESSION_HEADER,
-                     ctx: Context = Depends(context), jobs: Jobs = Depends(_jobs)) -> dict:
+                     ctx: Context = Depends(permitted("job:run_action")),
+                     jobs: Jobs = Depends(_jobs)) -> dict:
     parameters = await _parameters(request)
     return await run(jobs.run_action, ctx, env_id, name, parameters, session_id)
 
 
 @router.get("/environments/{env_id}/jobs")
-async def list_jobs(env_id: str, ctx: Context = Depends(context),
+async def list_jobs(env_id: str, ctx: Context = Depends(permitted("job:list")),
                     jobs: Jobs = Depends(_jobs)) -> dict:
     return {"jobs": await run(jobs.list_jobs, ctx, env_id)}
 
 
 @router.get("/environments/{env_id}/jobs/{job_id}")
-async def show_job(env_id: str, job_id: str, ctx: Context = Depends(context),
+async def show_job(env_id: str, job_id: str, ctx: Context = Depends(permitted("job:show")),
                    jobs: Jobs = Depends(_jobs)) -> dict:
     return await run(jobs.get_job, ctx, env_id, job_id)
 
@@ -67,37 +68,39 @@ TSV_RESPONSE = {200: {"description": "the tasks, one tab-separated line each",
 
 @router.get("/environments/{env_id}/jobs/{job_id}/tasks.tsv", response_class=Response,
             responses=TSV_RESPONSE)
-async def job_tasks_tsv(env_id: str, job_id: str, ctx: Context = Depends(context),
+async def job_tasks_tsv(env_id: str, job_id: str, ctx: Context = Depends(permitted("job:tasks")),
                         jobs: Jobs = Depends(_jobs)) -> Response:
     return Response(await run(jobs.tasks_tsv, ctx, env_id, job_id), media_type=TSV_TYPE)
 
 
 @router.get("/environments/{env_id}/tasks.tsv", response_class=Response,
             responses=TSV_RESPONSE)
-async def environment_tasks_tsv(env_id: str, ctx: Context = Depends(context),
+async def environment_tasks_tsv(env_id: str, ctx: Context = Depends(permitted("job:tasks")),
                                 jobs: Jobs = Depends(_jobs)) -> Response:
     return Response(await run(jobs.tasks_tsv, ctx, env_id), media_type=TSV_TYPE)
 
 
 @router.get("/environments/{env_id}/topology")
 async def show_topology(env_id: str, session_id: Optional[str] = SESSION_HEADER,
-                        ctx: Context = Depends(context), jobs: Jobs = Depends(_jobs)) -> dict:
+                        ctx: Context = Depends(permitted("environment:topology")),
+                        jobs: Jobs = Depends(_jobs)) -> dict:
     return await run(jobs.topology, ctx, env_id, session_id)
 
 
 @router.get("/environments/{env_id}/status")
 async def show_status(env_id: str, session_id: Optional[str] = SESSION_HEADER,
-                      ctx: Context = Depends(context), jobs: Jobs = Depends(_jobs)) -> dict:
+                      ctx: Context = Depends(permitted("environment:status")),
+                      jobs: Jobs = Depends(_jobs)) -> dict:
     return await run(jobs.status, ctx, env_id, session_id)
 
 
 @router.get("/environments/{env_id}/outputs")
-async def show_outputs(env_id: str, ctx: Context = Depends(context),
+async def show_outputs(env_id: str, ctx: Context = Depends(permitted("environment:outputs")),
                        jobs: Jobs = Depends(_jobs)) -> dict:
     return await run(jobs.outputs, ctx, env_id)
 
 
 @router.post("/environments/{env_id}/abandon")
-async def abandon(env_id: str, ctx: Context = Depends(context),
+async def abandon(env_id: str, ctx: Context = Depends(permitted("job:abandon")),
                   jobs: Jobs = Depends(_jobs)) -> dict:
     return await run(jobs.abandon, ctx, env_id)

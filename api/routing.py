@@ -8,9 +8,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Callable, Optional
+from typing import Any, Awaitable, Callable, Optional
 
-from fastapi import Header, Request
+from fastapi import Depends, Header, Request
 from fastapi.responses import Response
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -43,10 +43,40 @@ class EnvironmentIn(BaseModel):
 # instead of one per dependency, one for the endpoint and one for the response.
 
 async def context(request: Request) -> Context:
+    """The caller, ``is_admin`` set by the policy (:mod:`fornace.api.policy`)."""
     auth = request.app.state.auth
     if type(auth) is NoAuth:  # headers only: nothing that blocks
-        return auth.context(request.headers)
-    return await run_in_threadpool(auth.context, request.headers)  # e.g. a Keystone call
+        ctx = auth.context(request.headers)
+    else:
+        ctx = await run_in_threadpool(auth.context, request.headers)  # e.g. a Keystone call
+    return request.app.state.policy.with_admin(ctx)
+
+
+async def authorize(request: Request, ctx: Context, action: str,
+                    env_id: str | None = None) -> None:
+    """403 unless the policy allows ``ctx`` the ``action`` on environment ``env_id``
+    (on the caller's own project without one).
+
+    The target is the caller's own project, except for a cloud admin, whose
+    target is the environment's project (one indexed read): anyone else can
+    only reach their own project's environments -- the Store refuses the
+    others (403) -- so for them the two are the same whenever the call goes
+    on, and the common case costs no query.
+    """
+    project = None
+    if env_id is not None and ctx.is_admin:
+        project = await run_in_threadpool(request.app.state.store.tenant_of, env_id)
+    request.app.state.policy.authorize(ctx, action, project)
+
+
+def permitted(action: str) -> Callable[..., Awaitable[Context]]:
+    """A route dependency: the caller (:func:`context`) once the policy allows
+    them ``action`` on the environment of the path's ``env_id``, or on their
+    own project for routes without one."""
+    async def permitted_caller(request: Request, ctx: Context = Depends(context)) -> Context:
+        await authorize(request, ctx, action, request.path_params.get("env_id"))
+        return ctx
+    return permitted_caller
 
 
 async def store_of(request: Request) -> Store:

@@ -19,6 +19,7 @@ from typing import Any, Callable, Sequence
 from fastapi import FastAPI
 from oslo_config import cfg
 
+from fornace.api import policy
 from fornace.api.app import create_app
 from fornace.api.auth import KeystoneAuth, NoAuth
 from fornace.api.trusts import Trusts
@@ -82,8 +83,10 @@ class ApiService:
                            UnitLimits(conf.api.max_units_per_service,
                                       conf.api.max_units_per_environment), trusts)
         self.jobs = Jobs(self.store)
+        # the access rules: the defaults, and what a policy file changes of them
         self.app: FastAPI = create_app(self.store, auth, conf.api.max_body_size, self.jobs,
-                                       allowed_origins=conf.api.allowed_origins)
+                                       allowed_origins=conf.api.allowed_origins,
+                                       enforcer=policy.enforcer(conf))
         self._stop = threading.Event()
         self._consumer: Consumer | None = None
         self._thread: threading.Thread | None = None

@@ -2,7 +2,9 @@
 deployments and the results and reports that come back from the conductor.
 
 Every call takes the caller's :class:`Context`; an environment of another
-tenant is never read or changed (403), a missing one is 404.  Changes that
+tenant is never read or changed (403) but by the cloud admin (``is_admin``,
+as :mod:`fornace.api.policy` decides; the routes check each call's rule), a
+missing one is 404.  Changes that
 must not be half-stored happen in one transaction; deploying is claimed
 with conditional UPDATEs so two concurrent deploys cannot both win.
 
@@ -163,6 +165,16 @@ class Store:
             query = query.with_for_update()
         return allowed(ctx, env_id, db.scalars(query).first())
 
+    def tenant_of(self, env_id: str) -> str | None:
+        """The project ``env_id`` belongs to (None: no such environment): the
+        target a cloud admin's call on another project's environment is checked
+        against (:mod:`fornace.api.policy`)."""
+        if not could_be_id(env_id):
+            return None
+        with self._read() as db:
+            return db.execute(select(Environment.tenant_id).where(
+                Environment.id == env_id)).scalar()
+
     @staticmethod
     def _status(db: DbSession, env: Environment) -> str:
         if env.state in BUSY:
@@ -188,14 +200,22 @@ class Store:
         return busy_error(db, env)
 
     # -- environments ----------------------------------------------------
-    def list_environments(self, ctx: Context) -> list[dict[str, Any]]:
-        if not could_be_id(ctx.tenant_id):  # an admin's ?tenant= no row can have
+    def list_environments(self, ctx: Context, tenant_id: str | None = None,
+                          every_tenant: bool = False) -> list[dict[str, Any]]:
+        """The environments of the caller's project, of ``tenant_id``, or of every
+        project; another project's are the cloud admin's to list (``ctx.is_admin``)."""
+        tenant = ctx.tenant_id if tenant_id is None else tenant_id
+        if (every_tenant or tenant != ctx.tenant_id) and not ctx.is_admin:
+            raise Forbidden("listing other projects' environments is for the cloud admin")
+        if not every_tenant and not could_be_id(tenant):  # a ?tenant= no row can have
             return []
+        query = select(*_ENV_VIEW_COLUMNS, _PENDING)
+        if not every_tenant:
+            query = query.where(Environment.tenant_id == tenant)
         # One query, only the columns of the view (not the descriptions), no ORM
         # objects: a tenant may have hundreds of environments.
         with self._read() as db:
-            rows = db.execute(select(*_ENV_VIEW_COLUMNS, _PENDING).where(
-                Environment.tenant_id == ctx.tenant_id).order_by(Environment.created))
+            rows = db.execute(query.order_by(Environment.created))
             return [_env_view(env_id, name, created, updated, tenant_id, version,
                               shown_status(state, pending))
                     for env_id, name, created, updated, tenant_id, version, state, pending

@@ -16,11 +16,12 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from fornace.api.dashboard.login import LoginRequired
+from fornace.api.dashboard.login import LoginRequired, forget_token
 from fornace.api.dashboard.pages import base, flash, render
 from fornace.api.dashboard.routes import router
 from fornace.api.errors import ApiError, Unauthorized
 from fornace.api.jobstore import Jobs
+from fornace.api.policy import Policy
 from fornace.api.store import Store
 from fornace.common.resources import package_folder
 
@@ -37,10 +38,11 @@ SECURITY_HEADERS = {
 }
 
 
-def create_dashboard(store: Store, jobs: Jobs, auth: Any) -> FastAPI:
-    """The dashboard on the same Store, Jobs and authenticator as the API."""
+def create_dashboard(store: Store, jobs: Jobs, auth: Any, rules: Policy) -> FastAPI:
+    """The dashboard on the same Store, Jobs, authenticator and policy as the API."""
     app = FastAPI(title="Fornace dashboard", openapi_url=None, docs_url=None, redoc_url=None)
     app.state.store, app.state.jobs, app.state.auth = store, jobs, auth
+    app.state.policy = rules
     app.include_router(router)
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     _handle_errors(app)
@@ -67,20 +69,24 @@ def _problem(request: Request, status: int, title: str, message: str) -> Respons
     return render(request, "error.html", status=status, title=title, message=message)
 
 
-def _to_login(request: Request, reason: str) -> Response:
+def _to_login(request: Request, reason: str, expired: bool = False) -> Response:
+    """The login page, back to this page afterwards; ``expired``: the session's
+    token is refused, so its cookie goes (the login page says why)."""
     if _wants_json(request):
         return _problem(request, 401, "Unauthorized", reason or "log in again")
     target = quote(request.url.path, safe="/")
     response = RedirectResponse(f"{base(request)}/login?next={target}", status_code=303)
     if reason:
         flash(request, response, reason, "error")
+    if expired:
+        forget_token(request, response)
     return response
 
 
 def _handle_errors(app: FastAPI) -> None:
     @app.exception_handler(LoginRequired)
     async def login_required(request: Request, exc: LoginRequired) -> Response:
-        return _to_login(request, exc.reason)
+        return _to_login(request, exc.reason, exc.expired)
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> Response:

@@ -1,8 +1,8 @@
 """Rendering pages: the Jinja2 templates, redirects after a POST, flash messages.
 
 Every page gets the same frame values (where the dashboard is mounted, who is
-logged in, the form token, the message left by the previous POST), so the
-routes only pass what their page shows.
+logged in and what the policy lets them do, the form token, the message left
+by the previous POST), so the routes only pass what their page shows.
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from fornace.api.dashboard import csrf
+from fornace.api.dashboard import access, csrf
 from fornace.api.dashboard.login import uses_tokens
 from fornace.common.resources import package_folder
 
@@ -51,7 +51,8 @@ def frame(request: Request) -> dict[str, Any]:
     ctx = getattr(request.state, "ctx", None)
     return {"base": base(request), "csrf_field": csrf.FIELD, "csrf_token": csrf.token(request),
             "ctx": ctx, "keystone": uses_tokens(request.app.state.auth),
-            "flash": read_flash(request), "path": request.url.path}
+            "flash": read_flash(request), "path": request.url.path,
+            "may": access.may(request)}
 
 
 def fragment(request: Request, template: str, **values: Any) -> str:

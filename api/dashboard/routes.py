@@ -19,14 +19,15 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from fornace.api import specs
-from fornace.api.dashboard import actionform, login, serviceform, views
-from fornace.api.dashboard.formdata import read_form
-from fornace.api.dashboard.login import current_context
+from fornace.api.auth import KeystoneAuth
+from fornace.api.dashboard import actionform, login, passwordlogin, serviceform, views
+from fornace.api.dashboard.formdata import Form, read_form
+from fornace.api.dashboard.access import caller
 from fornace.api.dashboard.pages import base, fragment, redirect, render
 from fornace.api.dashboard.sessions import ensure_session, open_session
 from fornace.api.errors import ApiError, BadRequest, NotFound, Unauthorized
 from fornace.api.jobstore import Jobs
-from fornace.api.routing import EnvironmentIn
+from fornace.api.routing import EnvironmentIn, flag
 from fornace.api.store import BUSY, Store
 
 router = APIRouter()
@@ -78,25 +79,33 @@ def _env_list_args(request: Request) -> dict[str, str | None]:
     return params
 
 
+async def _environment_list(request: Request) -> dict[str, Any]:
+    """The environments page's values: the user's project, or with
+    ``?all_tenants=1`` every project (for whom the policy allows it: 403 else)."""
+    ctx = await caller(request, "environment:list")
+    rules = request.app.state.policy
+    every = flag(request.query_params.get("all_tenants"))
+    if every:
+        rules.authorize(ctx, "environment:list_all_tenants", "")
+    page = await _run(lambda: views.environment_rows(_store(request), _jobs(request), ctx,
+                                                     every_tenant=every,
+                                                     **_env_list_args(request)))
+    return {**page, "may_list_all": rules.allows(ctx, "environment:list_all_tenants", "")}
+
+
 @router.get("/")
 async def environments(request: Request) -> Response:
-    ctx = await current_context(request)
-    page = await _run(lambda: views.environment_rows(_store(request), _jobs(request), ctx,
-                                                     **_env_list_args(request)))
-    return render(request, "environments.html", **page)
+    return render(request, "environments.html", **await _environment_list(request))
 
 
 @router.get("/live")
 async def environments_live(request: Request) -> Response:
-    ctx = await current_context(request)
-    page = await _run(lambda: views.environment_rows(_store(request), _jobs(request), ctx,
-                                                     **_env_list_args(request)))
-    return _live(request, "_environments.html", page)
+    return _live(request, "_environments.html", await _environment_list(request))
 
 
 @router.post("/environments")
 async def create_environment(request: Request) -> Response:
-    ctx = await current_context(request)
+    ctx = await caller(request, "environment:create")
     form = await read_form(request)
     try:
         name = EnvironmentIn(name=form.get("name")).name.strip()
@@ -109,14 +118,14 @@ async def create_environment(request: Request) -> Response:
 
 @router.get("/environments/{env_id}")
 async def environment(env_id: str, request: Request) -> Response:
-    ctx = await current_context(request)
+    ctx = await caller(request, "environment:show", env_id=env_id)
     page = await _run(views.environment_overview, _store(request), _jobs(request), ctx, env_id)
     return render(request, "environment.html", **page)
 
 
 @router.get("/environments/{env_id}/live")
 async def environment_live(env_id: str, request: Request) -> Response:
-    ctx = await current_context(request)
+    ctx = await caller(request, "environment:show", env_id=env_id)
     page = await _run(views.environment_overview, _store(request), _jobs(request), ctx, env_id)
     return _live(request, "_environment.html", page)
 
@@ -128,7 +137,7 @@ def _back(form: Any, env_id: str) -> str:
 
 @router.post("/environments/{env_id}/deploy")
 async def deploy(env_id: str, request: Request) -> Response:
-    ctx = await current_context(request)
+    ctx = await caller(request, "session:deploy", "session:configure", env_id=env_id)
     form = await read_form(request)
     detection = form.get("change_detection") or None
     store = _store(request)
@@ -140,7 +149,7 @@ async def deploy(env_id: str, request: Request) -> Response:
 
 @router.post("/environments/{env_id}/abandon")
 async def abandon(env_id: str, request: Request) -> Response:
-    ctx = await current_context(request)
+    ctx = await caller(request, "job:abandon", env_id=env_id)
     form = await read_form(request)
     return await _attempt(request, _back(form, env_id), "The running job was abandoned.",
                           _jobs(request).abandon, ctx, env_id)
@@ -148,14 +157,14 @@ async def abandon(env_id: str, request: Request) -> Response:
 
 @router.get("/environments/{env_id}/delete")
 async def confirm_delete(env_id: str, request: Request) -> Response:
-    ctx = await current_context(request)
+    ctx = await caller(request, "environment:delete", env_id=env_id)
     env = await _run(_store(request).get_environment, ctx, env_id)
     return render(request, "confirm_delete.html", env=env, busy=env["status"] in BUSY)
 
 
 @router.post("/environments/{env_id}/delete")
 async def delete_environment(env_id: str, request: Request) -> Response:
-    ctx = await current_context(request)
+    ctx = await caller(request, "environment:delete", env_id=env_id)
     form = await read_form(request)
     forget = form.get("abandon") == "true"
     try:
@@ -171,7 +180,7 @@ async def delete_environment(env_id: str, request: Request) -> Response:
 
 @router.post("/environments/{env_id}/session/discard")
 async def discard_session(env_id: str, request: Request) -> Response:
-    ctx = await current_context(request)
+    ctx = await caller(request, "session:delete", env_id=env_id)
     await read_form(request)
     store = _store(request)
 
@@ -205,7 +214,7 @@ async def _form_context(request: Request, ctx: Any, env_id: str, exclude: str | 
 @router.get("/environments/{env_id}/services/new")
 async def new_service(env_id: str, request: Request,
                       type_name: str = Query("", alias="type")) -> Response:
-    ctx = await current_context(request)
+    ctx = await caller(request, "service:create", env_id=env_id)
     env, others = await _form_context(request, ctx, env_id)
     spec = serviceform.spec_of(type_name)
     if spec is None:
@@ -215,7 +224,7 @@ async def new_service(env_id: str, request: Request,
 
 @router.post("/environments/{env_id}/services/new")
 async def add_service(env_id: str, request: Request) -> Response:
-    ctx = await current_context(request)
+    ctx = await caller(request, "service:create", "session:configure", env_id=env_id)
     form = await read_form(request)
     store = _store(request)
     env, others = await _form_context(request, ctx, env_id)
@@ -276,7 +285,7 @@ async def _stored_service(request: Request, ctx: Any, env_id: str,
 
 @router.get("/environments/{env_id}/services/{service_id}/edit")
 async def edit_service(env_id: str, service_id: str, request: Request) -> Response:
-    ctx = await current_context(request)
+    ctx = await caller(request, "service:update", env_id=env_id)
     env, service, spec = await _stored_service(request, ctx, env_id, service_id)
     _, others = await _form_context(request, ctx, env_id, service_id)
     return _service_page(request, env, serviceform.stored_form(spec, service, others),
@@ -285,7 +294,7 @@ async def edit_service(env_id: str, service_id: str, request: Request) -> Respon
 
 @router.post("/environments/{env_id}/services/{service_id}/edit")
 async def update_service(env_id: str, service_id: str, request: Request) -> Response:
-    ctx = await current_context(request)
+    ctx = await caller(request, "service:update", "session:configure", env_id=env_id)
     form = await read_form(request)
     env, stored, spec = await _stored_service(request, ctx, env_id, service_id)
     _, others = await _form_context(request, ctx, env_id, service_id)
@@ -301,14 +310,14 @@ async def update_service(env_id: str, service_id: str, request: Request) -> Resp
 
 @router.get("/environments/{env_id}/services/{service_id}/delete")
 async def confirm_remove_service(env_id: str, service_id: str, request: Request) -> Response:
-    ctx = await current_context(request)
+    ctx = await caller(request, "service:delete", env_id=env_id)
     page = await _run(views.removal, _store(request), ctx, env_id, service_id)
     return render(request, "confirm_remove.html", **page)
 
 
 @router.post("/environments/{env_id}/services/{service_id}/delete")
 async def remove_service(env_id: str, service_id: str, request: Request) -> Response:
-    ctx = await current_context(request)
+    ctx = await caller(request, "service:delete", "session:configure", env_id=env_id)
     await read_form(request)
     store = _store(request)
 
@@ -323,7 +332,7 @@ async def remove_service(env_id: str, service_id: str, request: Request) -> Resp
 
 @router.get("/environments/{env_id}/actions")
 async def choose_action(env_id: str, request: Request) -> Response:
-    ctx = await current_context(request)
+    ctx = await caller(request, "job:run_action", env_id=env_id)
     env = await _run(_store(request).get_environment, ctx, env_id)
     return render(request, "choose_action.html", env=env, actions=actionform.actions())
 
@@ -336,7 +345,7 @@ def _known_action(name: str) -> None:
 
 @router.get("/environments/{env_id}/actions/{name}")
 async def action_form(env_id: str, name: str, request: Request) -> Response:
-    ctx = await current_context(request)
+    ctx = await caller(request, "job:run_action", env_id=env_id)
     _known_action(name)
     env = await _run(_store(request).get_environment, ctx, env_id)
     params = actionform.params_of(name, env, _store(request).catalog)
@@ -346,7 +355,7 @@ async def action_form(env_id: str, name: str, request: Request) -> Response:
 
 @router.post("/environments/{env_id}/actions/{name}")
 async def run_action(env_id: str, name: str, request: Request) -> Response:
-    ctx = await current_context(request)
+    ctx = await caller(request, "job:run_action", env_id=env_id)
     _known_action(name)
     form = await read_form(request)
     env = await _run(_store(request).get_environment, ctx, env_id)
@@ -377,21 +386,21 @@ async def run_action(env_id: str, name: str, request: Request) -> Response:
 
 @router.get("/environments/{env_id}/jobs/{job_id}")
 async def job(env_id: str, job_id: str, request: Request) -> Response:
-    ctx = await current_context(request)
+    ctx = await caller(request, "job:show", env_id=env_id)
     page = await _run(views.job_page, _store(request), _jobs(request), ctx, env_id, job_id)
     return render(request, "job.html", **page)
 
 
 @router.get("/environments/{env_id}/jobs/{job_id}/live")
 async def job_live(env_id: str, job_id: str, request: Request) -> Response:
-    ctx = await current_context(request)
+    ctx = await caller(request, "job:show", env_id=env_id)
     page = await _run(views.job_page, _store(request), _jobs(request), ctx, env_id, job_id)
     return _live(request, "_job.html", page)
 
 
 @router.get("/deployments")
 async def deployments(request: Request) -> Response:
-    ctx = await current_context(request)
+    ctx = await caller(request, "job:list")
     params = _list_params(request, "kind", "env", "q", "state", "page", "per_page")
     page = await _run(lambda: views.all_jobs(
         _store(request), _jobs(request), ctx, kind=params["kind"], env_id=params["env"],
@@ -415,8 +424,16 @@ async def login_page(request: Request, target: str = Query("", alias="next")) ->
     auth = request.app.state.auth
     cookies = request.cookies
     return render(request, "login.html", next=target, error=None,
+                  who=_login_fields(login.last_login(request)),
                   tenant=cookies.get(login.TENANT_COOKIE) or getattr(auth, "default_tenant", ""),
                   user=cookies.get(login.USER_COOKIE) or getattr(auth, "default_user", ""))
+
+
+def _login_fields(values: dict[str, str]) -> dict[str, str]:
+    """The keystone login form's values (the domains default to Keystone's default)."""
+    return {"username": "", "project": "", "user_domain": passwordlogin.DEFAULT_DOMAIN,
+            "project_domain": passwordlogin.DEFAULT_DOMAIN,
+            **{name: value for name, value in values.items() if value}}
 
 
 @router.post("/login")
@@ -424,13 +441,11 @@ async def log_in(request: Request) -> Response:
     form = await read_form(request)
     auth = request.app.state.auth
     if login.uses_tokens(auth):
-        values = {login.TOKEN_COOKIE: form.get("token").strip()}
-        headers = {"x-auth-token": values[login.TOKEN_COOKIE]}
-    else:
-        values = {login.TENANT_COOKIE: form.get("tenant").strip(),
-                  login.USER_COOKIE: form.get("user").strip()}
-        headers = {"x-tenant-id": values[login.TENANT_COOKIE],
-                   "x-user-id": values[login.USER_COOKIE]}
+        return await _keystone_login(request, form, auth)
+    values = {login.TENANT_COOKIE: form.get("tenant").strip(),
+              login.USER_COOKIE: form.get("user").strip()}
+    headers = {"x-tenant-id": values[login.TENANT_COOKIE],
+               "x-user-id": values[login.USER_COOKIE]}
     try:
         if not all(values.values()):
             raise login.LoginRequired("every field is required")
@@ -444,9 +459,31 @@ async def log_in(request: Request) -> Response:
     return response
 
 
+async def _keystone_login(request: Request, form: Form, auth: KeystoneAuth) -> Response:
+    """A password login: the token in its cookie, or the form again with why
+    (what was typed kept, the password excepted)."""
+    who = passwordlogin.Credentials.of(form)
+    try:
+        token, ctx = await passwordlogin.log_in(auth, who, form.get("password"))
+    except passwordlogin.LoginRefused as exc:
+        return render(request, "login.html", status=exc.status, next=form.get("next"),
+                      error=exc.message, who=_login_fields(who.fields()))
+    response = redirect(request, _next(request, form.get("next")))
+    login.remember_token(request, response, token, ctx.expires_at, who.fields())
+    return response
+
+
 @router.post("/logout")
 async def log_out(request: Request) -> Response:
+    """Log out (keystone: the token is revoked) and show the login page."""
     await read_form(request)
-    response = redirect(request, "/login", "You are logged out.")
+    auth = request.app.state.auth
+    message, level = "You are logged out.", "ok"
+    token = request.cookies.get(login.TOKEN_COOKIE)
+    if login.uses_tokens(auth) and token:
+        problem = await passwordlogin.log_out(auth, token)
+        if problem:
+            message, level = f"You are logged out here, but {problem}", "error"
+    response = redirect(request, "/login", message, level)
     login.forget(request, response)
     return response

@@ -43,16 +43,17 @@ def _split(history: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
 
 def environment_rows(store: Store, jobs: Jobs, ctx: Context, query: str | None = None,
                      status: str | None = None, page: str | None = None,
-                     per_page: str | None = None) -> dict[str, Any]:
-    """A page of the environments whose name contains ``query`` and whose
-    status is ``status``, by name, each with its last deployment and the job
-    running on it."""
+                     per_page: str | None = None, every_tenant: bool = False) -> dict[str, Any]:
+    """A page of the environments (the caller's project's, or every project's)
+    whose name contains ``query`` and whose status is ``status``, by name, each
+    with its last deployment and the job running on it."""
     query, status = query_text(query), query_text(status)
-    every = store.list_environments(ctx)
+    every = store.list_environments(ctx, every_tenant=every_tenant)
     kept = [env for env in every
             if query.casefold() in env["name"].casefold() and status in ("", env["status"])]
     kept.sort(key=lambda env: (env["name"].casefold(), env["created"] or ""))
-    listing = paginate(kept, page, per_page, {"q": query, "status": status})
+    listing = paginate(kept, page, per_page, {"q": query, "status": status,
+                                              "all_tenants": "1" if every_tenant else ""})
     rows = []
     for env in listing.items:
         history = jobs.list_jobs(ctx, env["id"])
@@ -62,7 +63,7 @@ def environment_rows(store: Store, jobs: Jobs, ctx: Context, query: str | None =
                      "last_job": deployments[0] if deployments else None})
     return {"rows": rows, "listing": listing, "query": query, "wanted_status": status,
             "statuses": sorted({env["status"] for env in every}), "count": len(every),
-            "busy": any(row["busy"] for row in rows)}
+            "busy": any(row["busy"] for row in rows), "every_tenant": every_tenant}
 
 
 def all_jobs(store: Store, jobs: Jobs, ctx: Context, kind: str | None = None,

@@ -2,8 +2,8 @@
 
 The browser test (test_dashboard_browser.py) drives a real deployment; these
 check each route's behaviour: pages render, form errors are shown at their
-field, posts redirect, the form token is required, keystone mode needs a
-login, and no password or token ever appears in a page.
+field, posts redirect, the form token is required, and no password ever
+appears in a page (keystone mode's login: test_dashboard_login.py).
 """
 from __future__ import annotations
 
@@ -15,14 +15,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from fornace.api import specs
-from fornace.api.app import create_app
-from fornace.api.auth import KeystoneAuth
 from fornace.api.dashboard import graph, serviceform
-from fornace.api.jobstore import Jobs
-from fornace.api.store import Store
-from fornace.common.db.engine import make_engine, session_factory, upgrade
 from fornace.common.db.models import ConfigSession
-from apikit import Published, make_api
+from apikit import make_api
 from fornace.common import contract
 
 SECRET = "P@ssw0rd-web"
@@ -407,65 +402,6 @@ def test_noauth_login_refuses_unusable_identities(browser):
     elsewhere = browser.post("/login", {"tenant": "a", "user": "b",
                                         "next": "https://evil.example/"})
     assert elsewhere.headers["location"] == "/dashboard/"
-
-
-# -- keystone mode -----------------------------------------------------------------------------
-
-class FakeKeystoneSession:
-    """Stands in for the keystoneauth1 session of the service user."""
-
-    tokens = {"tok-alice-0123456789": ("proj-a", "alice")}
-
-    def get(self, url: str, headers: dict, authenticated: bool, raise_exc: bool) -> Any:
-        found = self.tokens.get(headers["X-Subject-Token"])
-        return _Reply(200 if found else 404, {"token": {
-            "project": {"id": found[0]}, "user": {"id": found[1]},
-            "roles": [{"name": "member"}]}} if found else {})
-
-
-class _Reply:
-    def __init__(self, status: int, body: dict) -> None:
-        self.status_code = status
-        self._body = body
-
-    def json(self) -> dict:
-        return self._body
-
-
-@pytest.fixture
-def keystone(tmp_path):
-    url = f"sqlite:///{tmp_path / 'ks.sqlite'}"
-    upgrade(url)
-    store = Store(session_factory(make_engine(url)), Published())
-    auth = KeystoneAuth(FakeKeystoneSession(), "http://keystone.invalid/v3")
-    app = create_app(store, auth, jobs=Jobs(store))
-    return Browser(TestClient(app, raise_server_exceptions=False))
-
-
-def test_keystone_mode_needs_a_login_with_a_valid_token(keystone):
-    client = keystone.client
-    first = client.get("/dashboard/environments/abc", follow_redirects=False)
-    assert first.status_code == 303
-    assert first.headers["location"] == "/dashboard/login?next=/dashboard/environments/abc"
-    assert client.get("/dashboard/live").status_code == 401
-    page = keystone.get("/login")
-    assert 'name="token"' in page and 'name="tenant"' not in page
-    bad = keystone.post("/login", {"token": "tok-nobody"})
-    assert bad.status_code == 401 and "the token is invalid or expired" in bad.text
-    good = keystone.post("/login", {"token": "tok-alice-0123456789",
-                                    "next": "/dashboard/deployments"})
-    assert good.status_code == 303 and good.headers["location"] == "/dashboard/deployments"
-    cookie = [c for c in good.headers.get_list("set-cookie") if c.startswith("fornace_token=")]
-    assert cookie and "HttpOnly" in cookie[0]
-    listing = keystone.get("/")
-    assert "project <b>proj-a</b>" in listing and "user <b>alice</b>" in listing
-    env_id = create_env(keystone, "ks-env")
-    keystone.get(f"/environments/{env_id}")
-    assert all("tok-alice-0123456789" not in page for page in keystone.pages)
-    # the JSON API still wants its header
-    assert client.get("/environments").status_code == 401
-    keystone.post("/logout")
-    assert client.get("/dashboard/", follow_redirects=False).status_code == 303
 
 
 # -- the topology graph -----------------------------------------------------------------------
