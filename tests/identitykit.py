@@ -124,6 +124,23 @@ def set_keystone_options(conf: Any, url: str | None = None) -> None:
         conf.set_override(name, value, group="keystone")
 
 
+def api_conf(url: str | None = None) -> Any:
+    """The API's options (oslo.config), ``[keystone]`` set as by :func:`set_keystone_options`."""
+    from oslo_config import cfg
+    from fornace.api import config
+    conf = cfg.ConfigOpts()
+    config.register(conf)
+    conf([])
+    set_keystone_options(conf, url)
+    return conf
+
+
+def keystone_auth(url: str | None = None) -> Any:
+    """The API's authenticator on the real Keystone, as ``fornace api`` builds it."""
+    from fornace.api.auth import KeystoneAuth
+    return KeystoneAuth.from_config(api_conf(url))
+
+
 @contextlib.contextmanager
 def catalog_entry(service_type: str, url: str, keystone: str | None = None) -> Iterator[str]:
     """A service of ``service_type`` with public/internal endpoints at ``url`` in the

@@ -15,12 +15,7 @@ from fornace.common.db.engine import make_engine, session_factory, upgrade
 from services import keystone_url
 
 
-def keystone_conf(auth_url: str | None = None) -> cfg.ConfigOpts:
-    conf = cfg.ConfigOpts()
-    config.register(conf)
-    conf([])
-    identitykit.set_keystone_options(conf, auth_url)
-    return conf
+keystone_conf = identitykit.api_conf
 
 
 class Counting:

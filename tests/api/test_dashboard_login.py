@@ -17,11 +17,9 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from oslo_config import cfg
 
 import identitykit
 from apikit import Published
-from fornace.api import config
 from fornace.api.app import create_app
 from fornace.api.auth import KeystoneAuth
 from fornace.api.jobstore import Jobs
@@ -36,13 +34,7 @@ ALICE = {"username": "alice", "password": "alice-secret", "project": "demo-a"}
 EXPIRED = "Your session has expired: log in again."
 
 
-def keystone_auth(url: str | None = None) -> KeystoneAuth:
-    """The API's authenticator on a real Keystone, as ``fornace api`` builds it."""
-    conf = cfg.ConfigOpts()
-    config.register(conf)
-    conf([])
-    identitykit.set_keystone_options(conf, url)
-    return KeystoneAuth.from_config(conf)
+keystone_auth = identitykit.keystone_auth
 
 
 def dashboard_app(tmp_path, auth: KeystoneAuth) -> Any:

@@ -23,7 +23,7 @@ from oslo_policy import policy as oslo_policy
 
 import identitykit
 from apikit import Api, Published, make_api
-from fornace.api import app as app_module, config, jobroutes, policy
+from fornace.api import app as app_module, jobroutes, policy
 from fornace.api.app import create_app
 from fornace.api.auth import KeystoneAuth
 from fornace.api.errors import Unauthorized
@@ -418,12 +418,7 @@ def test_the_dashboard_shows_every_project_to_the_cloud_admin_alone(chosen):
 
 # -- the real Keystone -------------------------------------------------------------------------
 
-def keystone_conf() -> cfg.ConfigOpts:
-    conf = cfg.ConfigOpts()
-    config.register(conf)
-    conf([])
-    identitykit.set_keystone_options(conf)
-    return conf
+keystone_conf = identitykit.api_conf
 
 
 @pytest.fixture

@@ -6,14 +6,11 @@ from __future__ import annotations
 
 import pytest
 from fastapi.testclient import TestClient
-from oslo_config import cfg
 from sqlalchemy import update
 
 import identitykit
 from apikit import Published
-from fornace.api import config
 from fornace.api.app import create_app
-from fornace.api.auth import KeystoneAuth
 from fornace.api.store import Store
 from fornace.api.trusts import Trusts
 from fornace.common.db.engine import make_engine, session_factory, upgrade
@@ -24,11 +21,7 @@ class Cloud:
     """A keystone-mode API whose published tasks are kept."""
 
     def __init__(self, tmp_path) -> None:
-        conf = cfg.ConfigOpts()
-        config.register(conf)
-        conf([])
-        identitykit.set_keystone_options(conf)
-        auth = KeystoneAuth.from_config(conf)
+        auth = identitykit.keystone_auth()
         url = f"sqlite:///{tmp_path / 'trusts.sqlite'}"
         upgrade(url)
         self.published = Published()
