@@ -63,12 +63,23 @@ GROUPS = (
 DESCRIPTION = "Fornace deploys environments of services from Murano 0.2 style XML workflows."
 EPILOG = """\
 Options of every command: --config-file FILE, --config-dir DIR (oslo.config files;
-see etc/fornace.conf.sample). The client commands also take --url URL, --token
-TOKEN ($FORNACE_TOKEN), --tenant ID ($FORNACE_TENANT, noauth mode) and --json (print
-the API's data as one JSON document); their list and show commands -f table|json|
-yaml|value; the commands that destroy (env delete, service remove, action uninstall,
-a scale in) ask first on a terminal, --yes does not ask. Run 'fornace COMMAND
---help' for the options and examples of each.
+see etc/fornace.conf.sample). The client commands also take --url URL
+($FORNACE_URL), --token TOKEN ($FORNACE_TOKEN, sent as is), --tenant ID
+($FORNACE_TENANT, noauth mode) and --json (print the API's data as one JSON
+document); their list and show commands -f table|json|yaml|value; the commands
+that destroy (env delete, service remove, action uninstall, a scale in) ask first
+on a terminal, --yes does not ask. Run 'fornace COMMAND --help' for the options
+and examples of each.
+
+OpenStack credentials (client commands): OS_AUTH_URL, OS_USERNAME, OS_PASSWORD,
+OS_PROJECT_NAME, OS_USER_DOMAIN_NAME, OS_PROJECT_DOMAIN_NAME (OS_AUTH_TYPE,
+default password; any --os-* option of keystoneauth1), or OS_CLOUD, a cloud of
+clouds.yaml (./, ~/.config/openstack/, /etc/openstack/ or $OS_CLIENT_CONFIG_FILE;
+secure.yaml beside it merged in; OS_* variables override it); OS_REGION_NAME,
+OS_INTERFACE (default public), OS_CACERT, --insecure, --timeout SECONDS (30).
+Without --token, the command logs in to Keystone and sends the session's token;
+without --url or FORNACE_URL, the API is the 'application-catalog' endpoint of the
+catalog.
 
 Exit codes:
   0    success
@@ -116,7 +127,11 @@ def _add_command_parsers(subparsers: argparse._SubParsersAction,
 
 def overview() -> str:
     """The text of ``fornace --help``."""
-    summaries = _add_command_parsers(argparse.ArgumentParser().add_subparsers()).found
+    from fornace.cli.client import cloudauth
+    # only the one-line summaries are wanted: no OpenStack login options (they
+    # load keystoneauth1, ~80 ms)
+    with cloudauth.summaries_only():
+        summaries = _add_command_parsers(argparse.ArgumentParser().add_subparsers()).found
     width = max(len(name) for name in COMMANDS) + 2
     lines = ["usage: fornace [--config-file FILE] [--config-dir DIR] COMMAND [options]",
              "       fornace --version | --shell_completion bash|zsh", "",
@@ -189,20 +204,23 @@ def _split_global_options(args: list[str], options: tuple[str, ...] = GLOBAL_OPT
     return front, rest
 
 
-CLIENT_OPTIONS = ("--url", "--token", "--tenant", "--format", "-f")   # with a value
-CLIENT_FLAGS = ("--json", "--yes", "-y")
+CLIENT_OPTIONS = ("--url", "--token", "--tenant", "--format", "-f", "--timeout")  # with a value
+CLIENT_FLAGS = ("--json", "--yes", "-y", "--insecure", "--collect-timing")
+CLIENT_PREFIX = "--os-"   # OpenStack credentials (cli/client/cloudauth.py): each has a value
 
 
 def sink_client_options(args: list[str]) -> list[str]:
     """Move the client commands' options given before the command to the end, where
-    the command's own parser reads them: ``fornace --url U env list`` then works."""
+    the command's own parser reads them: ``fornace --url U env list`` and
+    ``fornace --os-cloud C env list`` then work."""
     rest = list(args)
     moved: list[str] = []
     while rest and rest[0].startswith("-"):
         name = rest[0].split("=", 1)[0]
-        if name in CLIENT_FLAGS or (name in CLIENT_OPTIONS and "=" in rest[0]):
+        if name in CLIENT_FLAGS or ((name in CLIENT_OPTIONS or name.startswith(CLIENT_PREFIX))
+                                    and "=" in rest[0]):
             moved.append(rest.pop(0))
-        elif name in CLIENT_OPTIONS:
+        elif name in CLIENT_OPTIONS or name.startswith(CLIENT_PREFIX):
             moved.extend(rest[:2])
             del rest[:2]
         else:

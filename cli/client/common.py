@@ -16,6 +16,7 @@ import sys
 import textwrap
 from typing import Any, Callable
 
+from fornace.cli.client import cloudauth
 from fornace.cli.client.http import ApiClient, ClientError
 from fornace.common import jsonlimits
 from fornace.common.errors import FornaceError
@@ -55,14 +56,20 @@ def _parser(subparsers: Any, name: str, summary: str, description: str,
 
 
 def add_connection_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", help=f"the Fornace API (default: $FORNACE_URL, else "
-                                      f"{DEFAULT_URL})")
-    parser.add_argument("--token", help="a Keystone token, sent as X-Auth-Token "
+    """--url, --token, --tenant, --json, and the OpenStack credentials (OS_*
+    variables, --os-* options, a cloud of clouds.yaml: :mod:`cloudauth`)."""
+    parser.add_argument("--url", help=f"the Fornace API (default: $FORNACE_URL; with "
+                                      f"OpenStack credentials, the "
+                                      f"'{cloudauth.SERVICE_TYPE}' endpoint of the "
+                                      f"catalog; else {DEFAULT_URL})")
+    parser.add_argument("--token", help="a Keystone token, sent as is as X-Auth-Token, "
+                                        "without logging in: OS_* credentials are not used "
                                         "(default: $FORNACE_TOKEN)")
     parser.add_argument("--tenant", help="tenant (project) id in noauth mode, sent as "
                                          "X-Tenant-Id (default: $FORNACE_TENANT)")
     parser.add_argument("--json", action="store_true",
                         help="print the API's data as one JSON document, nothing else")
+    cloudauth.add_arguments(parser)
 
 
 def _paragraphs(text: str) -> str:
@@ -72,17 +79,27 @@ def _paragraphs(text: str) -> str:
 # -- running ---------------------------------------------------------------------------
 
 def client_of(command: Any) -> ApiClient:
-    url = command.url or os.environ.get("FORNACE_URL") or DEFAULT_URL
-    if not url.startswith(("http://", "https://")):
+    """The API client of the command's connection options: a token given
+    (--token, FORNACE_TOKEN) is sent as is; else OpenStack credentials
+    (OS_AUTH_URL, OS_CLOUD...) log in to Keystone, and the catalog names the API
+    unless --url or FORNACE_URL does; else no token (noauth mode)."""
+    url = command.url or os.environ.get("FORNACE_URL")
+    if url is not None and not url.startswith(("http://", "https://")):
         raise FornaceError(f"--url must start with http:// or https://, got {url!r}")
-    return ApiClient(url, token=command.token or os.environ.get("FORNACE_TOKEN"),
-                     tenant=command.tenant or os.environ.get("FORNACE_TENANT"))
+    token = command.token or os.environ.get("FORNACE_TOKEN")
+    tenant = command.tenant or os.environ.get("FORNACE_TENANT")
+    timeout = getattr(command, "timeout", None) or cloudauth.DEFAULT_TIMEOUT
+    if token or not cloudauth.wanted(command):
+        return ApiClient(url or DEFAULT_URL, token=token, tenant=tenant, timeout=timeout)
+    login = cloudauth.connect(command, url)
+    return ApiClient(login.url, tenant=tenant, timeout=timeout, login=login)
 
 
 def dispatch(command: Any, handlers: dict[str, Handler]) -> int:
-    """Run the handler of ``command``; an API error becomes one line and its exit code."""
-    client = client_of(command)
+    """Run the handler of ``command``; an API (or Keystone) error becomes one line
+    and its exit code."""
     try:
+        client = client_of(command)
         return handlers[command.name](command, client)
     except ClientError as exc:
         print(f"fornace: {error_text(exc, command)}", file=sys.stderr)
@@ -95,7 +112,7 @@ def error_text(exc: ClientError, command: Any = None) -> str:
     do it; a busy environment names its job and the commands that follow or
     stop it."""
     if exc.unreachable:
-        return f"{exc} (is Fornace running? set --url or FORNACE_URL)"
+        return f"{exc} ({exc.hint or 'is Fornace running? set --url or FORNACE_URL'})"
     busy = _busy_text(exc.error) if exc.status == 409 else None
     if busy is not None:
         return busy
