@@ -10,6 +10,7 @@ last two are set by ``.ci/run`` from ``../shared/heat/heat-up`` and
 """
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import importlib
@@ -66,8 +67,36 @@ def amqp_url() -> str:
 
 
 def postgres_url() -> str:
+    """A PostgreSQL database of this test run's own: made on first use from the
+    server of ``FORNACE_TEST_DB_URL`` (default: the machine's ``test`` database)
+    and dropped when the run ends, so that two runs on one machine (a developer's
+    and a helper's, CI's) never reset each other's tables."""
     require("PostgreSQL", _reachable(DB_URL.replace("+psycopg", ""), 5432))
-    return DB_URL
+    return _private_database()
+
+
+@functools.lru_cache(maxsize=1)
+def _private_database() -> str:
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+    base = make_url(DB_URL)
+    name = f"fornace_test_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    engine = create_engine(base, isolation_level="AUTOCOMMIT")
+    with engine.connect() as connection:
+        # those of runs that were killed before they could drop theirs
+        for (left,) in connection.execute(text(
+                "SELECT datname FROM pg_database WHERE datname LIKE 'fornace_test_%'")):
+            pid = left.split("_")[2]
+            if pid.isdigit() and not _alive(int(pid)):
+                connection.execute(text(f'DROP DATABASE IF EXISTS "{left}" WITH (FORCE)'))
+        connection.execute(text(f'CREATE DATABASE "{name}"'))
+
+    def drop() -> None:
+        with engine.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        engine.dispose()
+    atexit.register(drop)
+    return base.set(database=name).render_as_string(hide_password=False)
 
 
 def heat_url() -> str:
@@ -82,6 +111,16 @@ def keystone_url() -> str:
     url = os.environ.get("FORNACE_KEYSTONE_URL", "")
     require("Keystone (FORNACE_KEYSTONE_URL)", bool(url) and _reachable(url, 5000))
     return url
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 # -- a virtual host of its own for every RabbitMQ test --------------------------------
