@@ -19,28 +19,37 @@ owns:
 * :func:`masked_view` / :func:`keep_secrets` -- a GUI GETs a masked object and
   PUTs it back: the stored passwords must survive the round trip.
 
-Service types are declared as data -- a :class:`TypeSpec` made of
-:class:`FieldSpec` entries -- in :data:`SERVICE_TYPES`; adding a type is one
-``register_type(TypeSpec(...))`` call.  Every problem is a :class:`SpecError`
-(an HTTP 400) naming the field path, e.g. ``units[1].isMaster``.
+Service types are data: each type's create spec is the JSON Schema of its
+catalog entry (``data/types.json``, :mod:`fornace.common.typeschema`), and
+this module is the engine that applies it -- no type is written in Python.
+The catalog is the API's (``catalog_file``); a catalog that declares no
+schema (the operations of an older data folder) gets the built-in types'.
+The engine's own rules, beyond the schema: an optional field may be null
+(the seed: "may be empty/null/omitted"), the strict create refuses fields
+the schema does not declare in the service and its units, and unit ids are
+unique.  Every problem is a :class:`SpecError` (an HTTP 400) naming the
+field path, e.g. ``units[1].isMaster``.
 """
 from __future__ import annotations
 
 import copy
+import functools
 import ipaddress
 import re
 import uuid
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Iterable, Mapping
 
+from fornace.common.catalog import Catalog, builtin_catalog
 from fornace.common.errors import FornaceError
+from fornace.common.namedchecks import (KIND_NAMES, SERVICE_CHECKS, VALUE_CHECKS,
+                                        VALUE_KINDS, describe, json_kind)
 from fornace.common.secrets import MASK, is_secret_key, masked
+from fornace.common.typeschema import FieldSpec, TypeSpec
 
 __all__ = [
-    "SpecError", "FieldSpec", "TypeSpec", "SERVICE_TYPES", "register_type",
-    "COMMON_SERVICE_FIELDS", "COMMON_UNIT_FIELDS", "MANAGED_KEYS",
+    "SpecError", "FieldSpec", "TypeSpec", "SERVICE_TYPES", "service_types", "MANAGED_KEYS",
     "validate_create", "validate_update", "prepare_new", "prepare_units",
-    "keep_secrets", "masked_view", "check_naming_pattern",
+    "keep_secrets", "masked_view", "declared_secrets", "check_value",
 ]
 
 
@@ -56,401 +65,45 @@ class SpecError(FornaceError, ValueError):
         return (type(self), (self.field, self.message))
 
 
-# A check gets a value already known to be of the field's kind and returns
-# None when it is fine, else the problem: a message about the field itself,
-# or ``(suffix, message)`` about a part of it (the suffix is appended to the
-# field path, e.g. ``(".name", ...)`` or ``("[2]", ...)``).
-Check = Callable[[Any], "str | tuple[str, str] | None"]
-ServiceCheck = Callable[[dict], None]  # raises SpecError
-
-_KIND_NAMES = {"str": "a string", "bool": "a boolean", "int": "an integer",
-               "list": "a list", "object": "an object", "any": "any value"}
-
-
-@dataclass(frozen=True)
-class FieldSpec:
-    """One attribute of a service or unit object.
-
-    ``kind`` is a JSON type -- ``str``, ``bool``, ``int`` (never a boolean),
-    ``list``, ``object``, ``any`` -- or a tuple of them.  ``items`` is the kind
-    of every list item.  ``nonempty`` rejects blank strings (and empty lists).
-    An optional field may be null (the seed: "may be empty/null/omitted").
-    """
-
-    name: str
-    kind: str | tuple[str, ...]
-    required: bool = True
-    check: Check | None = None
-    items: str | None = None
-    nonempty: bool = False
-    doc: str = ""
-
-    @property
-    def kinds(self) -> tuple[str, ...]:
-        return (self.kind,) if isinstance(self.kind, str) else tuple(self.kind)
-
-
-@dataclass(frozen=True)
-class TypeSpec:
-    """A service type: its create spec, its unit spec and cross-field rules.
-
-    ``fields`` are added to (and override) :data:`COMMON_SERVICE_FIELDS`;
-    ``unit_fields`` to :data:`COMMON_UNIT_FIELDS`.  ``checks`` see the whole
-    service once every field is known to be well typed and raise
-    :class:`SpecError`.
-    """
-
-    name: str
-    fields: tuple[FieldSpec, ...] = ()
-    unit_fields: tuple[FieldSpec, ...] = ()
-    min_units: int = 1
-    max_units: int | None = None
-    checks: tuple[ServiceCheck, ...] = ()
-    doc: str = ""
-
-    def service_fields(self) -> dict[str, FieldSpec]:
-        merged = {f.name: f for f in COMMON_SERVICE_FIELDS}
-        merged.update((f.name, f) for f in self.fields)
-        merged.pop("units", None)  # units are described by the unit spec
-        return merged
-
-    def unit_field_specs(self) -> dict[str, FieldSpec]:
-        merged = {f.name: f for f in COMMON_UNIT_FIELDS}
-        merged.update((f.name, f) for f in self.unit_fields)
-        return merged
-
-
-SERVICE_TYPES: dict[str, TypeSpec] = {}
-
-
-def register_type(spec: TypeSpec, *, replace: bool = False) -> TypeSpec:
-    """Add a service type (``replace=True`` to redefine an existing one)."""
-    if not isinstance(spec, TypeSpec):
-        raise TypeError("register_type expects a TypeSpec")
-    if spec.name in SERVICE_TYPES and not replace:
-        raise ValueError(f"service type {spec.name!r} is already registered")
-    if spec.min_units < 1:
-        raise ValueError("a service type needs min_units >= 1")
-    SERVICE_TYPES[spec.name] = spec
-    return spec
-
-
-# -- checks -------------------------------------------------------------------
-
-_HOST_CHARS = re.compile(r"[A-Za-z0-9-]*")
-_PATTERN_CHARS = re.compile(r"[A-Za-z0-9#-]")
-_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?")
-HOSTNAME_MAX = 63
-NETBIOS_MAX = 15
-
-
-def check_naming_pattern(pattern: Any) -> str | None:
-    """Problem with a ``unitNamingPattern`` (see "Hostname assignment"), or None.
-
-    ``#`` becomes the unit's number (1, 2, ...), so the pattern must give a
-    valid hostname label for numbers of up to three digits.
-    """
-    if not isinstance(pattern, str):
-        return f"must be a string, not {_describe(pattern)}"
-    if not pattern:
-        return "must not be empty (omit it for random hostnames)"
-    bad = sorted({c for c in pattern if not _PATTERN_CHARS.fullmatch(c)})
-    if bad:
-        shown = ", ".join(repr(c) for c in bad)
-        return f"may only contain letters, digits, '-' and '#' (found {shown})"
-    if pattern.count("#") > 1:
-        return "may contain '#' only once"
-    longest = len(pattern) + 2 if "#" in pattern else len(pattern)
-    if longest > HOSTNAME_MAX:
-        return (f"too long: hostnames made from it may reach {longest} characters "
-                f"(at most {HOSTNAME_MAX}, '#' counting as up to 3 digits)")
-    if pattern.startswith("-") or pattern.endswith("-"):
-        return "a hostname cannot start or end with '-'"
-    if not any(c.isalpha() for c in pattern):
-        return "must contain a letter (all-numeric hostnames are not valid)"
-    return None
-
-
-def port_number(value: int) -> str | None:
-    return None if 1 <= value <= 65535 else "must be a port number between 1 and 65535"
-
-
-def ip_address(value: str) -> str | None:
-    try:
-        ipaddress.ip_address(value)
-    except ValueError:
-        return f"must be an IP address (got {value!r})"
-    return None
-
-
-def domain_name(value: str) -> str | None:
-    """Empty is fine (not a domain member); otherwise a DNS domain name."""
-    if value == "":
-        return None
-    labels = value[:-1].split(".") if value.endswith(".") else value.split(".")
-    if len(value) > 253 or not all(len(l) <= 63 and _LABEL.fullmatch(l) for l in labels):
-        return f"must be a DNS domain name such as 'acme.local' (got {value!r})"
-    return None
-
-
-def netbios_name(value: str) -> str | None:
-    """A Windows network name (cluster, listener): 1-15 letters, digits, '-'."""
-    if (len(value) > NETBIOS_MAX or not _HOST_CHARS.fullmatch(value)
-            or value.startswith("-") or value.endswith("-")):
-        return (f"must be a network name of at most {NETBIOS_MAX} letters, digits "
-                f"and inner '-' (got {value!r})")
-    if value.isdigit():
-        return "must contain a letter"
-    return None
-
-
-def os_image(value: Any) -> str | tuple[str, str] | None:
-    """A string, or an object with a string ``name`` (and string other keys)."""
-    if isinstance(value, str):
-        return None if value.strip() else "must not be empty"
-    if "name" not in value or value["name"] is None:
-        return (".name", "required (the name of the image)")
-    for key, item in value.items():
-        if not isinstance(item, str):
-            return (f".{key}", f"must be a string, not {_describe(item)}")
-    if not value["name"].strip():
-        return (".name", "must not be empty")
-    return None
-
-
-def unique_items(value: list) -> Any:
-    seen: set = set()
-    for index, item in enumerate(value):
-        if item in seen:
-            return (f"[{index}]", f"duplicate value {item!r}")
-        seen.add(item)
-    return None
-
-
-def exactly_one_master(service: dict) -> None:
-    """Exactly one unit is the master (primary DC / primary replica)."""
-    masters = [i for i, unit in enumerate(service["units"]) if unit.get("isMaster") is True]
-    if len(masters) != 1:
-        found = ", ".join(f"units[{i}]" for i in masters) or "none"
-        raise SpecError("units", f"exactly one unit must have isMaster true (found {found})")
-
-
-def sa_password_when_mixed(service: dict) -> None:
-    """Mixed mode authentication needs the SQL ``sa`` password."""
-    if service.get("mixedModeAuth") is True:
-        password = service.get("saPassword")
-        if not isinstance(password, str) or not password.strip():
-            raise SpecError("saPassword", "required when mixedModeAuth is true")
-
-
-# -- field declarations -------------------------------------------------------
-
-def text(name: str, required: bool = True, *, nonempty: bool | None = None,
-         check: Check | None = None, doc: str = "") -> FieldSpec:
-    """A string field; required strings must not be blank by default."""
-    return FieldSpec(name, "str", required, check,
-                     nonempty=required if nonempty is None else nonempty, doc=doc)
-
-
-def flag(name: str, required: bool = True, doc: str = "") -> FieldSpec:
-    return FieldSpec(name, "bool", required, doc=doc)
-
-
-def port(name: str, required: bool = True, doc: str = "") -> FieldSpec:
-    return FieldSpec(name, "int", required, port_number, doc=doc)
-
-
-COMMON_SERVICE_FIELDS: tuple[FieldSpec, ...] = (
-    text("id", False, nonempty=True, doc="unique id; generated when omitted"),
-    text("name", False, nonempty=True, doc="user-friendly name"),
-    text("type", doc="service type"),
-    text("created", False, doc="ISO date-time, set by the server"),
-    text("updated", False, doc="ISO date-time, set by the server"),
-    FieldSpec("unitNamingPattern", "str", False, check_naming_pattern,
-              doc="hostname pattern, '#' = unit number"),
-    text("availabilityZone", False),
-    text("flavor", False),
-    FieldSpec("osImage", ("str", "object"), False, os_image,
-              doc="image name, or {name, type, ...}"),
-    text("keyPair", False),
-    FieldSpec("dependsOn", "list", False, unique_items, items="str",
-              doc="ids of services to deploy first"),
-)
-
-COMMON_UNIT_FIELDS: tuple[FieldSpec, ...] = (
-    text("id", False, nonempty=True),
-    text("name", False, nonempty=True, doc="instance name; generated when omitted"),
-    text("location", False),
-    text("address", False),
-)
-
 MANAGED_KEYS = frozenset({"id", "created", "updated", "state", "temp"})
 """Keys the server and the workflows own; always accepted by validate_update."""
 
-NAME = text("name", doc="user-friendly name")
-DOMAIN = text("domain", False, check=domain_name,
-              doc="domain to join; empty/null/omitted when not a member")
-ADMIN_PASSWORD = text("adminPassword", False, doc="local administrator password")
-URI = text("uri", False, doc="URI of the service")
-REPOSITORY = text("repository", doc="git repository with the application")
-LB_PORT = port("loadBalancerPort", doc="port of the farm's load balancer")
-_WINDOWS_OPTIONAL = (DOMAIN, ADMIN_PASSWORD)
 
-for _spec in (
-    TypeSpec(
-        "activeDirectory",
-        fields=(NAME,
-                text("domain", check=domain_name, doc="domain name"),
-                text("adminPassword", doc="domain administrator password")),
-        unit_fields=(flag("isMaster", doc="true for the primary domain controller"),
-                     text("recoveryPassword", doc="directory services recovery password")),
-        checks=(exactly_one_master,),
-        doc="Active Directory: one primary and optional secondary domain controllers",
-    ),
-    TypeSpec("webServer", fields=(NAME, *_WINDOWS_OPTIONAL, URI),
-             doc="IIS web server"),
-    TypeSpec("aspNetApp", fields=(NAME, REPOSITORY, *_WINDOWS_OPTIONAL, URI),
-             doc="ASP.NET application on IIS"),
-    TypeSpec("webServerFarm", fields=(NAME, LB_PORT, *_WINDOWS_OPTIONAL, URI),
-             doc="IIS web farm behind a load balancer"),
-    TypeSpec("aspNetAppFarm", fields=(NAME, REPOSITORY, LB_PORT, *_WINDOWS_OPTIONAL, URI),
-             doc="ASP.NET application farm behind a load balancer"),
-    TypeSpec(
-        "msSqlServer",
-        fields=(NAME, flag("mixedModeAuth", doc="SQL Server and Windows authentication"),
-                text("saPassword", False, doc="SQL Server sa password (mixed mode)"),
-                *_WINDOWS_OPTIONAL),
-        checks=(sa_password_when_mixed,),
-        doc="Microsoft SQL Server",
-    ),
-    TypeSpec(
-        "msSqlClusterServer",
-        fields=(NAME,
-                text("domain", check=domain_name, doc="domain the cluster nodes join"),
-                text("adminPassword", doc="local administrator password"),
-                text("domainAdminUserName", doc="domain account creating the cluster"),
-                text("domainAdminPassword"),
-                text("clusterName", check=netbios_name, doc="failover cluster name"),
-                text("clusterIP", check=ip_address, doc="failover cluster address"),
-                text("agGroupName", doc="AlwaysOn availability group name"),
-                text("agListenerName", check=netbios_name,
-                     doc="availability group listener name"),
-                text("agListenerIP", check=ip_address, doc="listener address"),
-                text("sqlServiceUserName", doc="domain account running SQL Server"),
-                text("sqlServicePassword"),
-                flag("mixedModeAuth", False),
-                text("saPassword", False),
-                FieldSpec("databases", "list", False, unique_items, items="str",
-                          doc="databases in the availability group")),
-        unit_fields=(flag("isMaster", doc="true for the primary replica"),
-                     flag("isSync", False, doc="synchronous-commit replica")),
-        min_units=2,
-        checks=(exactly_one_master, sa_password_when_mixed),
-        doc="SQL Server failover cluster with an AlwaysOn availability group",
-    ),
-    TypeSpec("linuxWebServer",
-             fields=(NAME, port("port", False, doc="port the site is served on"),
-                     ADMIN_PASSWORD, DOMAIN),
-             doc="static web site on Linux"),
-):
-    register_type(_spec)
-del _spec
+def service_types(catalog: Catalog | None = None) -> Mapping[str, TypeSpec]:
+    """The create specs of ``catalog``'s concrete types (the built-in ones
+    when it is None or declares none)."""
+    if catalog is not None and catalog.service_types:
+        return catalog.service_types
+    return builtin_catalog().service_types
 
 
-# -- Linux applications and farms (data/workflows/LinuxApp.xml, LinuxFarm.xml) --
-
-_GIT_URL = re.compile(r"(?:[A-Za-z][A-Za-z0-9+.-]*://|[A-Za-z0-9._-]+@[A-Za-z0-9._-]+:)\S+")
-_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-def app_source(value: str) -> str | None:
-    """An absolute folder path on the units, or a git URL."""
-    if "\0" in value or "\n" in value:
-        return "must not contain NUL or newline characters"
-    if value.startswith("/") or _GIT_URL.fullmatch(value):
-        return None
-    return ("must be an absolute folder path on the units (/srv/app) or a git URL "
-            f"(https://..., ssh://..., git@host:repo, file:///...) (got {value!r})")
-
-
-def url_path(value: str) -> str | None:
-    if not value.startswith("/") or any(c.isspace() for c in value):
-        return f"must be a URL path starting with '/' and without spaces (got {value!r})"
-    return None
-
-
-def environment_variables(value: dict) -> str | tuple[str, str] | None:
-    """Names of environment variables -> string, number or boolean values."""
-    for key, item in value.items():
-        if not _ENV_NAME.fullmatch(key):
-            return (f".{key}", "is not an environment variable name "
-                               "(letters, digits and '_', not starting with a digit)")
-        if item is not None and not isinstance(item, (str, int, float, bool)):
-            return (f".{key}", f"must be a string, a number or a boolean, not "
-                               f"{_describe(item)}")
-        if isinstance(item, str) and "\0" in item:
-            return (f".{key}", "must not contain NUL characters")
-    return None
-
-
-def start_timeout(value: int) -> str | None:
-    return None if 1 <= value <= 3600 else "must be between 1 and 3600 seconds"
-
-
-_APP_FIELDS = (
-    NAME,
-    text("source", check=app_source,
-         doc="absolute folder path on the units, or git URL, of the application"),
-    text("revision", False, doc="git branch, tag or commit (default: the remote's HEAD)"),
-    text("startCommand", doc="command starting the app (/bin/sh, in the app folder; "
-                             "PORT and HOST are set)"),
-    port("port", doc="port the app listens on"),
-    text("healthPath", False, nonempty=True, check=url_path,
-         doc="path answering 2xx/3xx once the app is up (default /)"),
-    FieldSpec("env", "object", False, environment_variables,
-              doc="extra environment variables of the app"),
-    FieldSpec("startTimeout", "int", False, start_timeout,
-              doc="seconds the app has to answer on its health path (default 60)"),
-)
-
-for _spec in (
-    TypeSpec("linuxApp", fields=_APP_FIELDS,
-             doc="application on Linux, from a folder or a git repository, with a "
-                 "health check"),
-    TypeSpec("linuxWebServerFarm",
-             fields=(NAME, port("port", False, doc="port the units serve the site on"),
-                     LB_PORT),
-             doc="static web site on Linux units behind a load balancer"),
-    TypeSpec("linuxAppFarm", fields=(*_APP_FIELDS, LB_PORT),
-             doc="application on Linux units behind a load balancer"),
-):
-    register_type(_spec)
-del _spec
+SERVICE_TYPES: Mapping[str, TypeSpec] = service_types()
+"""The built-in catalog's types (the command line's, the tests')."""
 
 
 # -- validation ---------------------------------------------------------------
 
-def validate_create(service: Any) -> None:
+def validate_create(service: Any, catalog: Catalog | None = None) -> None:
     """Full check of a service object POSTed to ``/environments/{id}/services``."""
-    _validate(service, strict=True)
+    _validate(service, service_types(catalog), strict=True)
 
 
-def validate_update(service: Any) -> None:
+def validate_update(service: Any, catalog: Catalog | None = None) -> None:
     """Check of a whole service after a PUT or a sub-path edit.
 
     Same types and rules as :func:`validate_create` and required fields are
     still required, but unknown fields (and ``id``/``created``/``updated``/
     ``state``/``temp``) are accepted anywhere.
     """
-    _validate(service, strict=False)
+    _validate(service, service_types(catalog), strict=False)
 
 
-def _validate(service: Any, *, strict: bool) -> None:
+def _validate(service: Any, types: Mapping[str, TypeSpec], *, strict: bool) -> None:
     if not isinstance(service, dict):
-        raise SpecError("service", f"must be a JSON object, not {_describe(service)}")
-    spec = _type_of(service)
-    _check_fields(service, spec.service_fields(), "", strict, f"a {spec.name} service",
-                  extra=("units",))
+        raise SpecError("service", f"must be a JSON object, not {describe(service)}")
+    spec = _type_of(service, types)
+    _check_fields(service, spec.all_fields, "", strict, f"a {spec.name} service",
+                  extra=("type", "units"))
     units = _check_units(service, spec, strict)
     seen: dict[str, int] = {}
     for index, unit in enumerate(units):
@@ -461,19 +114,21 @@ def _validate(service: Any, *, strict: bool) -> None:
             raise SpecError(f"units[{index}].id",
                             f"duplicate unit id {unit_id!r} (also units[{seen[unit_id]}])")
         seen[unit_id] = index
-    for check in spec.checks:
-        check(service)
+    for name in spec.checks:
+        problem = SERVICE_CHECKS[name](service)
+        if problem is not None:
+            raise SpecError(*problem)
 
 
-def _type_of(service: dict) -> TypeSpec:
+def _type_of(service: dict, types: Mapping[str, TypeSpec]) -> TypeSpec:
     if "type" not in service:
         raise SpecError("type", "required")
     kind = service["type"]
     if not isinstance(kind, str):
-        raise SpecError("type", f"must be a string, not {_describe(kind)}")
-    spec = SERVICE_TYPES.get(kind)
+        raise SpecError("type", f"must be a string, not {describe(kind)}")
+    spec = types.get(kind)
     if spec is None:
-        known = ", ".join(sorted(SERVICE_TYPES))
+        known = ", ".join(sorted(types))
         raise SpecError("type", f"unknown service type {kind!r} (known: {known})")
     return spec
 
@@ -483,23 +138,22 @@ def _check_units(service: dict, spec: TypeSpec, strict: bool) -> list[dict]:
         raise SpecError("units", "required")
     units = service["units"]
     if not isinstance(units, list):
-        raise SpecError("units", f"must be a list of unit objects, not {_describe(units)}")
+        raise SpecError("units", f"must be a list of unit objects, not {describe(units)}")
     if len(units) < spec.min_units:
         need = "at least one unit" if spec.min_units == 1 else f"at least {spec.min_units} units"
         raise SpecError("units", f"a {spec.name} service needs {need} (got {len(units)})")
     if spec.max_units is not None and len(units) > spec.max_units:
         raise SpecError("units", f"a {spec.name} service takes at most {spec.max_units} units "
                                  f"(got {len(units)})")
-    fields = spec.unit_field_specs()
     for index, unit in enumerate(units):
         path = f"units[{index}]"
         if not isinstance(unit, dict):
-            raise SpecError(path, f"must be a unit object, not {_describe(unit)}")
-        _check_fields(unit, fields, path, strict, f"a {spec.name} unit")
+            raise SpecError(path, f"must be a unit object, not {describe(unit)}")
+        _check_fields(unit, spec.all_unit_fields, path, strict, f"a {spec.name} unit")
     return units
 
 
-def _check_fields(obj: dict, fields: dict[str, FieldSpec], prefix: str, strict: bool,
+def _check_fields(obj: dict, fields: Mapping[str, FieldSpec], prefix: str, strict: bool,
                   what: str, extra: Iterable[str] = ()) -> None:
     if strict:  # unknown fields first: a typo is more useful than "x: required"
         allowed = set(fields) | set(extra)
@@ -514,65 +168,136 @@ def _check_fields(obj: dict, fields: dict[str, FieldSpec], prefix: str, strict: 
             if spec.required:
                 raise SpecError(path, "required")
             continue
-        _check_value(spec, obj[spec.name], path)
+        check_value(spec.schema, obj[spec.name], path)
 
 
-def _check_value(spec: FieldSpec, value: Any, path: str) -> None:
-    kinds = spec.kinds
-    if not any(_is_kind(value, kind) for kind in kinds):
-        expected = " or ".join(_KIND_NAMES[k] for k in kinds)
-        raise SpecError(path, f"must be {expected}, not {_describe(value)}")
-    if spec.nonempty and isinstance(value, (str, list)) and not (
-            value.strip() if isinstance(value, str) else value):
-        raise SpecError(path, "must not be empty")
-    if spec.items is not None and isinstance(value, list):
+def check_value(schema: Mapping[str, Any], value: Any, path: str) -> None:
+    """:class:`SpecError` when ``value`` (at ``path``) does not fit ``schema``:
+    its JSON type first, then the schema's checks, then its named checks."""
+    kinds = schema.get("type")
+    kinds = [kinds] if isinstance(kinds, str) else list(kinds or [])
+    if kinds and not any(_is_kind(value, kind) for kind in kinds):
+        expected = " or ".join(KIND_NAMES[k] for k in kinds)
+        raise SpecError(path, f"must be {expected}, not {describe(value)}")
+    if "enum" in schema and value not in schema["enum"]:
+        shown = ", ".join(repr(v) for v in schema["enum"])
+        raise SpecError(path, f"must be one of {shown} (got {value!r})")
+    names = schema.get("x-check", [])
+    names = [names] if isinstance(names, str) else names
+    kind = json_kind(value)
+    if "nonblank" in names and kind in VALUE_KINDS["nonblank"]:
+        _named(VALUE_CHECKS["nonblank"], value, path)   # "empty" before any other problem
+    if isinstance(value, str):
+        _check_string(schema, value, path)
+    elif kind in ("integer", "number"):
+        _check_number(schema, value, path)
+    elif isinstance(value, list):
+        _check_array(schema, value, path)
+    elif isinstance(value, dict):
+        _check_object(schema, value, path)
+    for name in names:
+        if name != "nonblank" and kind in VALUE_KINDS[name]:
+            _named(VALUE_CHECKS[name], value, path)
+
+
+def _named(check: Any, value: Any, path: str) -> None:
+    problem = check(value)
+    if isinstance(problem, tuple):
+        suffix, message = problem
+        raise SpecError(path + suffix, message)
+    if problem:
+        raise SpecError(path, problem)
+
+
+def _check_string(schema: Mapping[str, Any], value: str, path: str) -> None:
+    if "minLength" in schema and len(value) < schema["minLength"]:
+        raise SpecError(path, f"must have at least {schema['minLength']} characters")
+    if "maxLength" in schema and len(value) > schema["maxLength"]:
+        raise SpecError(path, f"must have at most {schema['maxLength']} characters")
+    if "pattern" in schema and not re.search(schema["pattern"], value):
+        raise SpecError(path, f"must match the pattern {schema['pattern']!r} (got {value!r})")
+    problem = _FORMATS.get(schema.get("format"), lambda v: None)(value)
+    if problem:
+        raise SpecError(path, problem)
+
+
+def _check_number(schema: Mapping[str, Any], value: int | float, path: str) -> None:
+    low, high = schema.get("minimum"), schema.get("maximum")
+    noun = f"{schema['x-noun']} " if schema.get("x-noun") else ""
+    if (low is not None and value < low) or (high is not None and value > high):
+        if low is not None and high is not None:
+            raise SpecError(path, f"must be {noun}between {low} and {high}")
+        bound = f"at least {low}" if low is not None else f"at most {high}"
+        raise SpecError(path, f"must be {noun}{bound}")
+
+
+def _check_array(schema: Mapping[str, Any], value: list, path: str) -> None:
+    if "minItems" in schema and len(value) < schema["minItems"]:
+        raise SpecError(path, f"must have at least {_items(schema['minItems'])}")
+    if "maxItems" in schema and len(value) > schema["maxItems"]:
+        raise SpecError(path, f"must have at most {_items(schema['maxItems'])}")
+    items = schema.get("items")
+    if isinstance(items, Mapping):
         for index, item in enumerate(value):
-            if not _is_kind(item, spec.items):
-                raise SpecError(f"{path}[{index}]", f"must be {_KIND_NAMES[spec.items]}, "
-                                                    f"not {_describe(item)}")
-            if spec.items == "str" and not item.strip():
-                raise SpecError(f"{path}[{index}]", "must not be empty")
-    if spec.check is not None:
-        problem = spec.check(value)
-        if isinstance(problem, tuple):
-            suffix, message = problem
-            raise SpecError(path + suffix, message)
-        if problem:
-            raise SpecError(path, problem)
+            check_value(items, item, f"{path}[{index}]")
+    if schema.get("uniqueItems"):
+        seen: list[Any] = []
+        for index, item in enumerate(value):
+            if item in seen:
+                raise SpecError(f"{path}[{index}]", f"duplicate value {item!r}")
+            seen.append(item)
+
+
+def _items(count: int) -> str:
+    return "1 item" if count == 1 else f"{count} items"
+
+
+def _check_object(schema: Mapping[str, Any], value: dict, path: str) -> None:
+    """A nested object (an ``osImage``): its declared properties as a
+    service's, the others against ``additionalProperties``."""
+    properties = schema.get("properties") or {}
+    required = schema.get("required") or []
+    for name, sub in properties.items():
+        where = f"{path}.{name}"
+        if name not in value or (value[name] is None and name not in required):
+            if name in required:
+                raise SpecError(where, "required")
+            continue
+        check_value(sub, value[name], where)
+    extra = schema.get("additionalProperties", True)
+    for name, item in value.items():
+        if name in properties:
+            continue
+        if extra is False:
+            raise SpecError(f"{path}.{name}", f"unknown field (allowed: "
+                                              f"{', '.join(sorted(properties))})")
+        if isinstance(extra, Mapping):
+            check_value(extra, item, f"{path}.{name}")
+
+
+def _ip(version: int) -> Any:
+    def check(value: str) -> str | None:
+        try:
+            if ipaddress.ip_address(value).version == version:
+                return None
+        except ValueError:
+            pass
+        return f"must be an IPv{version} address (got {value!r})"
+    return check
+
+
+_HOSTNAME = re.compile(r"(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+                       r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*")
+_FORMATS = {
+    "ipv4": _ip(4),
+    "ipv6": _ip(6),
+    "hostname": lambda v: None if _HOSTNAME.fullmatch(v) else f"must be a hostname (got {v!r})",
+}
 
 
 def _is_kind(value: Any, kind: str) -> bool:
-    if kind == "any":
-        return True
-    if kind == "str":
-        return isinstance(value, str)
-    if kind == "bool":
-        return isinstance(value, bool)
-    if kind == "int":
-        return isinstance(value, int) and not isinstance(value, bool)
-    if kind == "list":
-        return isinstance(value, list)
-    if kind == "object":
-        return isinstance(value, dict)
-    raise ValueError(f"unknown field kind {kind!r}")
-
-
-def _describe(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "a boolean"
-    if isinstance(value, int):
-        return "an integer"
-    if isinstance(value, float):
-        return "a number"
-    if isinstance(value, str):
-        return "a string"
-    if isinstance(value, list):
-        return "a list"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
+    actual = json_kind(value)
+    return actual == kind or (kind == "number" and actual == "integer")
 
 
 def _join(prefix: str, name: str) -> str:
@@ -655,28 +380,46 @@ def _ids_in(services: Iterable[Any]) -> set[str]:
 
 # -- secrets ------------------------------------------------------------------
 
-def masked_view(value: Any) -> Any:
-    """A copy with every secret field's (non-null) value replaced by ``***``."""
-    return masked(value)
+def declared_secrets(catalog: Catalog | None = None) -> frozenset[str]:
+    """The field names some type of the catalog declares secret (``writeOnly``)."""
+    return _secrets_of(catalog if catalog is not None and catalog.service_types
+                       else builtin_catalog())
 
 
-def keep_secrets(new: Any, old: Any) -> Any:
+@functools.lru_cache(maxsize=8)   # a catalog does not change once read
+def _secrets_of(catalog: Catalog) -> frozenset[str]:
+    return frozenset().union(*(spec.secrets for spec in catalog.service_types.values()))
+
+
+def masked_view(value: Any, catalog: Catalog | None = None) -> Any:
+    """A copy with every secret field's (non-null) value replaced by ``***``:
+    fields named like passwords, and those the catalog's schemas declare
+    secret (any type's: a service's type may be unknown or wrong)."""
+    return masked(value, keys=declared_secrets(catalog))
+
+
+def keep_secrets(new: Any, old: Any, catalog: Catalog | None = None) -> Any:
     """``new`` with masked secret fields (value ``***``) restored from ``old``.
 
     Dicts are matched by key; list items that have an ``id`` are matched by
     id (so reordered units keep their passwords; a unit with an unknown id
     restores nothing), items without one by index.  A real new password is
-    kept.  ``new`` is not modified.
+    kept.  ``new`` is not modified.  Secret fields are those
+    :func:`masked_view` masks.
     """
+    return _keep(new, old, declared_secrets(catalog))
+
+
+def _keep(new: Any, old: Any, keys: frozenset[str]) -> Any:
     if isinstance(new, dict):
         source = old if isinstance(old, dict) else {}
         result = {}
         for key, value in new.items():
-            if (value == MASK and is_secret_key(key)
+            if (value == MASK and (is_secret_key(key) or key in keys)
                     and source.get(key) is not None):
                 result[key] = copy.deepcopy(source[key])
             else:
-                result[key] = keep_secrets(value, source.get(key))
+                result[key] = _keep(value, source.get(key), keys)
         return result
     if isinstance(new, list):
         source = old if isinstance(old, list) else []
@@ -688,7 +431,7 @@ def keep_secrets(new: Any, old: Any) -> Any:
                 match = by_id.get(item["id"]) if _hashable(item["id"]) else None
             else:
                 match = source[index] if index < len(source) else None
-            result_list.append(keep_secrets(item, match))
+            result_list.append(_keep(item, match, keys))
         return result_list
     return new
 

@@ -249,7 +249,8 @@ class Store:
                     editable=False)
                 description = session.description
             view = env_view(env, shown_status(env.state, env.pending))
-            view["services"] = specs.masked_view(description.get("services") or [])
+            view["services"] = specs.masked_view(description.get("services") or [],
+                                                 self.catalog)
             return view
 
     def update_environment(self, ctx: Context, env_id: str, name: str) -> dict[str, Any]:
@@ -477,7 +478,7 @@ class Store:
             if session_id:
                 description = self.config_session(db, ctx, env, session_id,
                                                   editable=False).description
-            return _masked_at(description.get("services") or [], tree.split(path))
+            return _masked_at(description.get("services") or [], tree.split(path), self.catalog)
 
     def _edit(self, ctx: Context, env_id: str, session_id: str | None,
               change: Callable[[list], Any]) -> Any:
@@ -509,7 +510,7 @@ class Store:
                                  f"deep")
             session.description = description
             session.updated = utcnow()
-            return specs.masked_view(result)
+            return specs.masked_view(result, self.catalog)
 
     def post_service(self, ctx: Context, env_id: str, path: str, data: Any,
                      session_id: str | None) -> Any:
@@ -518,9 +519,9 @@ class Store:
         def change(services: list) -> Any:
             now = iso(utcnow())
             if not segments and isinstance(data, list):
-                return add_services(services, data, now)
+                return add_services(services, data, now, self.catalog)
             if not segments:
-                _spec(specs.validate_create, data)
+                _spec(specs.validate_create, data, self.catalog)
                 service = _spec(specs.prepare_new, data, now, services)
                 services.append(service)
                 return service
@@ -529,7 +530,7 @@ class Store:
                 raise BadRequest(f"{path} is not a list: POST adds items to lists")
             items = data if isinstance(data, list) else [data]
             target.extend(copy.deepcopy(items))
-            _revalidate(services, segments, now)
+            _revalidate(services, segments, now, self.catalog)
             return data
         return self._edit(ctx, env_id, session_id, change)
 
@@ -542,9 +543,9 @@ class Store:
             if not segments:
                 if not isinstance(data, list):
                     raise BadRequest("PUT on /services takes the whole list of services")
-                new = specs.keep_secrets(copy.deepcopy(data), services)
+                new = specs.keep_secrets(copy.deepcopy(data), services, self.catalog)
                 for item in new:
-                    _spec(specs.validate_update, item)
+                    _spec(specs.validate_update, item, self.catalog)
                 new = [_spec(specs.prepare_units, item) for item in new]
                 services[:] = new
                 return new
@@ -554,10 +555,11 @@ class Store:
                 old = None
             # with its key, so that PUT .../adminPassword "***" keeps the password
             key = segments[-1]
-            value = specs.keep_secrets({key: copy.deepcopy(data)}, {key: old})[key]
+            value = specs.keep_secrets({key: copy.deepcopy(data)}, {key: old},
+                                       self.catalog)[key]
             tree.put(services, segments, value)
-            _revalidate(services, segments, now)
-            return _masked_at(services, segments)
+            _revalidate(services, segments, now, self.catalog)
+            return _masked_at(services, segments, self.catalog)
         return self._edit(ctx, env_id, session_id, change)
 
     def delete_service(self, ctx: Context, env_id: str, path: str,
@@ -570,7 +572,7 @@ class Store:
                 return None
             tree.delete(services, segments)
             if len(segments) > 1:
-                _revalidate(services, segments, iso(utcnow()))
+                _revalidate(services, segments, iso(utcnow()), self.catalog)
             return None
         self._edit(ctx, env_id, session_id, change)
 
@@ -937,7 +939,8 @@ def _renamed(service: dict, before: dict[str, Any]) -> bool:
             or before[service_id] != service.get("name"))
 
 
-def add_services(services: list, items: list, now: str | None) -> list:
+def add_services(services: list, items: list, now: str | None,
+                 catalog: Catalog | None = None) -> list:
     """Append a list of create specs to a session's ``services``, all or nothing:
     the first entry that is wrong is a 400 naming it and its field
     (``services[1].units[0].isMaster: must be a boolean``), as is a name two
@@ -948,7 +951,7 @@ def add_services(services: list, items: list, now: str | None) -> list:
     added = []
     for index, item in enumerate(items):
         try:
-            specs.validate_create(item)
+            specs.validate_create(item, catalog)
             service = specs.prepare_new(item, now, services)
         except specs.SpecError as exc:
             place = f"services[{index}]"
@@ -1106,10 +1109,10 @@ def _entities_of(description: dict, service_ids: list[str]) -> set[str]:
     return wanted
 
 
-def _masked_at(services: list, segments: list[str]) -> Any:
+def _masked_at(services: list, segments: list[str], catalog: Catalog | None = None) -> Any:
     """The value at ``segments``, masked as a part of the whole list: masking goes
     by key, so ``/services/<id>/adminPassword`` alone must not come back in clear."""
-    return tree.get(specs.masked_view(services), segments)
+    return tree.get(specs.masked_view(services, catalog), segments)
 
 
 def _spec(check: Callable, *args: Any) -> Any:
@@ -1119,11 +1122,12 @@ def _spec(check: Callable, *args: Any) -> Any:
         raise BadRequest(str(exc)) from None
 
 
-def _revalidate(services: list, segments: list[str], now: str | None) -> None:
+def _revalidate(services: list, segments: list[str], now: str | None,
+                catalog: Catalog | None = None) -> None:
     """After an edit below a service, the service must still be valid."""
     service = tree.top_service(services, segments)
     if isinstance(service, dict):
-        _spec(specs.validate_update, service)
+        _spec(specs.validate_update, service, catalog)
         prepared = _spec(specs.prepare_units, service)
         prepared["updated"] = now
         index = next(i for i, item in enumerate(services) if item is service)

@@ -11,7 +11,11 @@
   uninstall), same shape plus ``when`` (a path that must be true);
 * ``references``: service fields whose value names another service,
   ``{field: {type, key}}`` (``domain`` -> the activeDirectory whose ``domain``
-  is that domain): the topology's dependencies besides ``dependsOn``.
+  is that domain): the topology's dependencies besides ``dependsOn``;
+* ``schema``: the create spec of its services, JSON Schema inherited along
+  ``extends`` (:mod:`fornace.common.typeschema`; the API validates with it and
+  the dashboard's service form is made from it).  A mistake in a schema is
+  refused when the catalog is read, naming the file and the type.
 
 Inputs are templates evaluated at the unit: a string is a template where
 ``{path}`` is replaced by the value at that path (paths as in the workflows:
@@ -21,6 +25,7 @@ the value's type.  Anything else is a constant.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import dataclass, field
@@ -29,6 +34,8 @@ from typing import Any
 
 from fornace.common.cursor import Cursor, get_path, start_cursor
 from fornace.common.errors import FornaceError
+from fornace.common.resources import BUILTIN_DATA
+from fornace.common.typeschema import SchemaError, TypeSpec, resolve
 
 _FIELD = re.compile(r"\{([^{}|]+)(?:\|([^{}]*))?\}")
 
@@ -59,6 +66,7 @@ class TypeInfo:
     unlink: list[Operation] = field(default_factory=list)
     references: dict[str, dict[str, str]] = field(default_factory=dict)
     doc: str = ""
+    schema: dict[str, Any] | None = None   # its own part of the create spec
 
 
 class Catalog:
@@ -66,6 +74,11 @@ class Catalog:
         self.types = types
         for name in types:
             self.ancestry(name)  # reports unknown parents and cycles now
+        try:
+            # concrete type -> its create spec ({} when the catalog has no schema)
+            self.service_types: dict[str, TypeSpec] = resolve(types, self.ancestry)
+        except SchemaError as exc:
+            raise CatalogError(str(exc)) from None
 
     # -- the hierarchy ---------------------------------------------------
     def ancestry(self, name: str) -> list[str]:
@@ -141,12 +154,19 @@ def load_catalog(path: str | Path) -> Catalog:
         raise CatalogError(f"{path}: {exc}") from None
 
 
+@functools.lru_cache(maxsize=1)
+def builtin_catalog() -> Catalog:
+    """The catalog shipped in ``data/`` (read once): the create specs of a
+    catalog that declares none."""
+    return load_catalog(BUILTIN_DATA / "types.json")
+
+
 def _type(name: str, entry: Any) -> TypeInfo:
     where = f"type {name!r}"
     if not isinstance(entry, dict):
         raise CatalogError(f"{where} must be an object")
     unknown = set(entry) - {"extends", "abstract", "operations", "unlink", "references",
-                            "doc"}
+                            "doc", "schema"}
     if unknown:
         raise CatalogError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
     operations = entry.get("operations") or {}
@@ -169,7 +189,7 @@ def _type(name: str, entry: Any) -> TypeInfo:
                     for op, spec in operations.items()},
         unlink=[_operation(f"{where} unlink[{i}]", "unlink", spec, required=True)
                 for i, spec in enumerate(unlink)],
-        references=references, doc=str(entry.get("doc") or ""))
+        references=references, doc=str(entry.get("doc") or ""), schema=entry.get("schema"))
 
 
 def _operation(where: str, name: str, spec: Any, required: bool = False) -> Operation | None:

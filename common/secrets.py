@@ -1,7 +1,9 @@
 """Keeping secrets out of reports, traces and logs.
 
 A field is secret when its name is ``token`` or ends in ``password``
-(any case, e.g. ``adminPassword``, ``saPassword``).  Their values are also
+(any case, e.g. ``adminPassword``, ``saPassword``), or when a service type's
+schema declares it so (``writeOnly``: the callers pass those names as
+``keys``, see :func:`fornace.api.specs.masked_view`).  Their values are also
 masked wherever they appear inside free text, such as a report a workflow
 composed from a selected password.
 """
@@ -60,9 +62,12 @@ def mask_text(text: str, secrets: Iterable[str]) -> str:
     return text if pattern is None else pattern.sub(MASK, text)
 
 
-def masked(value: Any, secrets: Iterable[str] = ()) -> Any:
-    """A copy of ``value`` with secret fields and secret substrings masked."""
-    return _masked(value, _pattern(frozenset(secrets)))
+def masked(value: Any, secrets: Iterable[str] = (),
+           keys: frozenset[str] = frozenset()) -> Any:
+    """A copy of ``value`` with secret fields and secret substrings masked;
+    ``keys``: field names that are secret besides those :func:`is_secret_key`
+    knows (a type's declared secrets)."""
+    return _masked(value, _pattern(frozenset(secrets)), keys)
 
 
 # any secret ending, anywhere (one scan of the text instead of one per ending)
@@ -91,12 +96,14 @@ def masked_json(value: Any) -> str:
     return canonical_json(masked(value))
 
 
-def _masked(value: Any, pattern: re.Pattern[str] | None) -> Any:
+def _masked(value: Any, pattern: re.Pattern[str] | None,
+            keys: frozenset[str] = frozenset()) -> Any:
     if isinstance(value, dict):
-        return {k: (MASK if v is not None and is_secret_key(k) else _masked(v, pattern))
+        return {k: (MASK if v is not None and (is_secret_key(k) or k in keys)
+                    else _masked(v, pattern, keys))
                 for k, v in value.items()}
     if isinstance(value, list):
-        return [_masked(v, pattern) for v in value]
+        return [_masked(v, pattern, keys) for v in value]
     if isinstance(value, str) and pattern is not None:
         return pattern.sub(MASK, value)
     return value

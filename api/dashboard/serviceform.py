@@ -1,10 +1,12 @@
-"""The add/edit service form, generated from the service type's :class:`TypeSpec`.
+"""The add/edit service form, generated from the service type's schema
+(a :class:`TypeSpec` of the catalog, :mod:`fornace.common.typeschema`).
 
-Each field of the spec becomes an input chosen by its kind (text, password,
-number, a true/false choice, JSON for lists and objects), labelled and
-explained by the type catalog (:mod:`fornace.api.dashboard.fieldinfo`), which
-also gives the defaults of a new service and leaves out the fields a type's
-workflows do not use (no Windows fields on Linux types).  ``dependsOn`` is a
+Each field of the schema becomes an input chosen by its JSON type (text,
+password for a ``writeOnly`` field, number, a true/false choice, JSON for
+lists and objects), labelled and explained by its ``title`` and
+``description`` (:mod:`fornace.api.dashboard.fieldinfo`); its ``default``
+fills a new service's form, and ``x-form: false`` leaves out the fields a
+type's workflows do not use (no Windows fields on Linux types).  ``dependsOn`` is a
 choice among the environment's other services.  The units are a count, plus
 a JSON list of per-unit settings for types whose units have fields of their
 own.
@@ -27,9 +29,10 @@ from dataclasses import dataclass, field as dataclass_field
 from typing import Any, Callable, Iterable
 
 from fornace.api import specs
-from fornace.api.dashboard.fieldinfo import FieldInfo, form_catalog
+from fornace.api.dashboard.fieldinfo import FieldInfo, field_info
 from fornace.api.errors import ApiError
 from fornace.api.routing import parse_json
+from fornace.common.catalog import Catalog
 from fornace.common.secrets import MASK, is_secret_key
 
 HIDDEN = ("id", "type", "created", "updated")   # owned by the server, not edited
@@ -74,6 +77,7 @@ class ServiceForm:
     unit_settings: Field | None
     errors: dict[str, str]
     unit_names: tuple[str, ...] = ()   # the fields of the unit settings
+    unit_secrets: tuple[str, ...] = ()  # those of them that are secrets
 
     @property
     def general_error(self) -> str | None:
@@ -87,37 +91,41 @@ class ServiceForm:
     @property
     def has_passwords(self) -> bool:
         """Whether the form has password inputs (or unit settings holding some)."""
-        return any(f.widget == "password" for f in self.fields) or any(
-            is_secret_key(name) for name in self.unit_names)
+        return any(f.widget == "password" for f in self.fields) or bool(self.unit_secrets)
 
 
-def type_choices() -> list[tuple[str, str]]:
-    """(type name, what it is) of every registered service type."""
-    return [(name, spec.doc) for name, spec in sorted(specs.SERVICE_TYPES.items())]
+def type_choices(catalog: Catalog | None = None) -> list[tuple[str, str]]:
+    """(type name, what it is) of every service type of the API's catalog."""
+    return [(name, spec.doc) for name, spec in sorted(specs.service_types(catalog).items())]
 
 
-def spec_of(type_name: str) -> specs.TypeSpec | None:
-    return specs.SERVICE_TYPES.get(type_name)
+def spec_of(type_name: str, catalog: Catalog | None = None) -> specs.TypeSpec | None:
+    return specs.service_types(catalog).get(type_name)
+
+
+def is_secret(field: specs.FieldSpec) -> bool:
+    """Declared secret by its schema (``writeOnly``), or named like a password."""
+    return field.secret or is_secret_key(field.name)
 
 
 # -- from the spec to inputs -----------------------------------------------------------
 
 def info(spec: specs.TypeSpec, field: specs.FieldSpec) -> FieldInfo:
-    """What the type catalog says of a service field of ``spec``."""
-    return form_catalog().field(spec.name, field.name, field.doc)
+    """What the schema of ``spec`` says of one of its service fields."""
+    return field_info(field)
 
 
 def _widget(field: specs.FieldSpec, about: FieldInfo) -> str:
     kinds = field.kinds
     if about.input == "services":
         return "services"
-    if kinds == ("str",):
-        return "password" if is_secret_key(field.name) else "text"
-    if kinds == ("int",):
+    if kinds == ("string",):
+        return "password" if is_secret(field) else "text"
+    if kinds == ("integer",):
         return "number"
-    if kinds == ("bool",):
+    if kinds == ("boolean",):
         return "checkbox" if field.required else "choice"
-    if set(kinds) == {"str", "object"}:
+    if set(kinds) == {"string", "object"}:
         return "text_or_json"
     return "json"
 
@@ -182,7 +190,8 @@ def _form(spec: specs.TypeSpec, values: dict[str, Any], errors: dict[str, str],
         settings = Field(UNIT_SETTINGS, "json", False, "Unit settings", _settings_doc(spec),
                          settings_text or "", errors.get(UNIT_SETTINGS))
     return ServiceForm(spec.name, spec.doc, fields, units_field, settings, errors,
-                       tuple(f.name for f in spec.unit_fields))
+                       tuple(f.name for f in spec.unit_fields),
+                       tuple(f.name for f in spec.unit_fields if is_secret(f)))
 
 
 def new_form(spec: specs.TypeSpec, others: Iterable[ServiceChoice] = ()) -> ServiceForm:
@@ -233,7 +242,7 @@ def _settings_again(spec: specs.TypeSpec, text: str,
                     stored: dict[str, Any]) -> tuple[str, str | None]:
     """The unit settings typed, to show again; without the passwords typed in
     them (and not at all when they cannot be read to find those)."""
-    if not any(is_secret_key(f.name) for f in spec.unit_fields):
+    if not any(is_secret(f) for f in spec.unit_fields):
         return text, None
     try:
         settings = parse_json(text.strip().encode("utf-8")) if text.strip() else []
@@ -246,7 +255,8 @@ def _settings_again(spec: specs.TypeSpec, text: str,
     for index, unit in enumerate(settings):
         if isinstance(unit, dict):
             unit = dict(unit)
-            _drop_typed(unit, stored_units[index] if index < len(stored_units) else {})
+            _drop_typed(unit, stored_units[index] if index < len(stored_units) else {},
+                        {f.name for f in spec.unit_fields if is_secret(f)})
         shown.append(unit)
     return _json_list(shown), None
 
@@ -257,10 +267,9 @@ def _units_doc(spec: specs.TypeSpec) -> str:
 
 
 def _settings_doc(spec: specs.TypeSpec) -> str:
-    catalog = form_catalog()
     parts = []
     for f in spec.unit_fields:
-        about = catalog.unit_field(spec.name, f.name, f.doc)
+        about = field_info(f)
         optional = "" if f.required else ", optional"
         parts.append(f"{f.name} ({about.label}{optional}: {about.help})")
     return "A JSON list, one object per unit, with: " + "; ".join(parts)
@@ -275,7 +284,7 @@ def _settings_text(spec: specs.TypeSpec, units: list | None, count: int) -> str:
     shown = []
     for unit in units:
         unit = unit if isinstance(unit, dict) else {}
-        shown.append({f.name: (MASK if is_secret_key(f.name) and unit.get(f.name)
+        shown.append({f.name: (MASK if is_secret(f) and unit.get(f.name)
                                else unit.get(f.name)) for f in own if f.name in unit})
     return _json_list(shown)
 
@@ -287,7 +296,8 @@ def _json_list(items: list[Any]) -> str:
 
 
 def _example(field: specs.FieldSpec) -> Any:
-    return {"bool": False, "int": 0, "list": [], "object": {}}.get(field.kinds[0], "")
+    kind = field.kinds[0] if field.kinds else "string"
+    return {"boolean": False, "integer": 0, "number": 0, "array": [], "object": {}}.get(kind, "")
 
 
 # -- from the submitted form to a service ----------------------------------------------
@@ -423,7 +433,7 @@ def _field_problem(field: specs.FieldSpec, obj: dict[str, Any], path: str,
     if field.name not in obj or (obj[field.name] is None and not field.required):
         return specs.SpecError(path, "required") if field.required else None
     try:
-        specs._check_value(field, obj[field.name], path)  # the validator's own per-field check
+        specs.check_value(field.schema, obj[field.name], path)  # the validator's own check
     except specs.SpecError as exc:
         return exc
     return None
@@ -502,8 +512,8 @@ def spec_errors(spec: specs.TypeSpec, error: specs.SpecError) -> dict[str, str]:
     return {where: message}
 
 
-def _drop_typed(obj: dict[str, Any], stored: dict[str, Any]) -> None:
-    for key in [k for k in obj if is_secret_key(k)]:
+def _drop_typed(obj: dict[str, Any], stored: dict[str, Any], secrets: set[str]) -> None:
+    for key in [k for k in obj if is_secret_key(k) or k in secrets]:
         if obj[key] in (None, MASK):
             continue
         if stored.get(key) is not None:

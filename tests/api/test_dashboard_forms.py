@@ -1,6 +1,6 @@
 """The dashboard's service form as the type catalog describes it.
 
-Labels, help and defaults come from the ``fields`` sections of
+Labels, help and defaults come from the types' schemas in
 ``data/types.json`` (checked here for every field of every type); a type's
 form has only the fields its workflows use; every error is shown at once,
 next to its input, with what was typed kept; ``dependsOn`` is a choice among
@@ -17,7 +17,8 @@ from fornace.api import specs
 from fornace.api.dashboard import fieldinfo, serviceform
 from fornace.api.dashboard.sessions import open_session
 from fornace.api.store import Context
-from fornace.common.catalog import load_catalog
+from fornace.common.catalog import CatalogError, load_catalog
+from fornace.common.resources import BUILTIN_DATA
 from fornace.common.secrets import MASK
 from test_dashboard import create_env, field_error, site_form
 from test_dashboard import api, browser  # noqa: F401 -- the fixtures
@@ -25,6 +26,7 @@ from test_dashboard import api, browser  # noqa: F401 -- the fixtures
 SERVER_OWNED = {"id", "type", "created", "updated"}
 WINDOWS_ONLY = {"adminPassword", "domain", "availabilityZone"}
 CTX = Context(tenant_id="t1", user_id="u1")    # the noauth defaults of make_api
+CATALOG_FILE = BUILTIN_DATA / "types.json"
 LINUX = ("linuxWebServer", "linuxWebServerFarm", "linuxApp", "linuxAppFarm")
 
 
@@ -45,42 +47,32 @@ def label_of(page: str, name: str) -> str | None:
     return found.group(1).strip() if found else None
 
 
-# -- the catalog's field sections ---------------------------------------------------------
+# -- the schemas' form keywords ------------------------------------------------------------
 
 @pytest.mark.parametrize("type_name", sorted(specs.SERVICE_TYPES))
 def test_every_field_of_every_type_has_a_label_and_help_in_the_catalog(type_name):
     spec = specs.SERVICE_TYPES[type_name]
-    catalog = fieldinfo.form_catalog()
     for name, field in spec.service_fields().items():
         if name in SERVER_OWNED:
             continue
-        about = catalog.field(type_name, name)
+        about = fieldinfo.field_info(field)
         assert about.declared and about.help, (type_name, name)
         assert about.label != name or name == "name", (type_name, name, "a raw key as label")
         if field.required:
             assert about.shown, (type_name, name, "a required field left out of the form")
     for field in spec.unit_fields:
-        about = catalog.unit_field(type_name, field.name)
+        about = fieldinfo.field_info(field)
         assert about.declared and about.help, (type_name, "units", field.name)
 
 
-def test_catalog_entries_name_real_fields_and_their_defaults_pass_the_checks():
-    catalog = fieldinfo.form_catalog()
-    types = load_catalog(fieldinfo.CATALOG_FILE)
-    for section, entries in catalog.fields.items():
-        below = [name for name in specs.SERVICE_TYPES if section in types.ancestry(name)]
-        assert below, f"fields.{section}: no service type derives from it"
-        for name, entry in entries.items():
-            owners = [t for t in below if name in specs.SERVICE_TYPES[t].service_fields()]
-            assert owners, f"fields.{section}.{name}: no type below {section} has that field"
-            if "default" in entry:
-                for owner in owners:
-                    field = specs.SERVICE_TYPES[owner].service_fields()[name]
-                    specs._check_value(field, entry["default"], name)
-    for section, entries in catalog.unit_fields.items():
-        for name in entries:
-            assert name in {f.name for f in specs.SERVICE_TYPES[section].unit_fields}, \
-                f"unitFields.{section}.{name}"
+@pytest.mark.parametrize("type_name", sorted(specs.SERVICE_TYPES))
+def test_defaults_pass_the_checks_and_secrets_are_password_inputs(type_name):
+    spec = specs.SERVICE_TYPES[type_name]
+    for name, field in spec.service_fields().items():
+        if field.default is not None:
+            specs.check_value(field.schema, field.default, name)
+        if field.secret:
+            assert serviceform._widget(field, fieldinfo.field_info(field)) == "password"
 
 
 @pytest.mark.parametrize("type_name", LINUX)
@@ -100,27 +92,31 @@ def test_windows_types_keep_their_fields_and_no_type_offers_what_nothing_uses():
         assert "keyPair" not in names and "uri" not in names, spec.name
 
 
-def test_a_mistake_in_the_field_sections_names_the_file_and_the_entry(tmp_path):
-    document = json.loads(fieldinfo.CATALOG_FILE.read_text())
-    document["fields"]["linuxWebServer"]["port"]["lable"] = "Port"
+@pytest.mark.parametrize("change,message", [
+    (lambda t: t["linuxWebServer"]["schema"]["properties"]["port"].update(lable="Port"),
+     r"types\.json: type 'linuxWebServer': schema\.properties\.port: unsupported keyword"
+     r"\(s\) lable"),
+    (lambda t: t["linuxWebServer"]["schema"]["properties"]["port"].update(type="int"),
+     r"types\.json: type 'linuxWebServer': schema\.properties\.port\.type: 'int' is not"),
+    (lambda t: t["service"]["schema"]["properties"]["name"].update({"x-form": "no"}),
+     r"type 'service': schema\.properties\.name\.x-form must be true or false"),
+    (lambda t: t["msSqlClusterServer"]["schema"]["properties"]["clusterName"].update(
+        {"x-check": "netbios"}), r"type 'msSqlClusterServer': schema\.properties\.clusterName"
+                                 r"\.x-check: unknown check 'netbios'"),
+    (lambda t: t["activeDirectory"]["schema"].update({"x-check": "one-master"}),
+     r"type 'activeDirectory': schema\.x-check: unknown service check 'one-master'"),
+    (lambda t: t["linuxApp"]["schema"]["required"].append("sourc"),
+     r"type 'linuxApp': schema\.required: sourc not in its properties"),
+    (lambda t: t["linuxApp"]["schema"]["properties"]["port"].update({"x-check": "url-path"}),
+     r"type 'linuxApp': schema\.properties\.port\.x-check: 'url-path' judges string values"),
+])
+def test_a_mistake_in_a_schema_names_the_file_and_the_type(tmp_path, change, message):
+    document = json.loads(CATALOG_FILE.read_text())
+    change(document["types"])
     path = tmp_path / "types.json"
     path.write_text(json.dumps(document))
-    with pytest.raises(fieldinfo.FieldInfoError,
-                       match=r"types\.json: fields\.linuxWebServer\.port: unknown key\(s\) "
-                             r"lable"):
-        fieldinfo.read(path)
-    document["fields"]["linuxWebServer"]["port"].pop("lable")
-    document["fields"]["linuxWebServr"] = {}
-    path.write_text(json.dumps(document))
-    with pytest.raises(fieldinfo.FieldInfoError, match=r"fields\.linuxWebServr: not a type"):
-        fieldinfo.read(path)
-    del document["fields"]["linuxWebServr"]
-    document["fields"]["service"]["name"]["form"] = "no"
-    path.write_text(json.dumps(document))
-    with pytest.raises(fieldinfo.FieldInfoError, match=r"fields\.service\.name\.form must be"):
-        fieldinfo.read(path)
-    # the conductor's reader still takes the file (it ignores the form sections)
-    assert load_catalog(fieldinfo.CATALOG_FILE).known("linuxWebServerFarm")
+    with pytest.raises(CatalogError, match=message):
+        load_catalog(path)
 
 
 # -- the form -----------------------------------------------------------------------------
@@ -247,3 +243,48 @@ def test_a_name_another_service_has_is_an_error_at_the_name(browser):
     assert again.status_code == 400
     assert "a service named 'site'" in field_error(again.text, "name")
     assert input_value(again.text, "port") == "8081"
+
+
+# -- a type of a data folder's catalog --------------------------------------------------
+
+NOTE = {"extends": "linuxService", "schema": {
+    "description": "a note written on each unit",
+    "required": ["type", "name", "text", "units"],
+    "properties": {
+        "text": {"type": "string", "x-check": "nonblank", "title": "Note text",
+                 "description": "What each unit writes down.", "default": "hello"},
+        "copies": {"type": "integer", "minimum": 1, "maximum": 5, "title": "Copies",
+                   "description": "How many times."},
+        "signature": {"type": "string", "writeOnly": True, "title": "Signature",
+                      "description": "Kept secret."}}}}
+
+
+@pytest.fixture
+def note_browser(tmp_path):
+    from apikit import make_api
+    from test_dashboard import Browser
+
+    document = json.loads(CATALOG_FILE.read_text())
+    document["types"]["linuxNote"] = NOTE
+    path = tmp_path / "types.json"
+    path.write_text(json.dumps(document))
+    return Browser(make_api(f"sqlite:///{tmp_path / 'dash.sqlite'}",
+                            catalog=load_catalog(path)).client)
+
+
+def test_the_form_of_a_type_the_catalog_adds_comes_from_its_schema(note_browser):
+    env_id = create_env(note_browser)
+    assert "linuxNote" in note_browser.get(f"/environments/{env_id}/services/new")
+    page = note_browser.get(f"/environments/{env_id}/services/new?type=linuxNote")
+    assert label_of(page, "text").startswith("Note text") and "What each unit" in page
+    assert input_value(page, "text") == "hello"
+    assert 'type="password"' in page and label_of(page, "signature").startswith("Signature")
+    assert 'name="availabilityZone"' not in page     # linuxService's x-form: false
+    form = {"type": "linuxNote", "name": "memo", "text": "hi", "copies": "9",
+            "signature": "s1gn3d", "units": "1", "osImage": "debian-12"}
+    bad = note_browser.post(f"/environments/{env_id}/services/new", form)
+    assert bad.status_code == 400
+    assert "must be between 1 and 5" in field_error(bad.text, "copies")
+    assert "s1gn3d" not in bad.text                   # a page never holds a secret
+    assert note_browser.post(f"/environments/{env_id}/services/new",
+                             {**form, "copies": "2"}).status_code == 303

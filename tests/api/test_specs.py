@@ -2,14 +2,17 @@
 from __future__ import annotations
 
 import copy
+import json
 import pickle
 import re
 
 import pytest
 
 from fornace.api import specs
-from fornace.api.specs import (SpecError, TypeSpec, keep_secrets, masked_view, prepare_new,
-                       prepare_units, validate_create, validate_update)
+from fornace.api.specs import (SpecError, keep_secrets, masked_view, prepare_new,
+                               prepare_units, validate_create, validate_update)
+from fornace.common.catalog import Catalog, load_catalog
+from fornace.common.resources import BUILTIN_DATA
 from fornace.common.secrets import MASK
 
 HEX32 = re.compile(r"[0-9a-f]{32}")
@@ -132,26 +135,87 @@ def test_every_type_is_registered_and_has_an_example():
     assert set(specs.SERVICE_TYPES) == set(REQUIRED) == set(examples())
 
 
-def test_register_type_adds_a_type(monkeypatch):
-    monkeypatch.setattr(specs, "SERVICE_TYPES", dict(specs.SERVICE_TYPES))
-    specs.register_type(TypeSpec("linuxMySql", fields=(
-        specs.text("name"), specs.text("rootPassword"), specs.port("port", False))))
+def catalog_with(tmp_path, **types) -> Catalog:
+    """The built-in catalog plus ``types`` (name -> catalog entry), as a data
+    folder's ``types.json``."""
+    document = json.loads((BUILTIN_DATA / "types.json").read_text())
+    document["types"].update(types)
+    path = tmp_path / "types.json"
+    path.write_text(json.dumps(document))
+    return load_catalog(path)
+
+
+MYSQL = {"extends": "linuxService", "doc": "MySQL on Linux", "schema": {
+    "description": "MySQL server on Linux",
+    "required": ["type", "name", "rootPassword", "units"],
+    "properties": {
+        "rootPassword": {"type": "string", "writeOnly": True, "x-check": "nonblank",
+                         "title": "Root password", "description": "MySQL's root password."},
+        "port": {"type": "integer", "minimum": 1, "maximum": 65535,
+                 "x-noun": "a port number", "title": "Port", "description": "Its port."},
+        "engine": {"type": "string", "enum": ["innodb", "myisam"], "title": "Engine",
+                   "description": "Default storage engine."},
+        "user": {"type": "string", "pattern": "^[a-z]+$"},
+        "replicaOf": {"type": "string", "format": "ipv4"},
+        "tags": {"type": "array", "minItems": 1, "items": {"type": "string"}}}}}
+
+
+def test_a_type_is_added_as_data(tmp_path):
+    catalog = catalog_with(tmp_path, linuxMySql=MYSQL)
     validate_create({"type": "linuxMySql", "name": "db", "rootPassword": "x1",
-                     "units": [{}]})
-    assert error_of(validate_create, {"type": "linuxMySql", "name": "db",
-                                      "units": [{}]}).field == "rootPassword"
-    with pytest.raises(ValueError):
-        specs.register_type(TypeSpec("linuxMySql"))
-    specs.register_type(TypeSpec("linuxMySql", fields=(specs.text("name"),)), replace=True)
-    validate_create({"type": "linuxMySql", "name": "db", "units": [{}]})
+                     "osImage": "debian-12", "units": [{}]}, catalog)
+    assert error_of(lambda s: validate_create(s, catalog), {
+        "type": "linuxMySql", "name": "db", "units": [{}]}).field == "rootPassword"
+    error = error_of(lambda s: validate_create(s, catalog), {
+        "type": "linuxMySql", "name": "db", "rootPassword": "x", "port": 0, "units": [{}]})
+    assert str(error) == "port: must be a port number between 1 and 65535"
+    error = error_of(lambda s: validate_create(s, catalog), {
+        "type": "linuxMySql", "name": "db", "rootPassword": "x", "engine": "csv",
+        "units": [{}]})
+    assert str(error) == "engine: must be one of 'innodb', 'myisam' (got 'csv')"
+    base = {"type": "linuxMySql", "name": "db", "rootPassword": "x", "units": [{}]}
+    for change, text in [
+            ({"user": "Root"}, "user: must match the pattern '^[a-z]+$' (got 'Root')"),
+            ({"replicaOf": "::1"}, "replicaOf: must be an IPv4 address (got '::1')"),
+            ({"tags": []}, "tags: must have at least 1 item"),
+            ({"tags": ["a", 2]}, "tags[1]: must be a string, not an integer")]:
+        assert str(error_of(lambda s: validate_create(s, catalog), {**base, **change})) == text
+    validate_create({**base, "user": "root", "replicaOf": "10.0.0.1", "tags": ["a"]}, catalog)
+    with pytest.raises(SpecError, match="unknown service type 'linuxMySql'"):
+        validate_create({"type": "linuxMySql", "name": "db", "units": [{}]})  # built-in
+    # its declared secret is masked and kept, whatever its name
+    MYSQL["schema"]["properties"]["rootKey"] = {"type": "string", "writeOnly": True}
+    try:
+        catalog = catalog_with(tmp_path, linuxMySql=MYSQL)
+    finally:
+        del MYSQL["schema"]["properties"]["rootKey"]
+    stored = {"type": "linuxMySql", "rootKey": "k3y!", "units": [{"rootKey": "u"}]}
+    view = masked_view(stored, catalog)
+    assert view["rootKey"] == MASK and view["units"][0]["rootKey"] == MASK
+    assert masked_view(stored)["rootKey"] == "k3y!"   # the built-in types have no rootKey
+    assert keep_secrets(view, stored, catalog) == stored
+
+
+def test_a_subtype_removes_and_relaxes_what_it_inherits():
+    """linuxWebServerFarm drops linuxWebServer's Windows fields (``false``);
+    msSqlClusterServer's own ``required`` leaves out msSqlServer's mixedModeAuth."""
+    error = error_of(validate_create, example("linuxWebServerFarm", adminPassword="x"))
+    assert error.field == "adminPassword" and "unknown field" in error.message
+    validate_create(example("linuxWebServer", adminPassword="x"))
+    cluster = examples()["msSqlClusterServer"]
+    del cluster["mixedModeAuth"]
+    validate_create(cluster)
+    assert "mixedModeAuth" in specs.SERVICE_TYPES["msSqlClusterServer"].service_fields()
 
 
 def test_fields_are_declared_as_data():
     farm = specs.SERVICE_TYPES["webServerFarm"].service_fields()["loadBalancerPort"]
     assert isinstance(farm, specs.FieldSpec)
-    assert (farm.kind, farm.required) == ("int", True)
+    assert (farm.kinds, farm.required) == (("integer",), True)
     ad_units = specs.SERVICE_TYPES["activeDirectory"].unit_field_specs()
-    assert ad_units["isMaster"].kind == "bool" and ad_units["isMaster"].required
+    assert ad_units["isMaster"].kinds == ("boolean",) and ad_units["isMaster"].required
+    assert specs.SERVICE_TYPES["activeDirectory"].secrets == {"adminPassword",
+                                                                "recoveryPassword"}
 
 
 # -- valid objects ----------------------------------------------------------------
