@@ -62,6 +62,13 @@ async def show_job(env_id: str, job_id: str, ctx: Context = Depends(permitted("j
     return await run(jobs.get_job, ctx, env_id, job_id)
 
 
+@router.get("/environments/{env_id}/jobs/{job_id}/trace")
+async def job_trace(env_id: str, job_id: str, ctx: Context = Depends(permitted("job:trace")),
+                    jobs: Jobs = Depends(_jobs)) -> dict:
+    """Which rule fired on which object during the job, round by round (404: no trace)."""
+    return await run(jobs.trace, ctx, env_id, job_id)
+
+
 TSV_RESPONSE = {200: {"description": "the tasks, one tab-separated line each",
                       "content": {TSV_TYPE.split(";")[0]: {"schema": {"type": "string"}}}}}
 

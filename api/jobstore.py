@@ -29,14 +29,15 @@ from fornace.common.modelview import service_type
 from fornace.common.db import locks
 from fornace.common.secrets import find_secrets, mask_text, masked
 
-from fornace.common.db.models import (ConfigSession, Deployment, Environment, JobTask, Status,
-                        new_id, utcnow)
+from fornace.common.db.models import (ConfigSession, Deployment, Environment, JobTask, JobTrace,
+                                      Status, new_id, utcnow)
 from fornace.api.errors import BadRequest, Conflict, NotFound
 from fornace.api.outputs import endpoints, environment_outputs
 from fornace.api.store import (BUSY, LIGHT_JOB, NOT_DEPLOYING, Context, Outcome, Store,
                                could_be_id, fenced, iso, job_secrets, lock_tokens, lookup_id,
                                keep_trust, running_job, settle_tasks, settled_state,
                                store_all)
+from fornace.api.traces import BadTrace, store_trace, trace_view
 from fornace.api.trusts import Delegation
 
 LOG = logging.getLogger(__name__)
@@ -284,8 +285,8 @@ class _EventBatch:
 
     @staticmethod
     def _needs_job(event: contract.JobEvent) -> bool:
-        """Task events and refusals change rows of their job; the rest is logged."""
-        return event.kind in TASK_KINDS or event.state == "refused"
+        """Task events, traces and refusals change rows of their job; the rest is logged."""
+        return event.kind in TASK_KINDS or event.kind == "trace" or event.state == "refused"
 
     def _jobs(self) -> dict[str, Deployment]:
         ids = {e.job_id for e, _ in self.events if self._needs_job(e) and could_be_id(e.job_id)}
@@ -318,6 +319,8 @@ class _EventBatch:
         for event, message_id in self.events:
             if event.kind in TASK_KINDS:
                 self._tasks(event, message_id)
+            elif event.kind == "trace":
+                self._trace(event, message_id)
             else:
                 self._job_state(event, message_id)
         self._write()
@@ -362,6 +365,19 @@ class _EventBatch:
         if job.id not in self.secrets:
             self.secrets[job.id] = job_secrets(self.db, job)
         return self.secrets[job.id]
+
+    def _trace(self, event: contract.JobEvent, message_id: str | None) -> None:
+        """A job's trace (contract 1.7): kept compressed, replacing an earlier copy."""
+        job = self._job(event, message_id)
+        if job is None:
+            return
+        try:
+            stored = store_trace(self.db, job, event.trace or {})
+        except contract.ContractError as exc:   # that event alone
+            LOG.warning("job event %s (trace of job %s) dropped: %s", message_id, job.id, exc)
+            return
+        LOG.info("job %s: trace stored (%d bytes, %d compressed)", job.id, stored.size,
+                 stored.stored)
 
     def _job_state(self, event: contract.JobEvent, message_id: str | None) -> None:
         if event.state != "refused":  # results end jobs; the rest is informative
@@ -499,6 +515,22 @@ class Jobs:
                 JobTask.deployment_id == job.id).order_by(JobTask.change_id)))
             counts = _task_counts(db, JobTask.deployment_id == job.id)
             return {**job_view(job, counts.get(job.id)), "tasks": [task_view(t) for t in tasks]}
+
+    def trace(self, ctx: Context, env_id: str, job_id: str) -> dict[str, Any]:
+        """The job's trace (404 for a job without one: older jobs, or a trace lost)."""
+        with self._sessions() as db:
+            job = self._job(db, ctx, env_id, job_id)
+            row = db.get(JobTrace, job.id)
+            if row is None:
+                raise NotFound(f"job {job_id} has no trace (jobs before Fornace's contract "
+                               f"1.7 have none)")
+            try:
+                found = trace_view(row, job_secrets(db, job))
+            except BadTrace as exc:
+                raise NotFound(f"job {job_id} has no readable trace: its data {exc}") from None
+            found.update(job_id=job.id, environment_id=job.environment_id, action=job.kind,
+                         state=job.state)
+            return found
 
     def tasks_tsv(self, ctx: Context, env_id: str, job_id: str | None = None) -> str:
         """The tasks of one job (or of every job of the environment) as TSV."""

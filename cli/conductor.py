@@ -45,7 +45,8 @@ def run(conf: cfg.ConfigOpts) -> int:
         max_environments=command.max_environments or conf.conductor.max_environments,
         lock_stale_after=conf.conductor.lock_stale_after,
         engine=engine_settings(conf), database_url=database_url(conf),
-        agents=command.agents or conf.conductor.agents, delete_trust=trust_deleter(conf))
+        agents=command.agents or conf.conductor.agents, delete_trust=trust_deleter(conf),
+        trace=conf.conductor.trace, trace_bytes=conf.conductor.trace_bytes)
     warn_if_in_memory(settings.broker_url, "this conductor gets no task from an API process")
     stacks = command.stacks or conf.conductor.stacks
     if stacks == "simulator" and settings.agents != "simulator":

@@ -18,11 +18,12 @@ Queues (all durable, JSON bodies):
   while a plan runs, its log lines come on the same queue as
   ``{PlanId, Log: [lines]}`` (a Fornace extension; 0.2 agents never send it).
 * job events: what a job does, task by task (``{environment_id, job_id,
-  kind: "task"|"tasks"|"job", ...}``, see :func:`task_event_body` and
-  :func:`task_events_body`); the API keeps
-  them as the job's tasks.  They travel on ``task-results`` (told apart by
-  :func:`is_job_event`), so a job's last events are stored before its result
-  ends it; the API also reads the ``job-events`` queue.
+  kind: "task"|"tasks"|"job"|"trace", ...}``, see :func:`task_event_body`,
+  :func:`task_events_body` and :func:`trace_event_body`); the API keeps
+  them as the job's tasks, and a "trace" as the job's trace.  They travel
+  on ``task-results`` (told apart by :func:`is_job_event`), so a job's last
+  events are stored before its result ends it; the API also reads the
+  ``job-events`` queue.
 
 A task may carry ``job: {id, action, parameters}`` (a Fornace extension):
 the job it belongs to and the lifecycle action to run (``deploy`` when
@@ -57,9 +58,18 @@ the earlier ones, and a Murano 0.2 agent or API speaks 1.0)::
           trust-scoped tokens (they outlive the user's token) and deletes
           the trust once a deletion succeeded.  Not part of the model the
           workflows see (like "job")
+    1.7 - Job events of kind "trace" on task-results, sent before the
+          result: which rule fired on which object during the job, round by
+          round ({trace: {encoding: "zlib+base64", size, data}}, the JSON
+          document compressed, at most MAX_TRACE_BYTES once expanded; see
+          fornace.conductor.jobs.tracing).  An API that does not know the
+          kind drops the message (a ContractError); the result still ends
+          the job
 """
 from __future__ import annotations
 
+import base64
+import binascii
 import copy
 import json
 from dataclasses import asdict, dataclass
@@ -67,7 +77,7 @@ from typing import Any
 
 from fornace.common import jsonlimits
 
-CONTRACT_VERSION = "1.6"   # see the history above; bump it with every change of a body
+CONTRACT_VERSION = "1.7"   # see the history above; bump it with every change of a body
 
 TASKS = "tasks"            # exchange, queue and routing key
 RESULTS = "task-results"
@@ -229,10 +239,33 @@ def job_event_body(environment_id: str, job_id: str, state: str,
     return body
 
 
+MAX_TRACE_BYTES = 8 * 1024 * 1024   # a trace's JSON, expanded (conductors cap theirs at 4)
+MAX_TRACE_DATA = 12 * 1024 * 1024   # its compressed form in base64, in characters
+TRACE_ENCODING = "zlib+base64"
+
+
+def trace_event_body(environment_id: str, job_id: str,
+                     trace: dict[str, Any]) -> dict[str, Any]:
+    """A job event carrying the job's trace (contract 1.7): ``trace`` is
+    ``{encoding: "zlib+base64", size: bytes of the JSON, data: text}``."""
+    body = {"environment_id": environment_id, "job_id": job_id, "kind": "trace",
+            "trace": trace}
+    _check_event(body)
+    return body
+
+
+def trace_data(trace: dict[str, Any]) -> bytes:
+    """The compressed bytes of a checked ``trace`` (ContractError if not base64)."""
+    try:
+        return base64.b64decode(trace["data"], validate=True)
+    except (binascii.Error, ValueError):
+        raise _error("job event", "is not base64", "trace.data") from None
+
+
 def is_job_event(body: Any) -> bool:
     """Whether a ``task-results`` body is a job event (a final model has an ``id``)."""
     return (isinstance(body, dict) and "job_id" in body and "id" not in body
-            and body.get("kind") in ("task", "tasks", "job"))
+            and body.get("kind") in ("task", "tasks", "job", "trace"))
 
 
 def plan_log_body(plan_id: str, lines: list[str]) -> dict[str, Any]:
@@ -362,13 +395,14 @@ def parse_task(body: Any) -> Task:
 class JobEvent:
     environment_id: str
     job_id: str
-    kind: str                      # "task", "tasks" or "job"
+    kind: str                      # "task", "tasks", "job" or "trace"
     task: dict[str, Any] | None = None
     tasks: list[dict[str, Any]] | None = None   # of a "tasks" event (contract 1.4)
     nodes: dict[str, dict[str, Any]] | None = None   # of a "tasks" event (contract 1.5)
     state: str | None = None
     summary: str = ""
     fence: int | None = None       # the sender's lock token (contract 1.3)
+    trace: dict[str, Any] | None = None   # of a "trace" event (contract 1.7)
 
 
 def parse_job_event(body: Any) -> JobEvent:
@@ -379,7 +413,8 @@ def parse_job_event(body: Any) -> JobEvent:
                     kind=body["kind"], task=body.get("task"), tasks=body.get("tasks"),
                     nodes=body.get("nodes"),
                     state=body.get("state"),
-                    summary=body.get("summary") or "", fence=fence_of(body, "job event"))
+                    summary=body.get("summary") or "", fence=fence_of(body, "job event"),
+                    trace=body.get("trace"))
 
 
 def parse_result(body: Any) -> dict[str, Any]:
@@ -485,10 +520,34 @@ def _check_event(body: dict) -> None:
         if "nodes" in body:
             _check_nodes(body["nodes"])
         return
+    if body["kind"] == "trace":
+        _check_trace(body)
+        return
     if body["kind"] != "task":
-        raise _error(kind, f"must be task, tasks or job, got {body['kind'][:40]!r}", "kind")
+        raise _error(kind, f"must be task, tasks, job or trace, got {body['kind'][:40]!r}",
+                     "kind")
     _require(body, "task", kind, dict, "an object")
     _check_task_event(body["task"], "task")
+
+
+def _check_trace(body: dict) -> None:
+    """The "trace" of a trace event (contract 1.7); its data is decoded by the reader."""
+    kind = "job event"
+    _require(body, "trace", kind, dict, "an object")
+    trace = body["trace"]
+    for name, types, expected in (("encoding", str, "a string"), ("size", int, "a number"),
+                                  ("data", str, "a string")):
+        if name not in trace:
+            raise _error(kind, "is missing", f"trace.{name}")
+        if not isinstance(trace[name], types) or isinstance(trace[name], bool):
+            raise _error(kind, f"must be {expected}, got {_kind(trace[name])}", f"trace.{name}")
+    if trace["encoding"] != TRACE_ENCODING:
+        raise _error(kind, f"must be {TRACE_ENCODING}, got {trace['encoding'][:40]!r}",
+                     "trace.encoding")
+    if not 0 <= trace["size"] <= MAX_TRACE_BYTES:
+        raise _error(kind, f"must be between 0 and {MAX_TRACE_BYTES}", "trace.size")
+    if len(trace["data"]) > MAX_TRACE_DATA:
+        raise _error(kind, f"is longer than {MAX_TRACE_DATA} characters", "trace.data")
 
 
 def _check_nodes(nodes: Any) -> None:

@@ -132,6 +132,15 @@ conductor_opts = [
     cfg.StrOpt("cloud_dir", default="",
                help="State folder of the local cloud (stacks = local); default "
                     "<[api] state_dir>/cloud."),
+    cfg.BoolOpt("trace", default=True,
+                help="Record every job's trace (which rule fired on which object, what it "
+                     "set, which actions it queued and how they ended) and send it to the "
+                     "API before the job's result: GET .../jobs/JOB/trace, fornace trace, "
+                     "the dashboard's Why page. Costs about 6 percent of a deployment's engine "
+                     "time (tools/bench_trace.py)."),
+    cfg.IntOpt("trace_bytes", default=4 * 1024 * 1024, min=64 * 1024,
+               help="Most bytes of JSON a job's trace keeps; past it the trace ends with "
+                    "a note 'trace truncated'."),
     cfg.FloatOpt("lock_stale_after", default=60.0, min=1.0,
                  help="Seconds without a heartbeat after which a conductor's job lock is "
                       "taken to be dead and may be taken over (by a copy of the same job, "

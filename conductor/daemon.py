@@ -30,6 +30,7 @@ from fornace.conductor.executors.base import JobAgents, StackExecutor, Unreachab
 from fornace.conductor.jobs.lifecycle import Job, run_job
 from fornace.conductor.jobs.lock import AlreadyDone, Grant, JobLock, LockHeld, Revoked
 from fornace.conductor.jobs.records import JobRecorder
+from fornace.conductor.jobs.tracing import TRACE_BYTES, JobTrace, encode
 from fornace.conductor.session import Settings
 from fornace.conductor.templates import TemplateStore
 
@@ -50,6 +51,10 @@ class ConductorSettings:
     # deletes a Keystone trust once its environment's deletion succeeded (None:
     # no [keystone] service user: a task's trust stays for the operator)
     delete_trust: Callable[[str], None] | None = None
+    # every job's trace (which rule fired on which object) goes to the API
+    # before its result (contract 1.7), at most trace_bytes of JSON
+    trace: bool = True
+    trace_bytes: int = TRACE_BYTES
 
 
 class Conductor:
@@ -183,8 +188,9 @@ class Conductor:
                            f"{task_id}-report-{next(counter)}")
             if body.get("level") == "error":
                 errors[0] += 1
+        trace = JobTrace(secrets, self.settings.trace_bytes) if self.settings.trace else None
         try:
-            outcome = self._run(task, task_id, broker, recorder, report, watch.reason)
+            outcome = self._run(task, task_id, broker, recorder, report, watch.reason, trace)
             if watch.stop_seen and not watch.lost.is_set():
                 # halted by the shutdown: not answered; another conductor runs it
                 LOG.warning("environment %s: job %s stopped with the conductor; its task "
@@ -201,6 +207,8 @@ class Conductor:
                 self._delete_queues(broker, task.environment_id)
                 self._delete_trust(task)
             recorder.flush()   # every task stored before the result ends the job
+            if trace is not None:
+                self._send_trace(broker, task, job_id, task_id, trace, fence[0])
             broker.publish(contract.RESULTS,
                            contract.fenced(contract.result_body(outcome.model), fence[0]),
                            task_id)
@@ -214,9 +222,23 @@ class Conductor:
         LOG.info("environment %s: job %s (%s) ended: %s after %d round(s)",
                  task.environment_id, job_id, task.action, ended, outcome.rounds)
 
+    @staticmethod
+    def _send_trace(broker: Broker, task: contract.Task, job_id: str, task_id: str,
+                    trace: JobTrace, fence: int | None) -> None:
+        """The job's trace, on the results queue just before its result; a trace
+        that cannot be sent is lost with a warning, never the job."""
+        try:
+            body = contract.trace_event_body(
+                task.environment_id, job_id,
+                encode(trace.document(task.environment_id, job_id, task.action)))
+            broker.publish(contract.RESULTS, contract.fenced(body, fence), f"{task_id}-trace")
+        except Exception as exc:  # noqa: BLE001 -- the result matters more
+            LOG.warning("environment %s: job %s: its trace was not sent: %s",
+                        task.environment_id, job_id, exc)
+
     def _run(self, task: contract.Task, task_id: str, broker: Broker,
              recorder: JobRecorder, report: Callable[[dict], None],
-             halted: Callable[[], str | None] | None) -> Any:
+             halted: Callable[[], str | None] | None, trace: JobTrace | None = None) -> Any:
         engine = self.settings.engine or Settings()
         environment_id = task.environment_id
         # every unit's queue, plans sent or not (its agent made it when it started)
@@ -230,7 +252,7 @@ class Conductor:
         return run_job(Job(task=task, workflows=self.workflows, store=self.store,
                            catalog=self.catalog, stacks=self._stacks_of(task), agents=agents,
                            recorder=recorder, engine=engine, reporter=report,
-                           plan_seed=task_id, halted=halted))
+                           plan_seed=task_id, halted=halted, trace=trace))
 
     def _stacks_of(self, task: contract.Task) -> StackExecutor:
         """The task's stack backend; one that fails every action with why when the

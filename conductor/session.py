@@ -241,6 +241,7 @@ class Session:
         root = Cursor(self.model)
         passes = 0
         while True:
+            self.trace.pass_started(passes + 1)
             changed = False
             for workflow in self.workflows:  # each run in a fresh context, as in 0.2
                 if self._evaluator.call(workflow.root, Frame(cursor=root)):

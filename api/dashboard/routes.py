@@ -11,6 +11,7 @@ environment, removing a service: a GET page whose form POSTs).
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable
 
 from fastapi import APIRouter, Query, Request
@@ -20,7 +21,8 @@ from starlette.concurrency import run_in_threadpool
 
 from fornace.api import specs
 from fornace.api.auth import KeystoneAuth
-from fornace.api.dashboard import actionform, login, passwordlogin, serviceform, views
+from fornace.api.dashboard import (actionform, login, passwordlogin, serviceform, traceview,
+                                   views)
 from fornace.api.dashboard.formdata import Form, read_form
 from fornace.api.dashboard.access import caller
 from fornace.api.dashboard.pages import base, fragment, redirect, render
@@ -216,9 +218,11 @@ async def new_service(env_id: str, request: Request,
                       type_name: str = Query("", alias="type")) -> Response:
     ctx = await caller(request, "service:create", env_id=env_id)
     env, others = await _form_context(request, ctx, env_id)
-    spec = serviceform.spec_of(type_name)
+    catalog = _store(request).catalog
+    spec = serviceform.spec_of(type_name, catalog)
     if spec is None:
-        return render(request, "choose_type.html", env=env, types=serviceform.type_choices())
+        return render(request, "choose_type.html", env=env,
+                      types=serviceform.type_choices(catalog))
     return _service_page(request, env, serviceform.new_form(spec, others))
 
 
@@ -228,11 +232,12 @@ async def add_service(env_id: str, request: Request) -> Response:
     form = await read_form(request)
     store = _store(request)
     env, others = await _form_context(request, ctx, env_id)
-    spec = serviceform.spec_of(form.get("type"))
+    spec = serviceform.spec_of(form.get("type"), store.catalog)
     if spec is None:
         raise BadRequest(f"unknown service type {form.get('type')[:80]!r}")
     service, errors = serviceform.read_service(spec, form, None, others)
-    errors.update(serviceform.problems(spec, service, specs.validate_create, errors))
+    errors.update(serviceform.problems(
+        spec, service, functools.partial(specs.validate_create, catalog=store.catalog), errors))
 
     def save() -> Any:
         session_id = ensure_session(store, ctx, env_id)
@@ -276,7 +281,7 @@ async def _stored_service(request: Request, ctx: Any, env_id: str,
     env, service = await _run(load)
     if not isinstance(service, dict):
         raise NotFound(f"service {service_id} not found")
-    spec = serviceform.spec_of(str(service.get("type")))
+    spec = serviceform.spec_of(str(service.get("type")), store.catalog)
     if spec is None:
         raise BadRequest(f"services of type {str(service.get('type'))[:80]!r} cannot be "
                          f"edited from the dashboard")
@@ -299,8 +304,9 @@ async def update_service(env_id: str, service_id: str, request: Request) -> Resp
     env, stored, spec = await _stored_service(request, ctx, env_id, service_id)
     _, others = await _form_context(request, ctx, env_id, service_id)
     service, errors = serviceform.read_service(spec, form, stored, others)
-    errors.update(serviceform.problems(spec, service, specs.validate_update, errors))
     store = _store(request)
+    errors.update(serviceform.problems(
+        spec, service, functools.partial(specs.validate_update, catalog=store.catalog), errors))
 
     def save() -> Any:
         session_id = ensure_session(store, ctx, env_id)
@@ -388,14 +394,35 @@ async def run_action(env_id: str, name: str, request: Request) -> Response:
 async def job(env_id: str, job_id: str, request: Request) -> Response:
     ctx = await caller(request, "job:show", env_id=env_id)
     page = await _run(views.job_page, _store(request), _jobs(request), ctx, env_id, job_id)
-    return render(request, "job.html", **page)
+    return render(request, "job.html", **await _task_rules(request, ctx, page))
+
+
+async def _task_rules(request: Request, ctx: Any, page: dict[str, Any]) -> dict[str, Any]:
+    """The job page's values with ``task_rules`` (change id -> the rule that queued
+    the task's action) once the job ended, for whom the policy shows traces."""
+    page["task_rules"] = {}
+    job, env = page["job"], page["env"]
+    if job["finished"] is not None and request.app.state.policy.allows(
+            ctx, "job:trace", env.get("tenant_id")):
+        document = await _run(traceview.trace_of, _jobs(request), ctx, env["id"], job["id"])
+        if document is not None:
+            page["task_rules"] = traceview.rules_of_tasks(document)
+    return page
+
+
+@router.get("/environments/{env_id}/jobs/{job_id}/trace")
+async def job_trace(env_id: str, job_id: str, request: Request) -> Response:
+    ctx = await caller(request, "job:show", "job:trace", env_id=env_id)
+    page = await _run(traceview.trace_page, _store(request), _jobs(request), ctx, env_id,
+                      job_id)
+    return render(request, "trace.html", **page)
 
 
 @router.get("/environments/{env_id}/jobs/{job_id}/live")
 async def job_live(env_id: str, job_id: str, request: Request) -> Response:
     ctx = await caller(request, "job:show", env_id=env_id)
     page = await _run(views.job_page, _store(request), _jobs(request), ctx, env_id, job_id)
-    return _live(request, "_job.html", page)
+    return _live(request, "_job.html", await _task_rules(request, ctx, page))
 
 
 @router.get("/deployments")

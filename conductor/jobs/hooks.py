@@ -104,6 +104,14 @@ class JobHooks(NullHooks):
         self._shared: dict[int, tuple[Any, str]] = {}   # service_text by service, likewise
         self._topology: tuple[Any, Topology] | None = None   # (model, its topology), likewise
         self.halted_by: Callable[[], str | None] | None = None   # the conductor's lock watch
+        # the job's trace learns which task each action became (JobTrace.action_task)
+        self.on_task: Callable[[Action, str], None] | None = None
+
+    def _became(self, actions: list[Action], task: Any) -> Any:
+        if self.on_task is not None:
+            for action in actions:
+                self.on_task(action, task.change_id)
+        return task
 
     def halted(self) -> str | None:
         return self.halted_by() if self.halted_by is not None else None
@@ -128,9 +136,9 @@ class JobHooks(NullHooks):
         owners = [owner for _, owner in owned if owner is not None]
         new = any(not status_of(o).get("resources") for o in owners)
         names = sorted({str(a.template) for a in batch})
-        task = self.recorder.task(None, "stack", f"update-cf-stack {', '.join(names)}",
-                                  "new" if new else "update",
-                                  status="planned" if self.dry_run else "running")
+        task = self._became(batch, self.recorder.task(
+            None, "stack", f"update-cf-stack {', '.join(names)}", "new" if new else "update",
+            status="planned" if self.dry_run else "running"))
         if self.dry_run:
             return (task, owners, [])
         fragments: dict[int, list[str]] = {}
@@ -178,21 +186,22 @@ class JobHooks(NullHooks):
         if failed:
             service = self._service(str(action.service))
             name = str(service.get("name") if service else action.service)
-            self.recorder.task(action.unit, target_name, str(action.template), reason,
-                               digest=digest, status="blocked",
-                               summary=f"not sent: {name} depends on {', '.join(failed)}, "
-                                       f"which failed in this job")
+            self._became([action], self.recorder.task(
+                action.unit, target_name, str(action.template), reason, digest=digest,
+                status="blocked", summary=f"not sent: {name} depends on {', '.join(failed)}, "
+                                          f"which failed in this job"))
             self.blocked_units.add(str(action.unit))
             return "block", blocked_error(name, failed)
         recorded = changes.unchanged(owner, key, digest, self.mode)
         if recorded is not None:
-            self.recorder.task(action.unit, target_name, str(action.template), "unchanged",
-                               digest=digest, status="planned" if self.dry_run else "skipped",
-                               summary=f"same inputs as change {recorded.get('changeId')}: "
-                                       f"not run again")
+            self._became([action], self.recorder.task(
+                action.unit, target_name, str(action.template), "unchanged", digest=digest,
+                status="planned" if self.dry_run else "skipped",
+                summary=f"same inputs as change {recorded.get('changeId')}: not run again"))
             return "replay", recorded.get("result")
-        task = self.recorder.task(action.unit, target_name, str(action.template), reason,
-                                  digest=digest, status="planned" if self.dry_run else "running")
+        task = self._became([action], self.recorder.task(
+            action.unit, target_name, str(action.template), reason, digest=digest,
+            status="planned" if self.dry_run else "running"))
         if self.dry_run:
             return "run", (task, owner, key)
         self._plans[str(plan.get("ID"))] = task

@@ -60,6 +60,8 @@ class Job:
     reporter: Reporter | None = None
     plan_seed: str | None = None
     halted: Callable[[], str | None] | None = None   # why to stop now (the lock was lost)
+    # what happened, rule by rule (a JobTrace; None: nothing recorded)
+    trace: Any = None
 
     @property
     def model(self) -> dict[str, Any]:
@@ -74,6 +76,8 @@ class Job:
         body = {"id": id if id is not None else self.task.environment_id, "entity": entity,
                 "text": self.recorder.mask(text), "details": None, "level": level,
                 "environment_id": self.task.environment_id}
+        if self.trace is not None:
+            self.trace.reported(body)
         if self.reporter is not None:
             try:
                 self.reporter(body)
@@ -116,7 +120,8 @@ def _deploy(job: Job, reasons: dict[str, str] | None = None) -> Outcome:
     hooks = JobHooks(lambda: job.model, job.recorder, job.catalog, mode, found)
     _wire(job, hooks)
     outcome = Session(job.model, job.workflows, job.store, job.stacks, job.agents, job.engine,
-                      reporter=job.reporter, plan_seed=job.plan_seed, hooks=hooks).run()
+                      reporter=job.reporter, plan_seed=job.plan_seed, hooks=hooks,
+                      trace=job.trace).run()
     finish_statuses(job.model, hooks.failed_units, hooks.blocked_units)
     return outcome
 
@@ -125,7 +130,8 @@ def _delete(job: Job) -> Outcome:
     hooks = JobHooks(lambda: job.model, job.recorder, job.catalog)
     _wire(job, hooks)
     return Session(job.model, job.workflows, job.store, job.stacks, job.agents, job.engine,
-                   reporter=job.reporter, plan_seed=job.plan_seed, hooks=hooks).run()
+                   reporter=job.reporter, plan_seed=job.plan_seed, hooks=hooks,
+                      trace=job.trace).run()
 
 
 def _plan(job: Job) -> Outcome:
@@ -134,9 +140,11 @@ def _plan(job: Job) -> Outcome:
     mode = (job.task.parameters or {}).get("change_detection", "evaluate")
     reasons = changes.prepare(model, mode)
     hooks = JobHooks(lambda: model, job.recorder, job.catalog, mode, reasons, dry_run=True)
+    if job.trace is not None and hasattr(job.trace, "action_task"):
+        hooks.on_task = job.trace.action_task
     stacks, agents = SimulatedCloud().executors()
     outcome = Session(model, job.workflows, job.store, stacks, agents, job.engine,
-                      hooks=hooks).run()
+                      hooks=hooks, trace=job.trace).run()
     commands = sum(1 for t in job.recorder.tasks if t.status == "planned" and t.target)
     rounds = sum(1 for t in job.recorder.tasks if t.status == "planned" and not t.target)
     job.report(f"Plan: the next deployment would run {commands} agent command(s) and "
@@ -149,6 +157,8 @@ def _wire(job: Job, hooks: JobHooks) -> None:
     if hasattr(job.agents, "on_log"):
         job.agents.on_log = hooks.log
     hooks.halted_by = job.halted
+    if job.trace is not None and hasattr(job.trace, "action_task"):
+        hooks.on_task = job.trace.action_task
 
 
 def finish_statuses(model: dict[str, Any], failed: set[str],

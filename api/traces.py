@@ -1,0 +1,69 @@
+"""Job traces: kept as the conductor sent them, expanded only when read.
+
+A trace event (contract 1.7) carries a job's trace compressed; the API
+stores those bytes as they are (one row per job, a later copy of the same
+job's trace replacing the first) and expands them for ``GET
+.../jobs/{job_id}/trace``, the CLI and the dashboard.  Expanding is bounded
+(:data:`fornace.common.contract.MAX_TRACE_BYTES`), so a forged event cannot
+make the API inflate gigabytes, and what comes out is masked again with the
+job's secrets: the conductor masked it, this makes sure.
+"""
+from __future__ import annotations
+
+import json
+import zlib
+from typing import Any
+
+from sqlalchemy.orm import Session as DbSession
+
+from fornace.common import contract
+from fornace.common.db.models import Deployment, JobTrace, utcnow
+from fornace.common.secrets import masked
+
+
+class BadTrace(ValueError):
+    """Stored or sent bytes that are not a trace document."""
+
+
+def store_trace(db: DbSession, job: Deployment, trace: dict[str, Any]) -> JobTrace:
+    """Keep the (checked) ``trace`` of a trace event for ``job``; raises
+    ContractError when its data is not base64 or not a trace once expanded."""
+    data = contract.trace_data(trace)
+    try:
+        document = expand(data)
+    except BadTrace as exc:
+        raise contract.ContractError(f"job event message: field 'trace.data' {exc}",
+                                     "job event", "trace.data") from None
+    row = db.get(JobTrace, job.id)
+    if row is None:
+        row = JobTrace(deployment_id=job.id, environment_id=job.environment_id)
+        db.add(row)
+    row.size, row.stored, row.data = trace["size"], len(data), data
+    row.truncated, row.created = bool(document.get("truncated")), utcnow()
+    return row
+
+
+def expand(data: bytes) -> dict[str, Any]:
+    """The trace document of compressed ``data`` (BadTrace when it is not one)."""
+    inflater = zlib.decompressobj()
+    try:
+        raw = inflater.decompress(data, contract.MAX_TRACE_BYTES + 1)
+    except zlib.error:
+        raise BadTrace("is not zlib data") from None
+    if len(raw) > contract.MAX_TRACE_BYTES or inflater.unconsumed_tail:
+        raise BadTrace(f"expands past {contract.MAX_TRACE_BYTES} bytes")
+    try:
+        document = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise BadTrace("is not JSON once expanded") from None
+    if not isinstance(document, dict) or not isinstance(document.get("rounds"), list):
+        raise BadTrace("is not a trace (an object with rounds)")
+    return document
+
+
+def trace_view(row: JobTrace, secrets: set[str]) -> dict[str, Any]:
+    """What ``GET .../trace`` answers: the document and how big it is."""
+    document = expand(row.data)
+    document["rounds"] = masked(document["rounds"], secrets)
+    document["size"] = {"json": row.size, "compressed": row.stored}
+    return document
