@@ -23,10 +23,12 @@ from fornace.api.errors import ERROR_RESPONSES, ApiError, BadRequest, error_body
 from fornace.api.routing import (SESSION_HEADER, EnvironmentIn, JsonRoute, flag, permitted, run,
                                  store_of)
 from fornace.api.jobroutes import router as jobs_router
+from fornace.api.packageroutes import router as packages_router
 from fornace.api.store import Context, Store
 
 if TYPE_CHECKING:
     from fornace.api.jobstore import Jobs
+    from fornace.api.packages import Packages
 
 LOG = logging.getLogger(__name__)
 
@@ -179,20 +181,23 @@ async def all_deployments(ctx: Context = Depends(permitted("deployment:list")),
 
 
 class BodyLimit:
-    """ASGI middleware: a 413 JSON error for bodies above ``limit`` bytes."""
+    """ASGI middleware: a 413 JSON error for bodies above ``limit`` bytes, or the
+    limit ``larger`` gives the request's exact path (package uploads)."""
 
-    def __init__(self, app: Any, limit: int) -> None:
+    def __init__(self, app: Any, limit: int, larger: Optional[dict[str, int]] = None) -> None:
         self.app = app
         self.limit = limit
+        self.larger = larger or {}
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.larger.get(scope.get("path", ""), self.limit)
         headers = dict(scope.get("headers") or [])
         declared = headers.get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.limit:
-            await self._too_large(scope, receive, send)
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await self._too_large(scope, receive, send, limit)
             return
         seen = 0
 
@@ -201,18 +206,18 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.limit:
-                    raise _TooLarge(self.limit)
+                if seen > limit:
+                    raise _TooLarge(limit)
             return message
 
         try:
             await self.app(scope, limited_receive, send)
         except _TooLarge:
-            await self._too_large(scope, receive, send)
+            await self._too_large(scope, receive, send, limit)
 
-    async def _too_large(self, scope: dict, receive: Any, send: Any) -> None:
+    async def _too_large(self, scope: dict, receive: Any, send: Any, limit: int) -> None:
         response = JSONResponse(error_body(413, "Request Entity Too Large",
-                                           f"the request body is larger than {self.limit} bytes"),
+                                           f"the request body is larger than {limit} bytes"),
                                 status_code=413)
         await response(scope, receive, send)
 
@@ -239,13 +244,18 @@ def _describe_validation(exc: RequestValidationError) -> str:
 
 def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
                jobs: Optional["Jobs"] = None, allowed_origins: Iterable[str] = (),
-               enforcer: Optional[oslo_policy.Enforcer] = None) -> FastAPI:
+               enforcer: Optional[oslo_policy.Enforcer] = None,
+               packages: Optional["Packages"] = None) -> FastAPI:
     """The web app on ``store``; ``jobs`` (an :class:`fornace.api.jobstore.Jobs`) defaults
     to one on the same store.  ``allowed_origins``: the web origins besides the API's
     own whose pages may send it changes (:mod:`fornace.api.crossorigin`).
     ``enforcer``: the access rules (:func:`fornace.api.policy.enforcer`; default:
-    the rules' defaults, no policy file), for the API and the dashboard alike."""
+    the rules' defaults, no policy file), for the API and the dashboard alike.
+    ``packages``: the workflow packages (:mod:`fornace.api.packages`; default: on
+    the store's database, without a checker, so refusing uploads); their uploads
+    may be up to its ``limits.max_bytes``, other bodies ``max_body_size``."""
     from fornace.api.jobstore import Jobs
+    from fornace.api.packages import Packages
 
     origins = parse_allowed_origins(allowed_origins)  # malformed: an error now, not later
     app = FastAPI(title="Fornace API",
@@ -254,11 +264,13 @@ def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
                   version="0.2")
     app.state.store = store
     app.state.jobs = jobs if jobs is not None else Jobs(store)
+    app.state.packages = packages if packages is not None else Packages(store.sessions)
     app.state.auth = auth
     app.state.policy = policy.Policy(enforcer if enforcer is not None else policy.enforcer())
     for prefix in ("", "/v1"):
         app.include_router(router, prefix=prefix)
         app.include_router(jobs_router, prefix=prefix)
+        app.include_router(packages_router, prefix=prefix)
     # the web dashboard: HTML pages on the same store, jobs and authentication
     app.mount("/dashboard", create_dashboard(store, app.state.jobs, auth, app.state.policy))
 
@@ -286,7 +298,9 @@ def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
                                        f"unexpected error: {type(exc).__name__}"),
                             status_code=500)
 
-    app.add_middleware(BodyLimit, limit=max_body_size)
+    package_bytes = app.state.packages.limits.max_bytes
+    app.add_middleware(BodyLimit, limit=max_body_size,
+                       larger={"/packages": package_bytes, "/v1/packages": package_bytes})
     # outermost: a cross-site request is refused before anything reads its body
     app.add_middleware(CrossOrigin, allowed=origins)
     return app

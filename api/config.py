@@ -7,6 +7,7 @@ from pathlib import Path
 from oslo_config import cfg
 
 from fornace.common import identity
+from fornace.common.packagefiles import PackageLimits
 from fornace.common.resources import BUILTIN_DATA
 
 DEFAULT_STATE_DIR = os.path.join(os.path.expanduser("~"), ".fornace")
@@ -39,6 +40,16 @@ api_opts = [
     cfg.IntOpt("max_units_per_environment", default=500, min=1,
                help="Most units all services of one environment may have together: "
                     "a session change or a scale job that would go above it is a 400."),
+    cfg.IntOpt("max_package_bytes", default=16 * 1024 * 1024, min=1024,
+               help="Largest workflow package archive accepted by POST /packages, in "
+                    "bytes (larger: 413); other request bodies stay under "
+                    "max_body_size."),
+    cfg.IntOpt("max_package_files", default=1000, min=1,
+               help="Most files a workflow package archive may hold (more: 400)."),
+    cfg.IntOpt("max_package_unpacked_bytes", default=64 * 1024 * 1024, min=1024,
+               help="Most bytes a workflow package's files may expand to, counted as "
+                    "they are unpacked (more: 400, whatever sizes the archive "
+                    "declares: a zip bomb stops there)."),
     cfg.BoolOpt("access_log", default=True, help="Log one line per HTTP request."),
     cfg.StrOpt("state_dir", default=DEFAULT_STATE_DIR, sample_default="~/.fornace",
                help="Folder for the default SQLite database and other local state."),
@@ -79,3 +90,10 @@ def catalog_file(conf: cfg.ConfigOpts) -> Path:
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
     """For oslo-config-generator (``etc/fornace.conf.sample``)."""
     return [("api", api_opts), ("database", database_opts)] + identity.list_opts()
+
+
+def package_limits(conf: cfg.ConfigOpts) -> PackageLimits:
+    """The ``[api]`` limits on uploaded workflow packages."""
+    return PackageLimits(max_bytes=conf.api.max_package_bytes,
+                         max_files=conf.api.max_package_files,
+                         max_unpacked_bytes=conf.api.max_package_unpacked_bytes)

@@ -13,7 +13,9 @@ else would stop them.  So, for the unsafe methods (POST, PUT, PATCH, DELETE):
   neither header (the CLI, muranoclient, curl) pass.
 * a body must be JSON (``application/json`` or ``application/*+json``), else
   415; the types an HTML form can send are refused even with an empty body,
-  and a Content-Type that cannot be parsed is a 400.
+  and a Content-Type that cannot be parsed is a 400.  Package uploads
+  (``POST /packages``) take an archive instead (:data:`ARCHIVE_TYPES`: none of
+  them is a type a form sends, so a browser preflights them too).
 
 Every refusal is the API's JSON error body.  The dashboard (mounted under
 ``/dashboard``) posts HTML forms and has its own CSRF tokens: it is left to them.
@@ -38,6 +40,10 @@ FORM_TYPES = frozenset({"text/plain", "application/x-www-form-urlencoded",
 OPTION = "[api] allowed_origins"
 EXEMPT_PREFIX = "/dashboard"   # HTML forms with their own CSRF tokens
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+# the bodies of package uploads, besides JSON
+ARCHIVE_TYPES = frozenset({"application/zip", "application/gzip", "application/x-gzip",
+                           "application/x-tar", "application/octet-stream"})
+ARCHIVE_PATHS = frozenset({"/packages", "/v1/packages"})
 _TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
 _MEDIA_TYPE = re.compile(rf"\s*({_TOKEN})/({_TOKEN})\s*")
 _PARAMETER = re.compile(rf"\s*{_TOKEN}=(?:{_TOKEN}|\"(?:[^\"\\]|\\.)*\")\s*")
@@ -125,8 +131,10 @@ def is_json(kind: str) -> bool:
                                           and kind.endswith("+json"))
 
 
-def check_body(headers: dict[bytes, bytes], raw_types: list[bytes]) -> None:
-    """Refuse a body that is not JSON (415) or a Content-Type that is malformed (400)."""
+def check_body(headers: dict[bytes, bytes], raw_types: list[bytes],
+               also: frozenset[str] = frozenset()) -> None:
+    """Refuse a body that is not JSON nor of the types ``also`` names (415), or a
+    Content-Type that is malformed (400)."""
     length = headers.get(b"content-length", b"").strip()
     empty = length == b"0" or (not length and b"transfer-encoding" not in headers)
     if not raw_types:
@@ -138,7 +146,7 @@ def check_body(headers: dict[bytes, bytes], raw_types: list[bytes]) -> None:
         raise BadRequest("more than one Content-Type header")
     value = raw_types[0].decode("latin-1")
     kind = media_type(value)
-    if is_json(kind) or (empty and kind not in FORM_TYPES):
+    if is_json(kind) or kind in also or (empty and kind not in FORM_TYPES):
         return
     raise UnsupportedMediaType(f"Content-Type {kind} is not accepted: the API takes JSON "
                                f"bodies (Content-Type: application/json)")
@@ -171,7 +179,8 @@ class CrossOrigin:
         headers = dict(raw)
         try:
             check_origin(scope, headers, self.allowed)
-            check_body(headers, [v for k, v in raw if k == b"content-type"])
+            check_body(headers, [v for k, v in raw if k == b"content-type"],
+                       ARCHIVE_TYPES if scope.get("path") in ARCHIVE_PATHS else frozenset())
         except ApiError as refusal:
             LOG.log(logging.WARNING if refusal.status == 403 else logging.INFO,
                     "%s %s refused (%d): %s", scope.get("method"), scope.get("path"),

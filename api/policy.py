@@ -71,6 +71,7 @@ _ENV = "/environments/{env_id}"
 _SESSION = _ENV + "/sessions/{session_id}"
 _SERVICES = _ENV + "/services{path}"
 _JOB = _ENV + "/jobs/{job_id}"
+_PACKAGE = "/packages/{package_id}"
 _READ, _WRITE, _ADMIN = f"rule:{READER}", f"rule:{WRITER}", f"rule:{CLOUD_ADMIN}"
 
 API_RULES = [
@@ -123,10 +124,21 @@ API_RULES = [
           ("POST", _ENV + "/actions/{name}")),
     _call("job:list", _READ, "List the jobs of an environment.", ("GET", _ENV + "/jobs")),
     _call("job:show", _READ, "Show a job with its tasks and their logs.", ("GET", _JOB)),
+    _call("job:trace", _READ, "Which workflow rule fired on which object during a job, "
+          "round by round.", ("GET", _JOB + "/trace")),
     _call("job:tasks", _READ, "The tasks of a job, or of an environment, as TSV.",
           ("GET", _JOB + "/tasks.tsv"), ("GET", _ENV + "/tasks.tsv")),
     _call("job:abandon", _WRITE, "Give up an environment's running job.",
           ("POST", _ENV + "/abandon")),
+    _call("package:list", _READ, "List the public workflow packages and one's project's.",
+          ("GET", "/packages")),
+    _call("package:show", _READ, "Show a workflow package (manifest, files, digest) or "
+          "download its archive.",
+          ("GET", _PACKAGE), ("GET", _PACKAGE + "/download")),
+    _call("package:upload", _WRITE, "Upload a workflow package to one's project (a public "
+          "one, ?public=true: the cloud admin only).", ("POST", "/packages")),
+    _call("package:delete", _WRITE, "Delete a workflow package no environment uses (a "
+          "public one: the cloud admin only).", ("DELETE", _PACKAGE)),
 ]
 
 

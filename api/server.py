@@ -23,9 +23,10 @@ from fornace.api import policy
 from fornace.api.app import create_app
 from fornace.api.auth import KeystoneAuth, NoAuth
 from fornace.api.trusts import Trusts
-from fornace.api.config import catalog_file, database_url
+from fornace.api.config import catalog_file, database_url, package_limits
 from fornace.api.jobstore import Jobs
 from fornace.api.limits import UnitLimits
+from fornace.api.packages import PackageCheck, Packages
 from fornace.api.store import Outcome, Store
 from fornace.common import contract
 from fornace.common.broker import BATCH_SIZE, Broker, Consumer, Delivery
@@ -68,7 +69,10 @@ class ApiService:
     """Everything ``fornace api`` runs."""
 
     def __init__(self, conf: cfg.ConfigOpts, db_url: str | None = None,
-                 migrate: bool = True) -> None:
+                 migrate: bool = True, package_check: PackageCheck | None = None) -> None:
+        """``package_check``: how uploaded workflow packages are checked (the
+        command that starts the API passes the workflow checker; None: uploads
+        are refused with 503)."""
         url = db_url or database_url(conf)
         if migrate:  # worker processes leave it to their parent
             upgrade(url)
@@ -84,9 +88,10 @@ class ApiService:
                                       conf.api.max_units_per_environment), trusts)
         self.jobs = Jobs(self.store)
         # the access rules: the defaults, and what a policy file changes of them
+        self.packages = Packages(self.store.sessions, package_limits(conf), package_check)
         self.app: FastAPI = create_app(self.store, auth, conf.api.max_body_size, self.jobs,
                                        allowed_origins=conf.api.allowed_origins,
-                                       enforcer=policy.enforcer(conf))
+                                       enforcer=policy.enforcer(conf), packages=self.packages)
         self._stop = threading.Event()
         self._consumer: Consumer | None = None
         self._thread: threading.Thread | None = None

@@ -5,6 +5,8 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
+from typing import Callable
 
 from oslo_config import cfg
 
@@ -66,7 +68,7 @@ def run(conf: cfg.ConfigOpts) -> int:
 def _service(conf: cfg.ConfigOpts, db: str | None, migrate: bool = True):
     from fornace.api.server import ApiService
 
-    service = ApiService(conf, db, migrate)
+    service = ApiService(conf, db, migrate, package_check=package_check(conf))
     service.start_consumers()
     return service
 
@@ -80,3 +82,13 @@ def worker_app():
     conf(command_line(spec["argv"]), project="fornace", prog="fornace")
     logs.setup(conf)   # a new process: its own logging
     return _service(conf, spec["db"], migrate=False).app
+
+
+def package_check(conf: cfg.ConfigOpts) -> Callable[[Path], list[str]]:
+    """How the API checks uploaded workflow packages: as ``fornace workflow check``
+    does, with the ``[engine]`` limits (the API may not import the conductor: the
+    command that starts it hands it over)."""
+    from fornace.conductor.config import engine_limits
+    from fornace.conductor.packagecheck import package_checker
+
+    return package_checker(engine_limits(conf))

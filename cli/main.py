@@ -36,6 +36,8 @@ COMMANDS = {
     "jobs": "fornace.cli.client.jobs",
     "logs": "fornace.cli.client.jobs",
     "deployments": "fornace.cli.client.jobs",
+    "trace": "fornace.cli.client.trace",
+    "package": "fornace.cli.client.package",
     "status": "fornace.cli.client.views",
     "topology": "fornace.cli.client.views",
     "outputs": "fornace.cli.client.views",
@@ -54,8 +56,8 @@ COMMAND_OPTIONS = {"agent": ("fornace.agent.config",)}
 GROUPS = (
     ("Run Fornace", ("up", "api", "conductor", "agent", "demo")),
     ("Use a running Fornace through its REST API (--url, default $FORNACE_URL)",
-     ("env", "service", "deploy", "action", "plan", "jobs", "logs", "deployments", "status",
-      "topology", "outputs")),
+     ("env", "service", "deploy", "action", "plan", "jobs", "logs", "trace", "deployments",
+      "status", "topology", "outputs", "package")),
     ("Workflow files", ("workflow",)),
     ("Operators", ("db", "gc")),
 )
@@ -67,9 +69,9 @@ see etc/fornace.conf.sample). The client commands also take --url URL
 ($FORNACE_URL), --token TOKEN ($FORNACE_TOKEN, sent as is), --tenant ID
 ($FORNACE_TENANT, noauth mode) and --json (print the API's data as one JSON
 document); their list and show commands -f table|json|yaml|value; the commands
-that destroy (env delete, service remove, action uninstall, a scale in) ask first
-on a terminal, --yes does not ask. Run 'fornace COMMAND --help' for the options
-and examples of each.
+that destroy (env delete, service remove, action uninstall, a scale in, package
+delete) ask first on a terminal, --yes does not ask. Run 'fornace COMMAND --help'
+for the options and examples of each.
 
 OpenStack credentials (client commands): OS_AUTH_URL, OS_USERNAME, OS_PASSWORD,
 OS_PROJECT_NAME, OS_USER_DOMAIN_NAME, OS_PROJECT_DOMAIN_NAME (OS_AUTH_TYPE,

@@ -42,6 +42,7 @@ class OneBox:
         from fornace.api.config import database_url
         from fornace.api.protocol import http_protocol
         from fornace.api.server import ApiService
+        from fornace.cli.api import package_check
 
         self.state_dir = Path(os.path.expanduser(conf.api.state_dir))
         self.broker_url = conf.broker.url
@@ -49,13 +50,14 @@ class OneBox:
             self.broker_url = f"filesystem://{self.state_dir.resolve() / 'broker'}"
             conf.set_override("url", self.broker_url, group="broker")
         self.cloud = LocalStacks(cloud_dir(conf))
-        self.api = ApiService(conf, db)
+        self.api = ApiService(conf, db, package_check=package_check(conf))
         settings = ConductorSettings(
             broker_url=self.broker_url, data_dir=Path(conf.data_dir),
             max_environments=max_environments or conf.conductor.max_environments,
             lock_stale_after=conf.conductor.lock_stale_after,
             engine=engine_settings(conf), database_url=db or database_url(conf),
-            delete_trust=trust_deleter(conf))
+            delete_trust=trust_deleter(conf), trace=conf.conductor.trace,
+            trace_bytes=conf.conductor.trace_bytes)
         self.conductor = Conductor(settings, lambda task: self.cloud)
         self.host = host or conf.api.host
         self.server = uvicorn.Server(uvicorn.Config(

@@ -73,6 +73,21 @@ class ApiClient:
         if body is not None:
             data = json.dumps(body).encode()
             sent["Content-Type"] = "application/json"
+        raw = self.exchange(method, path, data, sent)
+        if not raw:
+            return None
+        try:
+            return json.loads(raw)
+        except ValueError:
+            raise ClientError(f"the answer of {self.url} is not JSON: is it the Fornace API?",
+                              call=f"{method} {path}") from None
+
+    def exchange(self, method: str, path: str, data: bytes | None = None,
+                 headers: Mapping[str, str] | None = None) -> bytes:
+        """Call ``method path`` with ``data`` as the body as it is (a package's
+        archive; ``headers`` give its Content-Type); the answer's body as it is
+        (a download).  Errors as :meth:`request` raises them."""
+        sent = dict(headers or {})
         if self.token:
             sent["X-Auth-Token"] = self.token
         if self.tenant:
@@ -85,13 +100,7 @@ class ApiClient:
             error = _error_object(raw)
             message = error.get("message") or error.get("title") or reason or f"HTTP {status}"
             raise ClientError(str(message), status, error, call)
-        if not raw:
-            return None
-        try:
-            return json.loads(raw)
-        except ValueError:
-            raise ClientError(f"the answer of {self.url} is not JSON: is it the Fornace API?",
-                              call=call) from None
+        return raw
 
     def _send(self, method: str, path: str, data: bytes | None,
               headers: dict[str, str]) -> tuple[int, str, bytes]:

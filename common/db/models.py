@@ -10,7 +10,8 @@ from __future__ import annotations
 import datetime
 import uuid
 
-from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (JSON, BigInteger, Boolean, DateTime, ForeignKey, Integer, LargeBinary,
+                        String, Text, UniqueConstraint)
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 
@@ -126,6 +127,23 @@ class JobTask(Base):
     updated: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
 
 
+class JobTrace(Base):
+    """A job's trace -- which rule fired on which object, round by round -- as
+    its conductor sent it (contract 1.7): the JSON document zlib-compressed,
+    kept out of ``deployments`` so that listing jobs never reads it."""
+
+    __tablename__ = "job_traces"
+
+    deployment_id: Mapped[str] = mapped_column(
+        ForeignKey("deployments.id", ondelete="CASCADE"), primary_key=True)
+    environment_id: Mapped[str] = mapped_column(String(64), index=True)
+    size: Mapped[int] = mapped_column(Integer)         # bytes of the JSON, expanded
+    stored: Mapped[int] = mapped_column(Integer)       # bytes of ``data``
+    truncated: Mapped[bool] = mapped_column(Boolean, default=False)
+    data: Mapped[bytes] = mapped_column(LargeBinary)   # zlib
+    created: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+
+
 class JobLock(Base):
     """The environment a conductor works on: at most one job per environment."""
 
@@ -150,4 +168,28 @@ class AgentQueue(Base):
 
     name: Mapped[str] = mapped_column(String(255), primary_key=True)
     environment_id: Mapped[str] = mapped_column(String(64), index=True)
+    created: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class Package(Base):
+    """A workflow package an operator uploaded (:mod:`fornace.api.packages`): the
+    archive as it came, kept whole so that what deploys is what was checked.
+    A name's versions are immutable and unique across projects (a deployment
+    will name one unambiguously); ``tenant_id`` is None for a public one."""
+
+    __tablename__ = "packages"
+    __table_args__ = (UniqueConstraint("name", "version", name="uq_packages_name_version"),)
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True, default=new_id)
+    name: Mapped[str] = mapped_column(String(64), index=True)
+    version: Mapped[str] = mapped_column(String(32))
+    description: Mapped[str] = mapped_column(Text, default="")
+    tenant_id: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
+    public: Mapped[bool] = mapped_column(Boolean, default=False)
+    content_type: Mapped[str] = mapped_column(String(64))
+    digest: Mapped[str] = mapped_column(String(64))        # sha256, hex
+    size: Mapped[int] = mapped_column(BigInteger)
+    files: Mapped[list] = mapped_column(JSON)              # member names, sorted
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    uploaded_by: Mapped[str] = mapped_column(String(64))
     created: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)

@@ -68,8 +68,11 @@ def check(paths: list[str | Path], data_dir: str | Path | None = None,
 
 
 def inspect(paths: list[str | Path], data_dir: str | Path | None = None,
-            limits: Limits | None = None) -> Findings:
-    """Problems and warnings of workflow files (``file:line: [warning: ]message``)."""
+            limits: Limits | None = None, builtin: bool = True) -> Findings:
+    """Problems and warnings of workflow files (``file:line: [warning: ]message``).
+
+    ``builtin=False``: templates are looked for in the catalog only, not also
+    in the built-in one (a workflow package must hold the templates it names)."""
     files, problems = expand(paths)
     found = Findings(problems)
     stores: dict[Path, TemplateStore] = {}
@@ -89,7 +92,10 @@ def inspect(paths: list[str | Path], data_dir: str | Path | None = None,
         bind(root, errors)
         found.problems.extend(str(error) for error in errors)
         catalog = Path(data_dir) if data_dir else catalog_of(path)
-        store = stores.setdefault(catalog, TemplateStore(catalog, limits=limits))
+        if catalog not in stores:
+            stores[catalog] = (TemplateStore(catalog, limits=limits) if builtin else
+                               TemplateStore(catalog, fallback=None, limits=limits))
+        store = stores[catalog]
         found.problems.extend(_check_tree(root, store))
     return found
 

@@ -23,7 +23,7 @@ from oslo_policy import policy as oslo_policy
 
 import identitykit
 from apikit import Api, Published, make_api
-from fornace.api import app as app_module, jobroutes, policy
+from fornace.api import app as app_module, jobroutes, packageroutes, policy
 from fornace.api.app import create_app
 from fornace.api.auth import KeystoneAuth
 from fornace.api.errors import Unauthorized
@@ -132,7 +132,8 @@ def test_the_rules_and_their_defaults():
 def _route_rules() -> dict[tuple[str, str], str]:
     """(method, path) -> the rule each JSON route checks (its ``permitted`` dependency)."""
     found = {}
-    for route in app_module.router.routes + jobroutes.router.routes:
+    for route in (app_module.router.routes + jobroutes.router.routes
+                  + packageroutes.router.routes):
         assert isinstance(route, APIRoute)
         checks = [d.call for d in route.dependant.dependencies
                   if d.call.__name__ == "permitted_caller"]

@@ -1,0 +1,44 @@
+"""What ``fornace workflow check`` says of a workflow package, before it is accepted.
+
+The API (which may not import the conductor) is given :func:`package_checker`
+by the command that starts it: an uploaded package, unpacked in a temporary
+folder, is checked by the same :func:`fornace.conductor.dsl.checker.inspect`
+as workflow files on disk, against its own templates only (no fallback to
+the built-in catalog: the package must hold what its workflows name), and
+its ``types.json`` is loaded as the conductor would load it.  Problems are
+``file:line: message`` with the file relative to the package.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from fornace.common.catalog import CatalogError, load_catalog
+from fornace.conductor.dsl.checker import inspect
+from fornace.conductor.limits import Limits
+
+PackageCheck = Callable[[Path], list[str]]
+
+
+def check_package(folder: Path, limits: Limits | None = None) -> list[str]:
+    """Every problem of the package unpacked in ``folder`` (empty: it may be stored)."""
+    problems: list[str] = []
+    workflows = folder / "workflows"
+    if not workflows.is_dir():
+        problems.append("workflows/: missing (a package holds at least one workflow file)")
+    else:
+        # the package's own templates only: one the built-in catalog has but the
+        # package lacks is a problem
+        problems.extend(inspect([workflows], folder, limits, builtin=False).problems)
+    if (folder / "types.json").is_file():
+        try:
+            load_catalog(folder / "types.json")
+        except CatalogError as exc:
+            problems.append(str(exc))
+    prefix = str(folder.resolve()) + "/"
+    return [p.replace(prefix, "").replace(str(folder) + "/", "") for p in problems]
+
+
+def package_checker(limits: Limits | None = None) -> PackageCheck:
+    """The check the API runs on uploads, with the ``[engine]`` limits on templates."""
+    return lambda folder: check_package(folder, limits)
