@@ -73,7 +73,7 @@ class KeystoneAuth:
     @property
     def www_authenticate(self) -> str:
         try:
-            return f'Keystone uri="{self.keystone.public_url}"'
+            return f'Keystone uri="{self.keystone.url}"'
         except IdentityError:
             return "Keystone"
 

@@ -215,11 +215,6 @@ class Keystone:
             self._url = url.rstrip("/")
         return self._url
 
-    @property
-    def public_url(self) -> str:
-        """Where users authenticate, for ``WWW-Authenticate`` (the v3 URL)."""
-        return self.url
-
     def service_user_id(self) -> str:
         try:
             return self.session.get_user_id()
