@@ -256,6 +256,7 @@ def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
     may be up to its ``limits.max_bytes``, other bodies ``max_body_size``."""
     from fornace.api.jobstore import Jobs
     from fornace.api.packages import Packages
+    from fornace.api.pins import Pins
 
     origins = parse_allowed_origins(allowed_origins)  # malformed: an error now, not later
     app = FastAPI(title="Fornace API",
@@ -265,6 +266,7 @@ def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
     app.state.store = store
     app.state.jobs = jobs if jobs is not None else Jobs(store)
     app.state.packages = packages if packages is not None else Packages(store.sessions)
+    app.state.pins = Pins(store, app.state.packages)
     app.state.auth = auth
     app.state.policy = policy.Policy(enforcer if enforcer is not None else policy.enforcer())
     for prefix in ("", "/v1"):

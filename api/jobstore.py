@@ -38,6 +38,7 @@ from fornace.api.store import (BUSY, LIGHT_JOB, NOT_DEPLOYING, Context, Outcome,
                                keep_trust, running_job, settle_tasks, settled_state,
                                store_all)
 from fornace.api.traces import BadTrace, store_trace, trace_view
+from fornace.api.pinned import task_packages
 from fornace.api.trusts import Delegation
 
 LOG = logging.getLogger(__name__)
@@ -471,7 +472,8 @@ class Jobs:
             keep_trust(env, delegation)
             body = contract.task_body(description, ctx.token, env.tenant_id,
                                       job=contract.job_section(job.id, action, parameters),
-                                      trust_id=delegation.trust_id)
+                                      trust_id=delegation.trust_id,
+                                      packages=task_packages(db, env.id))
             db.flush()
             view = job_view(job)
         return body, view, previous

@@ -1,19 +1,25 @@
 """The HTTP routes of workflow packages (a Fornace extension of the 0.2 API).
 
 ``POST /packages`` takes the archive itself as the body (zip, tar or tar.gz;
-``?public=true`` for the cloud admin); the work is done by
-:class:`~fornace.api.packages.Packages`, these routes only translate HTTP.
+``?public=true`` for the cloud admin).  An environment's package versions
+are under ``/environments/{id}/packages``: list them, plan a move
+(``GET .../packages/{name}/plan?version=``), move (``PUT .../packages/{name}``
+with ``{"version": ...}``, or ``{}`` for the newest) and unpin.  The work is
+done by :class:`~fornace.api.packages.Packages` and
+:class:`~fornace.api.pins.Pins`; these routes only translate HTTP.
 """
 from __future__ import annotations
 
-from typing import Optional
+import json
+from typing import Any, Optional
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
-from fornace.api.errors import ERROR_RESPONSES
+from fornace.api.errors import ERROR_RESPONSES, BadRequest
 from fornace.api.packages import Packages
-from fornace.api.routing import JsonRoute, flag, permitted, run
+from fornace.api.pins import Pins
+from fornace.api.routing import JsonRoute, flag, parse_json, permitted, run
 from fornace.api.store import Context
 
 router = APIRouter(route_class=JsonRoute, responses=ERROR_RESPONSES)
@@ -63,4 +69,59 @@ async def download_package(package_id: str, ctx: Context = Depends(permitted("pa
 async def delete_package(package_id: str, ctx: Context = Depends(permitted("package:delete")),
                          packages: Packages = Depends(_packages)) -> Response:
     await run(packages.delete, ctx, package_id)
+    return Response(status_code=204)
+
+
+# -- an environment's package versions ---------------------------------------------
+
+async def _pins(request: Request) -> Pins:
+    return request.app.state.pins
+
+
+async def _version(request: Request) -> Optional[str]:
+    """The body of a move: ``{"version": "1.2.0"}``, or ``{}`` / nothing for the newest."""
+    raw = await request.body()
+    if not raw.strip():
+        return None
+    try:
+        value: Any = parse_json(raw)
+    except json.JSONDecodeError as exc:
+        raise BadRequest(f"malformed JSON body: {exc.msg}") from None
+    if not isinstance(value, dict) or set(value) - {"version"}:
+        raise BadRequest('the body must be {"version": "..."} (or {} for the newest)')
+    version = value.get("version")
+    if version is not None and (not isinstance(version, str) or not version):
+        raise BadRequest("version must be a non-empty string")
+    return version
+
+
+@router.get("/environments/{env_id}/packages")
+async def environment_packages(env_id: str,
+                               ctx: Context = Depends(permitted("environment:packages")),
+                               pins: Pins = Depends(_pins)) -> dict:
+    return {"packages": await run(pins.list, ctx, env_id)}
+
+
+@router.get("/environments/{env_id}/packages/{name}/plan")
+async def plan_package_move(env_id: str, name: str, version: Optional[str] = Query(
+                                None, description="the version to move to (default: the "
+                                                  "newest the project can use)"),
+                            ctx: Context = Depends(permitted("environment:packages")),
+                            pins: Pins = Depends(_pins)) -> dict:
+    return await run(pins.plan, ctx, env_id, name, version)
+
+
+@router.put("/environments/{env_id}/packages/{name}")
+async def use_package(env_id: str, name: str, request: Request,
+                      ctx: Context = Depends(permitted("environment:use_package")),
+                      pins: Pins = Depends(_pins)) -> dict:
+    version = await _version(request)
+    return await run(pins.use, ctx, env_id, name, version)
+
+
+@router.delete("/environments/{env_id}/packages/{name}", status_code=204)
+async def remove_package(env_id: str, name: str,
+                         ctx: Context = Depends(permitted("environment:use_package")),
+                         pins: Pins = Depends(_pins)) -> Response:
+    await run(pins.remove, ctx, env_id, name)
     return Response(status_code=204)

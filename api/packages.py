@@ -26,6 +26,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session as DbSession, defer, sessionmaker
 
 from fornace.api.errors import BadRequest, Conflict, Forbidden, NotFound, Unavailable
+from fornace.api.pinned import environments_using
 from fornace.api.store import Context, iso, lookup_id
 from fornace.common.db.models import Package
 from fornace.common.packagefiles import (SUFFIXES, PackageError, PackageLimits, content_type,
@@ -54,11 +55,9 @@ def package_view(package: Package) -> dict[str, Any]:
 
 
 def users_of(db: DbSession, package: Package) -> list[dict[str, str]]:
-    """The environments that use ``package`` (``{"id", "name"}`` each): a package is
-    deleted only when this is empty.  Environments do not name packages yet, so
-    none uses one; when deployments name a package version, this is where the
-    environments that do are looked up, in the deletion's transaction."""
-    return []
+    """The environments pinned to ``package`` (``{"id", "name"}`` each): a package
+    is deleted only when this is empty (read in the deletion's transaction)."""
+    return environments_using(db, package.id)
 
 
 class Packages:

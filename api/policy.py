@@ -139,6 +139,12 @@ API_RULES = [
           "one, ?public=true: the cloud admin only).", ("POST", "/packages")),
     _call("package:delete", _WRITE, "Delete a workflow package no environment uses (a "
           "public one: the cloud admin only).", ("DELETE", _PACKAGE)),
+    _call("environment:packages", _READ, "The workflow package versions an environment "
+          "is pinned to, and the plan of moving it to another version.",
+          ("GET", _ENV + "/packages"), ("GET", _ENV + "/packages/{name}/plan")),
+    _call("environment:use_package", _WRITE, "Pin an environment to a workflow package "
+          "version (or move it to another one), or unpin it.",
+          ("PUT", _ENV + "/packages/{name}"), ("DELETE", _ENV + "/packages/{name}")),
 ]
 
 

@@ -46,6 +46,7 @@ from fornace.common.secrets import find_secrets, mask_text, masked
 from fornace.common.db.models import (ConfigSession, Deployment, Environment, JobLock, JobTask,
                                      Status, new_id, utcnow)
 from fornace.api.errors import BadRequest, Conflict, Forbidden, NotFound, Unavailable
+from fornace.api.pinned import task_packages
 from fornace.api.trusts import Delegation, Trusts
 
 LOG = logging.getLogger(__name__)
@@ -466,7 +467,8 @@ class Store:
             body = contract.task_body(session.description, ctx.token, env.tenant_id,
                                       job=contract.job_section(deployment.id, "deploy",
                                                                parameters),
-                                      trust_id=delegation.trust_id)
+                                      trust_id=delegation.trust_id,
+                                      packages=task_packages(db, env.id))
         return body, deployment.id, previous
 
     # -- services ------------------------------------------------------------

@@ -136,8 +136,11 @@ class Catalog:
 
 # -- reading the file ---------------------------------------------------------
 
-def load_catalog(path: str | Path) -> Catalog:
-    """Read ``types.json``; :class:`CatalogError` names the file and the entry."""
+def load_catalog(path: str | Path, base: Catalog | None = None) -> Catalog:
+    """Read ``types.json``; :class:`CatalogError` names the file and the entry.
+    With ``base`` (a package's catalog on top of the conductor's), its types
+    join the base's: they may extend the base's types, and one of the same
+    name replaces the base's."""
     path = Path(path)
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
@@ -149,7 +152,8 @@ def load_catalog(path: str | Path) -> Catalog:
     if not isinstance(types, dict):
         raise CatalogError(f"{path}: the catalog must be an object with a 'types' object")
     try:
-        return Catalog({name: _type(name, entry) for name, entry in types.items()})
+        own = {name: _type(name, entry) for name, entry in types.items()}
+        return Catalog({**base.types, **own} if base is not None else own)
     except CatalogError as exc:
         raise CatalogError(f"{path}: {exc}") from None
 

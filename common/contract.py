@@ -65,6 +65,12 @@ the earlier ones, and a Murano 0.2 agent or API speaks 1.0)::
           fornace.conductor.jobs.tracing).  An API that does not know the
           kind drops the message (a ContractError); the result still ends
           the job
+    1.8 - "packages" on a task: the workflow packages the environment is
+          pinned to ([{id, name, version, digest}], at most MAX_PACKAGES),
+          which the conductor reads from the database by id and checks by
+          their sha256; their workflows, templates and types join its own
+          data folder for that task only.  Not part of the model the
+          workflows see
 """
 from __future__ import annotations
 
@@ -72,12 +78,13 @@ import base64
 import binascii
 import copy
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fornace.common import jsonlimits
 
-CONTRACT_VERSION = "1.7"   # see the history above; bump it with every change of a body
+CONTRACT_VERSION = "1.8"   # see the history above; bump it with every change of a body
+MAX_PACKAGES = 32          # workflow packages on one task (1.8)
 
 TASKS = "tasks"            # exchange, queue and routing key
 RESULTS = "task-results"
@@ -158,10 +165,12 @@ def _items(value: Any) -> list:
 
 def task_body(model: dict[str, Any], token: str | None, tenant_id: str,
               job: dict[str, Any] | None = None,
-              trust_id: str | None = None) -> dict[str, Any]:
+              trust_id: str | None = None,
+              packages: list[dict[str, str]] | None = None) -> dict[str, Any]:
     """A ``tasks`` message: the object model plus ``token`` and ``tenant_id``
     (and ``job``, from :func:`job_section`, for a Fornace job; ``trust_id``
-    when the environment has a Keystone trust)."""
+    when the environment has a Keystone trust; ``packages`` when it is
+    pinned to workflow packages)."""
     if not isinstance(model, dict):
         raise _error("task", f"the object model must be an object, got {_kind(model)}")
     body = copy.deepcopy(model)
@@ -171,6 +180,8 @@ def task_body(model: dict[str, Any], token: str | None, tenant_id: str,
         body["job"] = job
     if trust_id:
         body["trust_id"] = trust_id
+    if packages:
+        body["packages"] = [dict(ref) for ref in packages]
     _check_task(body)
     return body
 
@@ -334,6 +345,7 @@ class Task:
     action: str = "deploy"
     parameters: dict[str, Any] | None = None
     trust_id: str | None = None    # contract 1.6
+    packages: list[dict[str, str]] = field(default_factory=list)   # contract 1.8
 
 
 @dataclass
@@ -381,14 +393,16 @@ def parse_task(body: Any) -> Task:
     deleted = bool(body.get("deleted", False))
     job = body.pop("job", None)   # not part of the model the workflows see
     trust_id = body.pop("trust_id", None)   # nor is this
+    packages = body.pop("packages", None) or []   # nor this
     if job is None:
         return Task(model=body, token=body.get("token"), tenant_id=body["tenant_id"],
                     environment_id=body["id"], deleted=deleted,
                     action="delete" if deleted else "deploy", parameters={},
-                    trust_id=trust_id)
+                    trust_id=trust_id, packages=packages)
     return Task(model=body, token=body.get("token"), tenant_id=body["tenant_id"],
                 environment_id=body["id"], deleted=deleted, job_id=job["id"],
-                action=job["action"], parameters=job["parameters"], trust_id=trust_id)
+                action=job["action"], parameters=job["parameters"], trust_id=trust_id,
+                packages=packages)
 
 
 @dataclass
@@ -480,6 +494,30 @@ def _check_task(body: dict) -> None:
     _require(body, "job", kind, dict, "an object", optional=True)
     if "job" in body:
         _check_job(body["job"])
+    if "packages" in body:
+        _check_packages(body["packages"])
+
+
+def _check_packages(refs: Any) -> None:
+    """A task's ``packages``: at most MAX_PACKAGES ``{id, name, version, digest}``,
+    each a non-empty string, names not repeated."""
+    kind = "task"
+    if not isinstance(refs, list):
+        raise _error(kind, f"must be a list, got {_kind(refs)}", "packages")
+    if len(refs) > MAX_PACKAGES:
+        raise _error(kind, f"at most {MAX_PACKAGES} packages, got {len(refs)}", "packages")
+    names: set[str] = set()
+    for number, ref in enumerate(refs):
+        where = f"packages[{number}]"
+        if not isinstance(ref, dict):
+            raise _error(kind, f"must be an object, got {_kind(ref)}", where)
+        for key in ("id", "name", "version", "digest"):
+            value = ref.get(key)
+            if not isinstance(value, str) or not value:
+                raise _error(kind, "must be a non-empty string", f"{where}.{key}")
+        if ref["name"] in names:
+            raise _error(kind, f"package {ref['name']!r} is named twice", where)
+        names.add(ref["name"])
 
 
 def _check_job(job: dict) -> None:

@@ -27,10 +27,12 @@ from fornace.common.secrets import find_secrets, mask_text
 from fornace.conductor.dsl.workflows import load_workflows
 from fornace.conductor.executors import agents_class
 from fornace.conductor.executors.base import JobAgents, StackExecutor, UnreachableStacks
-from fornace.conductor.jobs.lifecycle import Job, run_job
+from fornace.conductor.jobs.lifecycle import Job, failed, run_job
 from fornace.conductor.jobs.lock import AlreadyDone, Grant, JobLock, LockHeld, Revoked
 from fornace.conductor.jobs.records import JobRecorder
 from fornace.conductor.jobs.tracing import TRACE_BYTES, JobTrace, encode
+from fornace.conductor.packagedata import (JobData, PackageData, PackageUnavailable,
+                                            database_reader)
 from fornace.conductor.session import Settings
 from fornace.conductor.templates import TemplateStore
 
@@ -76,6 +78,10 @@ class Conductor:
         self.locks = None
         if settings.database_url:
             self.locks = JobLock(settings.database_url)
+        # the workflow packages tasks name (contract 1.8), read from the database
+        self.data = PackageData(JobData(self.workflows, self.store, self.catalog),
+                                database_reader(self.locks.engine) if self.locks else None,
+                                engine.limits)
         self.stop = threading.Event()
         self.consumers: list[Consumer] = []
         self._threads: list[threading.Thread] = []
@@ -103,6 +109,8 @@ class Conductor:
         self.stop.set()
         for thread in self._threads:
             thread.join(timeout)
+        if not any(thread.is_alive() for thread in self._threads):
+            self.data.close()
         with self._publishers_lock:
             for broker in self._publishers:
                 broker.close()
@@ -249,10 +257,18 @@ class Conductor:
             broker, environment_id, engine.agent_timeout, absent_after=engine.agent_absent_after,
             boot_timeout=engine.agent_boot_timeout, halted=halted,
             on_queues=lambda names: self._record_queues(environment_id, names)))
-        return run_job(Job(task=task, workflows=self.workflows, store=self.store,
-                           catalog=self.catalog, stacks=self._stacks_of(task), agents=agents,
-                           recorder=recorder, engine=engine, reporter=report,
-                           plan_seed=task_id, halted=halted, trace=trace))
+        try:
+            data, problem = self.data.for_task(task.packages), None
+        except PackageUnavailable as exc:   # the job's error, not retried
+            data, problem = self.data.base, exc
+        job = Job(task=task, workflows=data.workflows, store=data.store, catalog=data.catalog,
+                  stacks=self._stacks_of(task), agents=agents, recorder=recorder,
+                  engine=engine, reporter=report, plan_seed=task_id, halted=halted,
+                  trace=trace)
+        if problem is not None:
+            LOG.warning("environment %s: %s", environment_id, problem)
+            return failed(job, problem)
+        return run_job(job)
 
     def _stacks_of(self, task: contract.Task) -> StackExecutor:
         """The task's stack backend; one that fails every action with why when the

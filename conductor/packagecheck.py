@@ -5,7 +5,8 @@ by the command that starts it: an uploaded package, unpacked in a temporary
 folder, is checked by the same :func:`fornace.conductor.dsl.checker.inspect`
 as workflow files on disk, against its own templates only (no fallback to
 the built-in catalog: the package must hold what its workflows name), and
-its ``types.json`` is loaded as the conductor would load it.  Problems are
+its ``types.json`` is loaded as the conductor would load it (on top of the
+built-in catalog, whose types it may extend).  Problems are
 ``file:line: message`` with the file relative to the package.
 """
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Callable
 
-from fornace.common.catalog import CatalogError, load_catalog
+from fornace.common.catalog import CatalogError, builtin_catalog, load_catalog
 from fornace.conductor.dsl.checker import inspect
 from fornace.conductor.limits import Limits
 
@@ -32,7 +33,7 @@ def check_package(folder: Path, limits: Limits | None = None) -> list[str]:
         problems.extend(inspect([workflows], folder, limits, builtin=False).problems)
     if (folder / "types.json").is_file():
         try:
-            load_catalog(folder / "types.json")
+            load_catalog(folder / "types.json", base=builtin_catalog())
         except CatalogError as exc:
             problems.append(str(exc))
     prefix = str(folder.resolve()) + "/"

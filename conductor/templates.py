@@ -348,3 +348,52 @@ def _section_key(template: dict[str, Any], *keys: str) -> str | None:
 def _section(template: dict[str, Any], *keys: str) -> Any:
     key = _section_key(template, *keys)
     return template.get(key) if key else None
+
+
+class TemplateLayers:
+    """The templates of a job pinned to workflow packages: each name is looked up
+    in the packages' catalogs first (in order), then in the conductor's own.
+
+    A package's workflows find the templates the package holds (the upload's
+    check made sure they are there); the conductor's workflows find theirs,
+    unless a package ships a template of the same name to replace it.
+    """
+
+    def __init__(self, stores: list[TemplateStore]) -> None:
+        if not stores:
+            raise ValueError("TemplateLayers needs at least one TemplateStore")
+        self.stores = stores
+        self.limits = stores[-1].limits
+        self.data_dir = stores[-1].data_dir
+
+    def _holder(self, has: Callable[[TemplateStore], bool]) -> TemplateStore:
+        for store in self.stores[:-1]:
+            try:
+                if has(store):
+                    return store
+            except TemplateError:   # a bad name: the last store says why
+                break
+        return self.stores[-1]
+
+    def heat_template(self, name: str, mappings: dict[str, Any] | None = None) -> dict:
+        return self._holder(lambda s: s.heat_path(name).is_file()).heat_template(name, mappings)
+
+    def agent_template(self, name: str, mappings: dict[str, Any] | None = None) -> dict:
+        return self._holder(lambda s: s.agent_path(name).is_file()).agent_template(
+            name, mappings)
+
+    def script(self, name: str) -> bytes:
+        return self._holder(lambda s: safe_join(s.scripts_dir, name).is_file()).script(name)
+
+    def script_base64(self, name: str) -> str:
+        return self._holder(
+            lambda s: safe_join(s.scripts_dir, name).is_file()).script_base64(name)
+
+    def agent_config(self, name: str) -> str:
+        folder = Path("templates", "agent-config")
+        return self._holder(lambda s: safe_join(s.data_dir / folder, name + ".template")
+                            .is_file()).agent_config(name)
+
+    def init_script(self, name: str) -> str:
+        return self._holder(lambda s: safe_join(s.data_dir / "init-scripts", name)
+                            .is_file()).init_script(name)

@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from fornace.cli.client import pins
 from fornace.cli.client.common import OK, add_command, add_group, dispatch, exit_code
 from fornace.cli.client.confirm import DECLINED, add_yes_option, confirmed
 from fornace.cli.client.http import ApiClient, ClientError
@@ -26,14 +27,15 @@ from fornace.common.packagefiles import SUFFIXES, PackageError, content_type, pa
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     actions = add_group(
-        subparsers, "package", "upload, list, show, download or delete workflow packages",
+        subparsers, "package", "upload, list, show, download, delete workflow packages; pin environments to them",
         "Workflow packages: workflows, templates, scripts and catalog entries with a "
         "name and a version (package.json), checked by the API as 'fornace workflow "
         "check' checks files. Commands name a package by id, NAME@VERSION, or NAME when "
         "only one version of it is visible.",
         ["fornace package upload ./my-package", "fornace package list",
          "fornace package show hello@1.0.0", "fornace package download hello -o hello.tgz",
-         "fornace package delete hello@1.0.0 --yes"])
+         "fornace package delete hello@1.0.0 --yes", "fornace package use web hello@1.0.1",
+         "fornace package pins web"])
     upload = add_command(
         actions, "upload", "upload a package (an archive, or a folder packed on the fly)",
         "Upload a zip, tar or tar.gz archive, or a folder laid out as a package "
@@ -76,6 +78,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                           "hello@1.0.0 --yes"])
     add_yes_option(delete)
     delete.add_argument("package", metavar="PACKAGE", help="id, NAME@VERSION or NAME")
+    pins.add_parsers(actions)
 
 
 def run(conf: Any) -> int:
@@ -84,7 +87,7 @@ def run(conf: Any) -> int:
 
 def _run(command: Any, client: ApiClient) -> int:
     actions = {"upload": upload, "list": list_packages, "show": show,
-               "download": download, "delete": delete}
+               "download": download, "delete": delete, **pins.HANDLERS}
     return actions[command.package_action](command, client)
 
 

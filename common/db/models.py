@@ -193,3 +193,18 @@ class Package(Base):
     data: Mapped[bytes] = mapped_column(LargeBinary)
     uploaded_by: Mapped[str] = mapped_column(String(64))
     created: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class EnvironmentPackage(Base):
+    """A workflow package version an environment is pinned to (:mod:`fornace.api.pins`):
+    its deployments and actions run with that version until it is moved
+    explicitly; a package is not deleted while an environment names it."""
+
+    __tablename__ = "environment_packages"
+
+    environment_id: Mapped[str] = mapped_column(
+        ForeignKey("environments.id", ondelete="CASCADE"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    package_id: Mapped[str] = mapped_column(ForeignKey("packages.id"), index=True)
+    pinned_by: Mapped[str] = mapped_column(String(64))
+    updated: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)

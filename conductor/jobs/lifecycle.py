@@ -102,13 +102,18 @@ def run_job(job: Job) -> Outcome:
         with observing(job.recorder.node):   # node states go out as they change
             return handler(job)
     except FornaceError as exc:
-        job.report(f"{action} failed: {exc}", "error")
-        return Outcome(clean_model(job.model), "error", 0, [])
+        return failed(job, exc)
     except Exception as exc:  # never lose the model to a bug
         LOG.exception("job %s (%s) failed", job.recorder.job_id, action)
         job.report(f"{action} stopped by an internal error: {type(exc).__name__}: {exc}",
                    "error")
         return Outcome(clean_model(job.model), "error", 0, [])
+
+
+def failed(job: Job, problem: Exception) -> Outcome:
+    """The end of a job that cannot run (or went wrong): an error report saying why."""
+    job.report(f"{job.task.action} failed: {problem}", "error")
+    return Outcome(clean_model(job.model), "error", 0, [])
 
 
 # -- deploy, install, delete, plan ---------------------------------------------------

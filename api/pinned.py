@@ -1,0 +1,32 @@
+"""Which workflow package versions an environment is pinned to, read inside the
+caller's transaction: what a task carries (contract 1.8) and who uses a
+package.  Kept apart from :mod:`fornace.api.pins` (the API calls that change
+pins) so that the store imports it without a cycle."""
+from __future__ import annotations
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session as DbSession
+
+from fornace.common.db.models import Environment, EnvironmentPackage, Package
+
+
+def task_packages(db: DbSession, environment_id: str) -> list[dict[str, str]]:
+    """The environment's pinned packages as a task names them: ``{id, name,
+    version, digest}``, by name."""
+    rows = db.execute(
+        select(Package.id, Package.name, Package.version, Package.digest)
+        .join(EnvironmentPackage, EnvironmentPackage.package_id == Package.id)
+        .where(EnvironmentPackage.environment_id == environment_id)
+        .order_by(EnvironmentPackage.name)).all()
+    return [{"id": r.id, "name": r.name, "version": r.version, "digest": r.digest}
+            for r in rows]
+
+
+def environments_using(db: DbSession, package_id: str) -> list[dict[str, str]]:
+    """The environments pinned to a package version (``{id, name}``, by name)."""
+    rows = db.execute(
+        select(Environment.id, Environment.name)
+        .join(EnvironmentPackage, EnvironmentPackage.environment_id == Environment.id)
+        .where(EnvironmentPackage.package_id == package_id)
+        .order_by(Environment.name)).all()
+    return [{"id": r.id, "name": r.name} for r in rows]
