@@ -39,6 +39,7 @@ from fornace.api.store import (BUSY, LIGHT_JOB, NOT_DEPLOYING, Context, Outcome,
                                store_all)
 from fornace.api.traces import BadTrace, store_trace, trace_view
 from fornace.api.pinned import task_packages
+from fornace.common.catalog import Catalog
 from fornace.api.trusts import Delegation
 
 LOG = logging.getLogger(__name__)
@@ -459,7 +460,8 @@ class Jobs:
                                                         editable=False).description
             if env.state in BUSY:  # first: a first deployment running is no "never deployed"
                 raise self.store.busy_error(db, env)
-            parameters = self._checked(action, parameters, description)
+            parameters = self._checked(action, parameters, description,
+                                       self.store.catalog_of(db, env.id))
             if env.version == 0 and action not in UNDEPLOYED_ACTIONS:
                 raise Conflict(f"environment {env_id} has never been deployed: deploy it "
                                f"before running {action}")
@@ -478,9 +480,9 @@ class Jobs:
             view = job_view(job)
         return body, view, previous
 
-    def _checked(self, action: str, parameters: Any, model: dict[str, Any]) -> dict[str, Any]:
+    def _checked(self, action: str, parameters: Any, model: dict[str, Any],
+                 catalog: Catalog) -> dict[str, Any]:
         """The parameters with their defaults; a 400 naming the wrong one."""
-        catalog = self.store.catalog
         try:
             checked = check_parameters(action, parameters, model, catalog)
             if action == "execute_operation":
@@ -566,7 +568,7 @@ class Jobs:
             if session_id:
                 description = self.store.config_session(db, ctx, env, session_id,
                                                          editable=False).description
-            return topology.build(description, self.store.catalog).view()
+            return topology.build(description, self.store.catalog_of(db, env.id)).view()
 
     def status(self, ctx: Context, env_id: str,
                session_id: str | None = None) -> dict[str, Any]:

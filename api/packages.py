@@ -16,6 +16,7 @@ an environment uses it (:func:`users_of`).
 from __future__ import annotations
 
 import hashlib
+import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,6 +61,15 @@ def users_of(db: DbSession, package: Package) -> list[dict[str, str]]:
     return environments_using(db, package.id)
 
 
+def package_types(folder: Path) -> dict[str, Any] | None:
+    """The ``types`` of an unpacked (and checked) package's ``types.json``."""
+    path = folder / "types.json"
+    if not path.is_file():
+        return None
+    document = json.loads(path.read_text(encoding="utf-8"))
+    return document.get("types") or None
+
+
 class Packages:
     """The packages of the API's database."""
 
@@ -87,6 +97,7 @@ class Packages:
                 except PackageError as exc:   # reported with the workflows' problems
                     problems = exc.problems
                 problems += self._check(Path(folder))
+                types = None if problems else package_types(Path(folder))
         except PackageError as exc:
             problems = exc.problems
         if problems:
@@ -96,7 +107,8 @@ class Packages:
                           description=manifest.description,
                           tenant_id=None if public else ctx.tenant_id, public=public,
                           content_type=kind, digest=hashlib.sha256(data).hexdigest(),
-                          size=len(data), files=files, data=data, uploaded_by=ctx.user_id)
+                          size=len(data), files=files, data=data, uploaded_by=ctx.user_id,
+                          types=types)
         try:
             with self._sessions.begin() as db:
                 self._refuse_existing(db, manifest.name, manifest.version)

@@ -4,6 +4,8 @@ package.  Kept apart from :mod:`fornace.api.pins` (the API calls that change
 pins) so that the store imports it without a cycle."""
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import select
 from sqlalchemy.orm import Session as DbSession
 
@@ -30,3 +32,16 @@ def environments_using(db: DbSession, package_id: str) -> list[dict[str, str]]:
         .where(EnvironmentPackage.package_id == package_id)
         .order_by(Environment.name)).all()
     return [{"id": r.id, "name": r.name} for r in rows]
+
+
+def package_types(db: Any, environment_id: str) -> list[tuple[str, dict[str, Any]]]:
+    """``(package id, types)`` of the environment's pinned packages that bring
+    service types (their ``types.json``), by name: the API's catalog of the
+    environment joins them."""
+    rows = db.execute(
+        select(Package.id, Package.types)
+        .join(EnvironmentPackage, EnvironmentPackage.package_id == Package.id)
+        .where(EnvironmentPackage.environment_id == environment_id,
+               Package.types.is_not(None))
+        .order_by(EnvironmentPackage.name)).all()
+    return [(r.id, r.types) for r in rows if r.types]

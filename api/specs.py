@@ -33,7 +33,6 @@ field path, e.g. ``units[1].isMaster``.
 from __future__ import annotations
 
 import copy
-import functools
 import ipaddress
 import re
 import uuid
@@ -382,13 +381,8 @@ def _ids_in(services: Iterable[Any]) -> set[str]:
 
 def declared_secrets(catalog: Catalog | None = None) -> frozenset[str]:
     """The field names some type of the catalog declares secret (``writeOnly``)."""
-    return _secrets_of(catalog if catalog is not None and catalog.service_types
-                       else builtin_catalog())
-
-
-@functools.lru_cache(maxsize=8)   # a catalog does not change once read
-def _secrets_of(catalog: Catalog) -> frozenset[str]:
-    return frozenset().union(*(spec.secrets for spec in catalog.service_types.values()))
+    return (catalog if catalog is not None and catalog.service_types
+            else builtin_catalog()).secret_fields
 
 
 def masked_view(value: Any, catalog: Catalog | None = None) -> Any:

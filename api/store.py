@@ -37,16 +37,16 @@ from sqlalchemy.orm import Session as DbSession, defer, sessionmaker
 
 from fornace.api import specs, tree
 from fornace.api.limits import UnitLimits, unit_counts
-from fornace.common import contract
+from fornace.common import contract, topology
 from fornace.common.actionparams import ActionError, check_parameters
-from fornace.common.catalog import Catalog, load_catalog
+from fornace.common.catalog import Catalog, catalog_with, load_catalog
 from fornace.common.db import locks
 from fornace.common.resources import BUILTIN_DATA
 from fornace.common.secrets import find_secrets, mask_text, masked
 from fornace.common.db.models import (ConfigSession, Deployment, Environment, JobLock, JobTask,
                                      Status, new_id, utcnow)
 from fornace.api.errors import BadRequest, Conflict, Forbidden, NotFound, Unavailable
-from fornace.api.pinned import task_packages
+from fornace.api.pinned import package_types, task_packages
 from fornace.api.trusts import Delegation, Trusts
 
 LOG = logging.getLogger(__name__)
@@ -140,6 +140,7 @@ class Store:
         # the type catalog the conductor uses: job parameters are checked against it
         self.catalog = catalog if catalog is not None else load_catalog(
             BUILTIN_DATA / "types.json")
+        self._catalogs: dict[tuple[str, ...], Catalog] = {}   # see catalog_of
         # The hot reads (list and show an environment) use a plain connection
         # without a transaction: no ORM session, no BEGIN/ROLLBACK round trips.
         # Nothing changes for them: they write nothing, and under READ COMMITTED
@@ -149,6 +150,29 @@ class Store:
         engine = sessions.kw.get("bind")
         self._reader = (engine.execution_options(isolation_level="AUTOCOMMIT")
                         if engine is not None else None)
+
+    def catalog_of(self, db: Any, env_id: str) -> Catalog:
+        """The catalog of an environment: the API's, with the types of the workflow
+        packages it is pinned to (remembered per set of package versions)."""
+        layers = package_types(db, env_id)
+        if not layers:
+            return self.catalog
+        key = tuple(package_id for package_id, _types in layers)
+        catalog = self._catalogs.get(key)
+        if catalog is None:
+            catalog = self.catalog
+            for _package_id, types in layers:
+                catalog = catalog_with(catalog, types)
+            if len(self._catalogs) >= 64:
+                self._catalogs.clear()
+            self._catalogs[key] = catalog
+        return catalog
+
+    def environment_catalog(self, env_id: str) -> Catalog:
+        """:meth:`catalog_of` an environment, on a connection of its own (the
+        caller checked the access already)."""
+        with self._read() as db:
+            return self.catalog_of(db, lookup_id(env_id, "environment"))
 
     @property
     def sessions(self) -> sessionmaker:
@@ -251,7 +275,7 @@ class Store:
                 description = session.description
             view = env_view(env, shown_status(env.state, env.pending))
             view["services"] = specs.masked_view(description.get("services") or [],
-                                                 self.catalog)
+                                                 self.catalog_of(db, env.id))
             return view
 
     def update_environment(self, ctx: Context, env_id: str, name: str) -> dict[str, Any]:
@@ -480,10 +504,11 @@ class Store:
             if session_id:
                 description = self.config_session(db, ctx, env, session_id,
                                                   editable=False).description
-            return _masked_at(description.get("services") or [], tree.split(path), self.catalog)
+            return _masked_at(description.get("services") or [], tree.split(path),
+                              self.catalog_of(db, env.id))
 
     def _edit(self, ctx: Context, env_id: str, session_id: str | None,
-              change: Callable[[list], Any]) -> Any:
+              change: Callable[[list, Catalog], Any]) -> Any:
         """Apply ``change`` to a copy of the session's services; store it if valid.
 
         All or nothing: any error leaves the session as it was.  Edits of one
@@ -504,26 +529,29 @@ class Store:
                 raise BadRequest("the environment's services are not a list")
             before = unit_counts(services)
             names = service_names(services)
-            result = change(services)
+            dangling = dangling_dependencies(services)
+            catalog = self.catalog_of(db, env.id)
+            result = change(services, catalog)
             refuse_taken_service_names(names, services)
+            refuse_new_dangling_dependencies(dangling, services)
             self.limits.check_services(env.id, before, services)
             if tree.depth(services) > tree.MAX_DEPTH:  # e.g. sub-path PUTs, deeper each time
                 raise BadRequest(f"the services would nest more than {tree.MAX_DEPTH} levels "
                                  f"deep")
             session.description = description
             session.updated = utcnow()
-            return specs.masked_view(result, self.catalog)
+            return specs.masked_view(result, catalog)
 
     def post_service(self, ctx: Context, env_id: str, path: str, data: Any,
                      session_id: str | None) -> Any:
         segments = tree.split(path)
 
-        def change(services: list) -> Any:
+        def change(services: list, catalog: Catalog) -> Any:
             now = iso(utcnow())
             if not segments and isinstance(data, list):
-                return add_services(services, data, now, self.catalog)
+                return add_services(services, data, now, catalog)
             if not segments:
-                _spec(specs.validate_create, data, self.catalog)
+                _spec(specs.validate_create, data, catalog)
                 service = _spec(specs.prepare_new, data, now, services)
                 services.append(service)
                 return service
@@ -532,7 +560,7 @@ class Store:
                 raise BadRequest(f"{path} is not a list: POST adds items to lists")
             items = data if isinstance(data, list) else [data]
             target.extend(copy.deepcopy(items))
-            _revalidate(services, segments, now, self.catalog)
+            _revalidate(services, segments, now, catalog)
             return data
         return self._edit(ctx, env_id, session_id, change)
 
@@ -540,14 +568,14 @@ class Store:
                     session_id: str | None) -> Any:
         segments = tree.split(path)
 
-        def change(services: list) -> Any:
+        def change(services: list, catalog: Catalog) -> Any:
             now = iso(utcnow())
             if not segments:
                 if not isinstance(data, list):
                     raise BadRequest("PUT on /services takes the whole list of services")
-                new = specs.keep_secrets(copy.deepcopy(data), services, self.catalog)
+                new = specs.keep_secrets(copy.deepcopy(data), services, catalog)
                 for item in new:
-                    _spec(specs.validate_update, item, self.catalog)
+                    _spec(specs.validate_update, item, catalog)
                 new = [_spec(specs.prepare_units, item) for item in new]
                 services[:] = new
                 return new
@@ -558,23 +586,23 @@ class Store:
             # with its key, so that PUT .../adminPassword "***" keeps the password
             key = segments[-1]
             value = specs.keep_secrets({key: copy.deepcopy(data)}, {key: old},
-                                       self.catalog)[key]
+                                       catalog)[key]
             tree.put(services, segments, value)
-            _revalidate(services, segments, now, self.catalog)
-            return _masked_at(services, segments, self.catalog)
+            _revalidate(services, segments, now, catalog)
+            return _masked_at(services, segments, catalog)
         return self._edit(ctx, env_id, session_id, change)
 
     def delete_service(self, ctx: Context, env_id: str, path: str,
                        session_id: str | None) -> None:
         segments = tree.split(path)
 
-        def change(services: list) -> None:
+        def change(services: list, catalog: Catalog) -> None:
             if not segments:
                 services.clear()
                 return None
             tree.delete(services, segments)
             if len(segments) > 1:
-                _revalidate(services, segments, iso(utcnow()), self.catalog)
+                _revalidate(services, segments, iso(utcnow()), catalog)
             return None
         self._edit(ctx, env_id, session_id, change)
 
@@ -898,6 +926,23 @@ def refuse_taken_name(db: DbSession, tenant_id: str, name: str, but: str | None 
     if existing is not None:
         raise Conflict(f"an environment named {name!r} exists already (id {existing})",
                        existing={"id": existing, "name": name})
+
+
+def dangling_dependencies(services: list) -> set[str]:
+    """What is wrong with the services' ``dependsOn`` lists (not a list, or naming
+    no service of the environment), as the topology words it."""
+    return {p for p in topology.build({"services": services}).problems if "dependsOn" in p}
+
+
+def refuse_new_dangling_dependencies(before: set[str], services: list) -> None:
+    """A 400 when an edit made a ``dependsOn`` wrong: naming a service that is not
+    there (or removing one that others depend on).  Wrong ones from before
+    (a 0.2 description, say) do not block other edits."""
+    new = sorted(dangling_dependencies(services) - before)
+    if new:
+        raise BadRequest("; ".join(new) + " (dependsOn lists the ids of services of the "
+                         "same environment; remove the dependency first to remove a "
+                         "service others depend on)")
 
 
 def service_names(services: list) -> dict[str, Any]:

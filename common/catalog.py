@@ -80,6 +80,11 @@ class Catalog:
         except SchemaError as exc:
             raise CatalogError(str(exc)) from None
 
+    @functools.cached_property
+    def secret_fields(self) -> frozenset[str]:
+        """The field names some type's schema declares secret (``writeOnly``)."""
+        return frozenset().union(*(spec.secrets for spec in self.service_types.values()))
+
     # -- the hierarchy ---------------------------------------------------
     def ancestry(self, name: str) -> list[str]:
         """``name`` and its ancestors, nearest first."""
@@ -152,10 +157,16 @@ def load_catalog(path: str | Path, base: Catalog | None = None) -> Catalog:
     if not isinstance(types, dict):
         raise CatalogError(f"{path}: the catalog must be an object with a 'types' object")
     try:
-        own = {name: _type(name, entry) for name, entry in types.items()}
-        return Catalog({**base.types, **own} if base is not None else own)
+        return catalog_with(base, types)
     except CatalogError as exc:
         raise CatalogError(f"{path}: {exc}") from None
+
+
+def catalog_with(base: Catalog | None, types: dict[str, Any]) -> Catalog:
+    """The catalog of ``types`` (a ``types.json``'s ``types`` object), joined to
+    ``base``'s when given (see :func:`load_catalog`)."""
+    own = {name: _type(name, entry) for name, entry in types.items()}
+    return Catalog({**base.types, **own} if base is not None else own)
 
 
 @functools.lru_cache(maxsize=1)

@@ -33,18 +33,22 @@ def is_secret_key(key: Any) -> bool:
     return normalized.endswith(SECRET_ENDINGS)
 
 
-def find_secrets(value: Any, found: set[str] | None = None) -> set[str]:
-    """Every string value stored under a secret key, anywhere in ``value``."""
+def find_secrets(value: Any, found: set[str] | None = None,
+                 keys: frozenset[str] = frozenset()) -> set[str]:
+    """Every string value stored under a secret key, anywhere in ``value``;
+    ``keys``: field names that are secret besides those :func:`is_secret_key`
+    knows (the catalog's declared secrets, :attr:`Catalog.secret_fields`)."""
     found = set() if found is None else found
     if isinstance(value, dict):
         for key, item in value.items():
-            if is_secret_key(key) and isinstance(item, str) and len(item) >= _MIN_LENGTH:
+            if ((key in keys or is_secret_key(key)) and isinstance(item, str)
+                    and len(item) >= _MIN_LENGTH):
                 found.add(item)
             else:
-                find_secrets(item, found)
+                find_secrets(item, found, keys)
     elif isinstance(value, list):
         for item in value:
-            find_secrets(item, found)
+            find_secrets(item, found, keys)
     return found
 
 

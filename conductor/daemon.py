@@ -170,8 +170,9 @@ class Conductor:
         LOG.info("environment %s: job %s (%s) started", task.environment_id, job_id,
                  task.action)
         broker = self._publisher()   # kept for this thread's next jobs
-        secrets = find_secrets(task.model)
-        find_secrets(task.parameters or {}, secrets)   # an action's own passwords too
+        keys = self._declared_secrets(task)
+        secrets = find_secrets(task.model, keys=keys)
+        find_secrets(task.parameters or {}, secrets, keys)   # an action's own passwords too
         if task.token:
             secrets.add(task.token)
         fence: list[int | None] = [None]   # the grant's token, once the lock is held
@@ -229,6 +230,15 @@ class Conductor:
             ended = f"completed_w_errors ({errors[0]} error report(s))"
         LOG.info("environment %s: job %s (%s) ended: %s after %d round(s)",
                  task.environment_id, job_id, task.action, ended, outcome.rounds)
+
+    def _declared_secrets(self, task: contract.Task) -> frozenset[str]:
+        """The fields the task's catalog declares secret (``writeOnly``): their
+        values are masked in its reports, logs and trace as passwords are."""
+        try:
+            catalog = self.data.for_task(task.packages).catalog
+        except PackageUnavailable:   # the job says so when it runs
+            catalog = self.data.base.catalog
+        return catalog.secret_fields if catalog is not None else frozenset()
 
     @staticmethod
     def _send_trace(broker: Broker, task: contract.Task, job_id: str, task_id: str,

@@ -40,6 +40,12 @@ def _store(request: Request) -> Store:
     return request.app.state.store
 
 
+async def _catalog(request: Request, env_id: str) -> Any:
+    """The environment's type catalog (with its pinned packages' types); the
+    caller was allowed to see the environment already."""
+    return await _run(_store(request).environment_catalog, env_id)
+
+
 def _jobs(request: Request) -> Jobs:
     return request.app.state.jobs
 
@@ -218,7 +224,7 @@ async def new_service(env_id: str, request: Request,
                       type_name: str = Query("", alias="type")) -> Response:
     ctx = await caller(request, "service:create", env_id=env_id)
     env, others = await _form_context(request, ctx, env_id)
-    catalog = _store(request).catalog
+    catalog = await _catalog(request, env_id)
     spec = serviceform.spec_of(type_name, catalog)
     if spec is None:
         return render(request, "choose_type.html", env=env,
@@ -232,12 +238,13 @@ async def add_service(env_id: str, request: Request) -> Response:
     form = await read_form(request)
     store = _store(request)
     env, others = await _form_context(request, ctx, env_id)
-    spec = serviceform.spec_of(form.get("type"), store.catalog)
+    catalog = await _catalog(request, env_id)
+    spec = serviceform.spec_of(form.get("type"), catalog)
     if spec is None:
         raise BadRequest(f"unknown service type {form.get('type')[:80]!r}")
     service, errors = serviceform.read_service(spec, form, None, others)
     errors.update(serviceform.problems(
-        spec, service, functools.partial(specs.validate_create, catalog=store.catalog), errors))
+        spec, service, functools.partial(specs.validate_create, catalog=catalog), errors))
 
     def save() -> Any:
         session_id = ensure_session(store, ctx, env_id)
@@ -281,7 +288,7 @@ async def _stored_service(request: Request, ctx: Any, env_id: str,
     env, service = await _run(load)
     if not isinstance(service, dict):
         raise NotFound(f"service {service_id} not found")
-    spec = serviceform.spec_of(str(service.get("type")), store.catalog)
+    spec = serviceform.spec_of(str(service.get("type")), await _catalog(request, env_id))
     if spec is None:
         raise BadRequest(f"services of type {str(service.get('type'))[:80]!r} cannot be "
                          f"edited from the dashboard")
@@ -305,8 +312,9 @@ async def update_service(env_id: str, service_id: str, request: Request) -> Resp
     _, others = await _form_context(request, ctx, env_id, service_id)
     service, errors = serviceform.read_service(spec, form, stored, others)
     store = _store(request)
+    catalog = await _catalog(request, env_id)
     errors.update(serviceform.problems(
-        spec, service, functools.partial(specs.validate_update, catalog=store.catalog), errors))
+        spec, service, functools.partial(specs.validate_update, catalog=catalog), errors))
 
     def save() -> Any:
         session_id = ensure_session(store, ctx, env_id)
@@ -354,7 +362,7 @@ async def action_form(env_id: str, name: str, request: Request) -> Response:
     ctx = await caller(request, "job:run_action", env_id=env_id)
     _known_action(name)
     env = await _run(_store(request).get_environment, ctx, env_id)
-    params = actionform.params_of(name, env, _store(request).catalog)
+    params = actionform.params_of(name, env, await _catalog(request, env_id))
     return render(request, "action_form.html", env=env, action=name, params=params,
                   doc=actionform.DESCRIPTIONS.get(name, ""), error=None)
 
@@ -365,7 +373,7 @@ async def run_action(env_id: str, name: str, request: Request) -> Response:
     _known_action(name)
     form = await read_form(request)
     env = await _run(_store(request).get_environment, ctx, env_id)
-    catalog = _store(request).catalog
+    catalog = await _catalog(request, env_id)
     values, params, errors = actionform.read_params(name, form, env, catalog)
     status = 400
     ask = None if errors else actionform.confirmation(name, values, env, catalog)

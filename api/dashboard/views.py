@@ -128,7 +128,8 @@ def environment_overview(store: Store, jobs: Jobs, ctx: Context,
     services = _shown_services(store, ctx, env, session_id, running)
     status = jobs.status(ctx, env_id, session_id)
     statuses = _status_by_id(status["services"])
-    view = topology_model.build({"services": services}, store.catalog).view()
+    view = topology_model.build({"services": services},
+                                store.environment_catalog(env_id)).view()
     last = history[0] if history else None
     kinds = _split(history)
     return {"env": env, "busy": env["status"] in BUSY, "session": session,
@@ -265,7 +266,8 @@ def removal(store: Store, ctx: Context, env_id: str, service_id: str) -> dict[st
                     and str(s.get("id")) == service_id), None)
     if service is None:
         raise NotFound(f"service {service_id[:80]} not found in environment {env_id}")
-    view = topology_model.build({"services": services}, store.catalog).view()
+    view = topology_model.build({"services": services},
+                                store.environment_catalog(env_id)).view()
     names = {str(s.get("id")): s.get("name") or s.get("id") for s in services
              if isinstance(s, dict)}
     dependents = sorted({names.get(str(e["source"]), str(e["source"]))

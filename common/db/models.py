@@ -190,6 +190,9 @@ class Package(Base):
     digest: Mapped[str] = mapped_column(String(64))        # sha256, hex
     size: Mapped[int] = mapped_column(BigInteger)
     files: Mapped[list] = mapped_column(JSON)              # member names, sorted
+    # the "types" of its types.json (None: it has none): the API's catalog of an
+    # environment pinned to it has them
+    types: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     data: Mapped[bytes] = mapped_column(LargeBinary)
     uploaded_by: Mapped[str] = mapped_column(String(64))
     created: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)

@@ -6,6 +6,8 @@ Revises: 0008
 An environment names at most one version of each package; every task of its
 jobs carries those versions (contract 1.8) and the conductor loads them from
 the packages table.  A package an environment names cannot be deleted.
+The service types of a package's types.json are kept beside its archive:
+the API's catalog of an environment pinned to it has them.
 """
 from alembic import op
 import sqlalchemy as sa
@@ -18,6 +20,7 @@ depends_on = None
 
 
 def upgrade() -> None:
+    op.add_column('packages', sa.Column('types', sa.JSON(), nullable=True))
     op.create_table(
         'environment_packages',
         sa.Column('environment_id', sa.String(64),
@@ -34,3 +37,5 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_index('ix_environment_packages_package_id', table_name='environment_packages')
     op.drop_table('environment_packages')
+    with op.batch_alter_table('packages') as batch:
+        batch.drop_column('types')

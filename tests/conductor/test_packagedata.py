@@ -1,0 +1,116 @@
+"""The workflow packages a task names, as a conductor loads them (contract 1.8):
+by id from the database, checked by sha256, read once per version, their
+files beside the conductor's own (replacing same-named ones), their
+templates first, their types joined; what cannot be loaded says why."""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from packagekit import package_files, zip_of
+from fornace.common.catalog import builtin_catalog
+from fornace.common.resources import BUILTIN_DATA
+from fornace.conductor.dsl.workflows import load_workflows
+from fornace.conductor.packagedata import JobData, PackageData, PackageUnavailable
+from fornace.conductor.templates import TemplateStore
+
+
+@pytest.fixture(scope="module")
+def base() -> JobData:
+    return JobData(load_workflows(BUILTIN_DATA / "workflows"), TemplateStore(BUILTIN_DATA),
+                   builtin_catalog())
+
+
+class Archives:
+    """A stand-in for the packages table: id -> archive, counting the reads."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+        self.reads: list[str] = []
+
+    def add(self, package_id: str, files: dict[str, bytes]) -> dict[str, str]:
+        data = self.data[package_id] = zip_of(files)
+        manifest = json.loads(files["package.json"])
+        return {"id": package_id, "name": manifest["name"], "version": manifest["version"],
+                "digest": hashlib.sha256(data).hexdigest()}
+
+    def __call__(self, package_id: str) -> bytes | None:
+        self.reads.append(package_id)
+        return self.data.get(package_id)
+
+
+@pytest.fixture
+def library(base):
+    archives = Archives()
+    data = PackageData(base, archives)
+    data.archives = archives
+    yield data
+    data.close()
+
+
+def test_a_task_without_packages_runs_the_conductors_own_data(library, base):
+    assert library.for_task([]) is base
+
+
+def test_a_packages_workflows_join_and_each_version_is_read_once(library, base):
+    ref = library.archives.add("p1", package_files())
+    job = library.for_task([ref])
+    names = [w.path.name for w in job.workflows]
+    assert names == sorted({w.path.name for w in base.workflows} | {"hello.xml"})
+    assert job.store.agent_template("Hello")["Scripts"] == ["hello.sh"]     # the package's
+    assert "Resources" in job.store.heat_template("LinuxInstance")         # the conductor's
+    assert job.store.script("hello.sh") == b"#!/bin/sh\necho hello\n"
+    library.for_task([ref])
+    assert library.archives.reads == ["p1"]
+
+
+def test_a_package_file_replaces_the_conductors_file_of_that_name(library, base):
+    files = package_files()
+    files["workflows/Common.xml"] = files.pop("workflows/hello.xml")
+    job = library.for_task([library.archives.add("p1", files)])
+    [common] = [w for w in job.workflows if w.path.name == "Common.xml"]
+    assert common.path.parent.parent != BUILTIN_DATA
+    assert len(job.workflows) == len(base.workflows)
+
+
+def test_a_packages_types_join_the_catalog(library):
+    files = package_files()
+    files["types.json"] = json.dumps({"types": {"helloService": {
+        "extends": "linuxService", "schema": {"properties": {"greeting": {"type": "string"}}}}}
+    }).encode()
+    job = library.for_task([library.archives.add("p1", files)])
+    assert job.catalog.is_a("helloService", "linuxService")
+    assert not builtin_catalog().known("helloService")
+
+
+def test_what_cannot_be_loaded_says_which_package_and_why(library, base):
+    ref = library.archives.add("p1", package_files())
+    with pytest.raises(PackageUnavailable, match="hello 1.0.0: its archive does not match"):
+        library.for_task([{**ref, "digest": "0" * 64}])
+    with pytest.raises(PackageUnavailable, match=r"hello 1.0.0 \(id gone\) is not in the "
+                                                 r"database: it was deleted"):
+        library.for_task([{**ref, "id": "gone"}])
+    broken = package_files(version="2.0.0", workflow="<workflow><rule match='$'>"
+                                                    "<nothing-like-it/></rule></workflow>")
+    with pytest.raises(PackageUnavailable) as caught:
+        library.for_task([library.archives.add("p2", broken)])
+    assert "hello 2.0.0: " in str(caught.value) and "hello.xml:1" in str(caught.value)
+    assert "/tmp" not in str(caught.value)        # the conductor's folders stay its own
+    nodb = PackageData(base, None)
+    with pytest.raises(PackageUnavailable, match="no database"):
+        nodb.for_task([ref])
+    nodb.close()
+
+
+def test_only_the_last_versions_stay_loaded(base):
+    archives = Archives()
+    library = PackageData(base, archives, keep=2)
+    refs = [archives.add(f"p{n}", package_files(version=f"1.0.{n}")) for n in range(3)]
+    for ref in refs:
+        library.for_task([ref])
+    library.for_task([refs[0]])            # forgotten: read again
+    library.for_task([refs[2]])            # kept
+    assert archives.reads == ["p0", "p1", "p2", "p0"]
+    library.close()
