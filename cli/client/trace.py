@@ -62,6 +62,10 @@ def event_line(event: dict[str, Any]) -> str:
                 f"{event.get('at')} matched {event.get('object')}{what}{desc}")
     if kind == "set":
         return f"    set {event.get('path')} = {_value(event.get('value'))}"
+    if kind == "queued" and event.get("kind") == "operation":
+        return (f"  operation #{event.get('n')} {event.get('operation')} "
+                f"({event.get('template')}) on unit {event.get('unit')}, "
+                f"{event.get('reason')}: run by the action, not by a workflow")
     if kind == "queued":
         unit = f" on unit {event['unit']}" if event.get("unit") else ""
         return (f"    queued #{event.get('n')} {event.get('kind')} "

@@ -227,10 +227,17 @@ def run_commands(job: Job, commands: list[Command], ids: PlanIds) -> list[tuple[
         by_plan = {r.plan["ID"]: t for r, t in zip(requests, tasks)}
         job.agents.on_log = lambda plan_id, lines: by_plan[plan_id].add_log(lines) \
             if plan_id in by_plan else None
+    traced = hasattr(job.trace, "operation_sent")
+    numbers = [job.trace.operation_sent(c.operation.name, str(c.operation.template),
+                                        c.agent_unit, c.reason, t.change_id)
+               for c, t in zip(commands, tasks)] if traced else []
     results = [read_reply(reply, job.engine.agent_timeout)
                for reply in run_plans(job.agents, requests)]
-    for task, (ok, value) in zip(tasks, results, strict=True):
-        task.finish("ok" if ok else "error", result_summary(ok, value))
+    for number, (task, (ok, value)) in enumerate(zip(tasks, results, strict=True)):
+        summary = result_summary(ok, value)
+        task.finish("ok" if ok else "error", summary)
+        if traced:
+            job.trace.operation_ended(numbers[number], ok, summary)
     return results
 
 

@@ -9,7 +9,9 @@ round, a list of short events (``e`` says which):
   ``object`` path, ``id``, ``desc``);
 * ``set``: what a rule wrote (``path``, ``value``; masked, long ones cut);
 * ``queued``: an action a rule queued (``n`` its number in the job, ``kind``,
-  ``template``, ``unit``, ``rule``, ``at``);
+  ``template``, ``unit``, ``rule``, ``at``), or a catalog operation a lifecycle
+  action runs without a workflow (``kind`` ``operation``, ``operation``,
+  ``template``, ``unit``, ``reason``);
 * ``task``: the job task that action became (``n``, ``change``: its change id),
   so the job page links a task to the rule that queued it;
 * ``ended``: how action ``n`` ended (``outcome``, ``error``);
@@ -56,7 +58,8 @@ class JobTrace(NullTrace):
         self.truncated = False
         self._pass = 1
         self._numbers: dict[int, int] = {}   # id(action) -> its number in the job
-        self._actions: list[Action] = []     # kept so that no id is reused meanwhile
+        # kept so that no id is reused meanwhile (None: a lifecycle operation's number)
+        self._actions: list[Action | None] = []
         self._places: dict[str, str] = {}    # file:line as the conductor has it -> shown
         self._frozen: frozenset[str] = frozenset()
 
@@ -169,6 +172,25 @@ class JobTrace(NullTrace):
         event: dict[str, Any] = {"e": "ended", "n": number, "outcome": outcome}
         if outcome != "success" and value is not None:
             event["error"] = self._text(value)
+        self._add(event)
+
+    def operation_sent(self, operation: str, template: str, unit: str, reason: str,
+                       change_id: str) -> int:
+        """A catalog operation a lifecycle action runs on a unit without a workflow
+        (check, execute_operation, uninstall, scale in...): a ``queued`` event of
+        kind ``operation`` and the task it is; its number, for :meth:`operation_ended`."""
+        number = len(self._actions) + 1
+        self._actions.append(None)          # a number no workflow action takes
+        self._add({"e": "queued", "n": number, "kind": "operation", "operation": operation,
+                   "template": template, "unit": unit, "reason": reason})
+        self._add({"e": "task", "n": number, "change": change_id})
+        return number
+
+    def operation_ended(self, number: int, ok: bool, summary: str) -> None:
+        event: dict[str, Any] = {"e": "ended", "n": number,
+                                 "outcome": "success" if ok else "failure"}
+        if not ok and summary:
+            event["error"] = self._text(summary)
         self._add(event)
 
     def reported(self, report: dict[str, Any]) -> None:

@@ -30,7 +30,8 @@ def model(env_id: str) -> dict:
                   {"id": "u2", "name": "site_instance_1"}]}]}
 
 
-def run_job(trace: bool = True) -> list[tuple[dict, str]]:
+def run_job(trace: bool = True, action: str | None = None,
+            deployed: bool = False) -> list[tuple[dict, str]]:
     """One deployment through a conductor with simulated agents: the results
     queue's messages of its task (body, message id) in their order, the result
     included (the in-memory broker is the process's: other tests' leftovers
@@ -45,7 +46,11 @@ def run_job(trace: bool = True) -> list[tuple[dict, str]]:
     try:
         assert daemon.wait_ready()
         with Broker("memory://") as broker:
-            broker.publish(contract.TASKS, contract.task_body(model(env_id), "tok", "t1"),
+            job = contract.job_section("j-" + env_id, action, {}) if action else None
+            body = model(env_id)
+            for unit in body["services"][0]["units"] if deployed else ():
+                unit["status"] = {"state": "started", "local": "ok"}
+            broker.publish(contract.TASKS, contract.task_body(body, "tok", "t1", job),
                            "task-" + env_id)
 
             def result() -> bool:
@@ -133,3 +138,16 @@ def test_trace_events_are_checked_strictly():
         contract.trace_data({**good, "data": "not base64!"})
     assert base64.b64decode(good["data"])   # what trace_data gives back
     assert contract.is_job_event({**body, "trace": good})
+
+
+def test_an_action_without_workflows_traces_the_operations_it_ran():
+    document = trace_of(run_job(action="check", deployed=True))
+    events = [e for entry in document["rounds"] for e in entry["events"]]
+    sent = [e for e in events if e["e"] == "queued"]
+    assert {e["unit"] for e in sent} == {"u1", "u2"}, events
+    assert {(e["kind"], e["operation"], e["reason"]) for e in sent} == {
+        ("operation", "check", "check")}
+    numbers = {e["n"] for e in sent}
+    assert {e["n"] for e in events if e["e"] == "task"} == numbers
+    assert {e["n"] for e in events if e["e"] == "ended"} == numbers
+    assert document["action"] == "check"
