@@ -142,7 +142,8 @@ class PackageData:
         data = self._read(ref["id"])
         if data is None:
             raise PackageUnavailable(f"package {name} (id {ref['id']}) is not in the "
-                                     f"database: it was deleted")
+                                     f"database: it was deleted (or this conductor's "
+                                     f"[database] connection is not the API's)")
         if hashlib.sha256(data).hexdigest() != ref["digest"]:
             raise PackageUnavailable(f"package {name}: its archive does not match the "
                                      f"sha256 the task names: it was altered")

@@ -114,3 +114,46 @@ def test_only_the_last_versions_stay_loaded(base):
     library.for_task([refs[2]])            # kept
     assert archives.reads == ["p0", "p1", "p2", "p0"]
     library.close()
+
+
+def test_a_task_naming_a_missing_package_ends_with_why(tmp_path):
+    """Not retried for ever: the job ends with an error report naming the package."""
+    import uuid
+
+    from fornace.common import contract
+    from fornace.common.broker import Broker
+    from fornace.common.db.engine import upgrade
+    from fornace.conductor.daemon import Conductor, ConductorSettings
+    from fornace.conductor.executors.simulator import SimulatedCloud
+    from waiting import wait_for
+
+    url = f"sqlite:///{tmp_path / 'conductor.sqlite'}"
+    upgrade(url)
+    daemon = Conductor(ConductorSettings(broker_url="memory://", data_dir=BUILTIN_DATA,
+                                         agents="simulator", database_url=url),
+                       lambda task: SimulatedCloud().executors()[0])
+    daemon.start()
+    env_id = "p" + uuid.uuid4().hex[:8]
+    ref = {"id": "gone", "name": "greet", "version": "1.0.1", "digest": "0" * 64}
+    reports: list[dict] = []
+    try:
+        assert daemon.wait_ready()
+        with Broker("memory://") as broker:
+            broker.publish(contract.TASKS, contract.task_body(
+                {"id": env_id, "name": "pinned", "services": []}, None, "t1",
+                contract.job_section("j-" + env_id, "deploy", {}), packages=[ref]),
+                "task-" + env_id)
+            results: list = []
+
+            def ended() -> bool:
+                results.extend(m for _, m in broker.drain(contract.RESULTS, timeout=0.1)
+                               if m == "task-" + env_id)
+                reports.extend(b for b, m in broker.drain(contract.REPORTS, timeout=0.1)
+                               if m.startswith("task-" + env_id))
+                return bool(results)
+            wait_for(ended, "the job's result", timeout=30)
+    finally:
+        daemon.shutdown()
+    [error] = [r for r in reports if r["level"] == "error"]
+    assert error["text"].startswith("deploy failed: package greet 1.0.1 (id gone) is not in "
+                                    "the database"), error
