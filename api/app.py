@@ -24,11 +24,14 @@ from fornace.api.routing import (SESSION_HEADER, EnvironmentIn, JsonRoute, flag,
                                  store_of)
 from fornace.api.jobroutes import router as jobs_router
 from fornace.api.packageroutes import router as packages_router
+from fornace.api.modelroutes import router as model_router
 from fornace.api.store import Context, Store
+from fornace.api.typeroutes import router as types_router
 
 if TYPE_CHECKING:
     from fornace.api.jobstore import Jobs
     from fornace.api.packages import Packages
+    from fornace.api.workflowfiles import WorkflowFiles
 
 LOG = logging.getLogger(__name__)
 
@@ -41,6 +44,8 @@ def _json(data: Any) -> Any:
 
 
 router = APIRouter(route_class=JsonRoute, responses=ERROR_RESPONSES)
+router.routes.extend(types_router.routes)   # GET /types, /types/{name}
+router.routes.extend(model_router.routes)   # GET /environments/{env_id}/model
 
 
 @router.get("/environments")
@@ -245,7 +250,8 @@ def _describe_validation(exc: RequestValidationError) -> str:
 def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
                jobs: Optional["Jobs"] = None, allowed_origins: Iterable[str] = (),
                enforcer: Optional[oslo_policy.Enforcer] = None,
-               packages: Optional["Packages"] = None) -> FastAPI:
+               packages: Optional["Packages"] = None,
+               workflow_files: Optional["WorkflowFiles"] = None) -> FastAPI:
     """The web app on ``store``; ``jobs`` (an :class:`fornace.api.jobstore.Jobs`) defaults
     to one on the same store.  ``allowed_origins``: the web origins besides the API's
     own whose pages may send it changes (:mod:`fornace.api.crossorigin`).
@@ -253,7 +259,9 @@ def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
     the rules' defaults, no policy file), for the API and the dashboard alike.
     ``packages``: the workflow packages (:mod:`fornace.api.packages`; default: on
     the store's database, without a checker, so refusing uploads); their uploads
-    may be up to its ``limits.max_bytes``, other bodies ``max_body_size``."""
+    may be up to its ``limits.max_bytes``, other bodies ``max_body_size``.
+    ``workflow_files``: the environments' workflow files for the dashboard's
+    pages of them (:mod:`fornace.api.workflowfiles`; None: those pages say so)."""
     from fornace.api.jobstore import Jobs
     from fornace.api.packages import Packages
     from fornace.api.pins import Pins
@@ -274,7 +282,8 @@ def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
         app.include_router(jobs_router, prefix=prefix)
         app.include_router(packages_router, prefix=prefix)
     # the web dashboard: HTML pages on the same store, jobs and authentication
-    app.mount("/dashboard", create_dashboard(store, app.state.jobs, auth, app.state.policy))
+    app.mount("/dashboard", create_dashboard(store, app.state.jobs, auth, app.state.policy,
+                                             app.state.packages, workflow_files))
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
@@ -302,7 +311,8 @@ def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
 
     package_bytes = app.state.packages.limits.max_bytes
     app.add_middleware(BodyLimit, limit=max_body_size,
-                       larger={"/packages": package_bytes, "/v1/packages": package_bytes})
+                       larger={"/packages": package_bytes, "/v1/packages": package_bytes,
+                               "/dashboard/packages/new": package_bytes})
     # outermost: a cross-site request is refused before anything reads its body
     app.add_middleware(CrossOrigin, allowed=origins)
     return app

@@ -127,10 +127,16 @@ class Packages:
             return [package_view(p) for p in rows]
 
     def show(self, ctx: Context, package_id: str) -> dict[str, Any]:
-        """A package's view with its manifest and its files."""
+        """A package's view with its manifest, its files and the environments pinned
+        to it: ``used_by`` the caller's project's (``{id, name}``; every one for
+        the cloud admin), ``used_elsewhere`` how many of other projects."""
         with self._sessions() as db:
             package = self._visible(db, ctx, package_id)
+            users = users_of(db, package)
+            mine = [{"id": u["id"], "name": u["name"]} for u in users
+                    if ctx.is_admin or u.get("tenant_id") == ctx.tenant_id]
             return {**package_view(package), "files": list(package.files),
+                    "used_by": mine, "used_elsewhere": len(users) - len(mine),
                     "manifest": {"name": package.name, "version": package.version,
                                  "description": package.description}}
 
@@ -151,10 +157,13 @@ class Packages:
                                 f"only the cloud admin deletes it")
             users = users_of(db, package)
             if users:
-                names = ", ".join(u["name"] for u in users)
+                names = ", ".join(u["name"] if ctx.is_admin or u.get("tenant_id") == ctx.tenant_id
+                                  else "(another project's)" for u in users)
                 raise Conflict(f"package {package.name} {package.version} is used by "
                                f"environments {names}: it is deleted when unused",
-                               environments=users)
+                               environments=[{"id": u["id"], "name": u["name"]}
+                                             for u in users if ctx.is_admin
+                                             or u.get("tenant_id") == ctx.tenant_id])
             db.delete(package)
 
     # -- helpers -----------------------------------------------------------------

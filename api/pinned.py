@@ -25,13 +25,14 @@ def task_packages(db: DbSession, environment_id: str) -> list[dict[str, str]]:
 
 
 def environments_using(db: DbSession, package_id: str) -> list[dict[str, str]]:
-    """The environments pinned to a package version (``{id, name}``, by name)."""
+    """The environments pinned to a package version (``{id, name, tenant_id}``,
+    by name)."""
     rows = db.execute(
-        select(Environment.id, Environment.name)
+        select(Environment.id, Environment.name, Environment.tenant_id)
         .join(EnvironmentPackage, EnvironmentPackage.environment_id == Environment.id)
         .where(EnvironmentPackage.package_id == package_id)
         .order_by(Environment.name)).all()
-    return [{"id": r.id, "name": r.name} for r in rows]
+    return [{"id": r.id, "name": r.name, "tenant_id": r.tenant_id} for r in rows]
 
 
 def package_types(db: Any, environment_id: str) -> list[tuple[str, dict[str, Any]]]:

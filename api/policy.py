@@ -98,6 +98,8 @@ API_RULES = [
           ("GET", _ENV + "/status")),
     _call("environment:outputs", _READ, "Where the deployed services and units answer.",
           ("GET", _ENV + "/outputs")),
+    _call("environment:model", _READ, "The object model a deployment is given (secrets "
+          "masked), or the one a past job was given.", ("GET", _ENV + "/model")),
     _call("session:configure", _WRITE, "Open a configuration session.",
           ("POST", _ENV + "/configure")),
     _call("session:show", _READ, "Show a configuration session.", ("GET", _SESSION)),
@@ -118,6 +120,12 @@ API_RULES = [
           ("GET", _ENV + "/deployments"), ("GET", "/deployments")),
     _call("deployment:show", _READ, "The reports of a deployment.",
           ("GET", _ENV + "/deployments/{deployment_id}")),
+    _call("type:list", _READ, "List the service types the API knows (?environment=ID: "
+          "that environment's, with its pinned packages' types).",
+          ("GET", "/types"), ("GET", "/types?environment={env_id}")),
+    _call("type:show", _READ, "Show a service type: its create spec (JSON Schema), "
+          "operations and form hints.",
+          ("GET", "/types/{name}"), ("GET", "/types/{name}?environment={env_id}")),
     _call("job:run_action", _WRITE,
           "Start a lifecycle action (install, uninstall, check, heal, scale, "
           "execute_operation, plan).",

@@ -28,6 +28,7 @@ from fornace.api.jobstore import Jobs
 from fornace.api.limits import UnitLimits
 from fornace.api.packages import PackageCheck, Packages
 from fornace.api.store import Outcome, Store
+from fornace.api.workflowfiles import WorkflowCheck, WorkflowFiles, data_folder
 from fornace.common import contract
 from fornace.common.broker import BATCH_SIZE, Broker, Consumer, Delivery
 from fornace.common.catalog import load_catalog
@@ -69,10 +70,12 @@ class ApiService:
     """Everything ``fornace api`` runs."""
 
     def __init__(self, conf: cfg.ConfigOpts, db_url: str | None = None,
-                 migrate: bool = True, package_check: PackageCheck | None = None) -> None:
+                 migrate: bool = True, package_check: PackageCheck | None = None,
+                 workflow_check: WorkflowCheck | None = None) -> None:
         """``package_check``: how uploaded workflow packages are checked (the
         command that starts the API passes the workflow checker; None: uploads
-        are refused with 503)."""
+        are refused with 503).  ``workflow_check``: how the dashboard checks an
+        environment's workflow files (None: they are shown unchecked)."""
         url = db_url or database_url(conf)
         if migrate:  # worker processes leave it to their parent
             upgrade(url)
@@ -89,9 +92,12 @@ class ApiService:
         self.jobs = Jobs(self.store)
         # the access rules: the defaults, and what a policy file changes of them
         self.packages = Packages(self.store.sessions, package_limits(conf), package_check)
+        self.workflow_files = WorkflowFiles(self.store.sessions, data_folder(conf),
+                                            workflow_check, package_limits(conf))
         self.app: FastAPI = create_app(self.store, auth, conf.api.max_body_size, self.jobs,
                                        allowed_origins=conf.api.allowed_origins,
-                                       enforcer=policy.enforcer(conf), packages=self.packages)
+                                       enforcer=policy.enforcer(conf), packages=self.packages,
+                                       workflow_files=self.workflow_files)
         self._stop = threading.Event()
         self._consumer: Consumer | None = None
         self._thread: threading.Thread | None = None
@@ -136,6 +142,7 @@ class ApiService:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self.brokers.close()
+        self.workflow_files.close()
         self.engine.dispose()
 
 

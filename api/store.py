@@ -600,9 +600,12 @@ class Store:
             if not segments:
                 services.clear()
                 return None
+            removed = tree.get(services, segments) if len(segments) == 1 else None
             tree.delete(services, segments)
             if len(segments) > 1:
                 _revalidate(services, segments, iso(utcnow()), catalog)
+            if isinstance(removed, dict) and removed.get("id") is not None:
+                forget_dependency(services, str(removed["id"]))
             return None
         self._edit(ctx, env_id, session_id, change)
 
@@ -934,15 +937,23 @@ def dangling_dependencies(services: list) -> set[str]:
     return {p for p in topology.build({"services": services}).problems if "dependsOn" in p}
 
 
+def forget_dependency(services: list, service_id: str) -> None:
+    """A service removed: the others' ``dependsOn`` no longer name it (the
+    dashboard's confirmation names those that did)."""
+    for service in services:
+        depends = service.get("dependsOn") if isinstance(service, dict) else None
+        if isinstance(depends, list) and service_id in map(str, depends):
+            service["dependsOn"] = [d for d in depends if str(d) != service_id]
+
+
 def refuse_new_dangling_dependencies(before: set[str], services: list) -> None:
     """A 400 when an edit made a ``dependsOn`` wrong: naming a service that is not
-    there (or removing one that others depend on).  Wrong ones from before
-    (a 0.2 description, say) do not block other edits."""
+    there.  Wrong ones from before (a 0.2 description, say) do not block other
+    edits."""
     new = sorted(dangling_dependencies(services) - before)
     if new:
         raise BadRequest("; ".join(new) + " (dependsOn lists the ids of services of the "
-                         "same environment; remove the dependency first to remove a "
-                         "service others depend on)")
+                         "same environment)")
 
 
 def service_names(services: list) -> dict[str, Any]:

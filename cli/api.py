@@ -68,7 +68,8 @@ def run(conf: cfg.ConfigOpts) -> int:
 def _service(conf: cfg.ConfigOpts, db: str | None, migrate: bool = True):
     from fornace.api.server import ApiService
 
-    service = ApiService(conf, db, migrate, package_check=package_check(conf))
+    service = ApiService(conf, db, migrate, package_check=package_check(conf),
+                         workflow_check=workflow_check(conf))
     service.start_consumers()
     return service
 
@@ -92,3 +93,13 @@ def package_check(conf: cfg.ConfigOpts) -> Callable[[Path], list[str]]:
     from fornace.conductor.packagecheck import package_checker
 
     return package_checker(engine_limits(conf))
+
+
+def workflow_check(conf: cfg.ConfigOpts) -> Callable[[Path, Path], list[str]]:
+    """How the dashboard checks an environment's workflow files (one file, its
+    catalog folder): as ``fornace workflow check`` does, with the ``[engine]``
+    limits -- handed over as :func:`package_check` is."""
+    from fornace.conductor.config import engine_limits
+    from fornace.conductor.packagecheck import workflow_checker
+
+    return workflow_checker(engine_limits(conf))

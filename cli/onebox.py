@@ -42,7 +42,7 @@ class OneBox:
         from fornace.api.config import database_url
         from fornace.api.protocol import http_protocol
         from fornace.api.server import ApiService
-        from fornace.cli.api import package_check
+        from fornace.cli.api import package_check, workflow_check
 
         self.state_dir = Path(os.path.expanduser(conf.api.state_dir))
         self.broker_url = conf.broker.url
@@ -50,7 +50,8 @@ class OneBox:
             self.broker_url = f"filesystem://{self.state_dir.resolve() / 'broker'}"
             conf.set_override("url", self.broker_url, group="broker")
         self.cloud = LocalStacks(cloud_dir(conf))
-        self.api = ApiService(conf, db, package_check=package_check(conf))
+        self.api = ApiService(conf, db, package_check=package_check(conf),
+                              workflow_check=workflow_check(conf))
         settings = ConductorSettings(
             broker_url=self.broker_url, data_dir=Path(conf.data_dir),
             max_environments=max_environments or conf.conductor.max_environments,

@@ -7,6 +7,7 @@ import json
 import os
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +46,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                               '"message"}], "warnings": [...]}')
 
     sim = actions.add_parser(
-        "simulate", help="run workflows on a simulated cloud and print a trace",
+        "simulate", help="run workflows on a simulated cloud and print a trace, or what "
+                         "they would change for a live environment",
         description="Run the workflow loop on a model with a simulated cloud: every Heat "
                     "action and agent command succeeds unless --fail/--time-out says "
                     "otherwise. Prints per round the rules that matched, what they set, "
@@ -53,9 +55,33 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                     "the deployment succeeds, 1 when it ends with an error, an error "
                     "report (as a failed unit's workflow sends; the API marks such a job "
                     "completed_w_errors) or a stop, 2 for bad usage or input (unreadable "
-                    "model, a service of a type the catalog's types.json lacks).")
-    sim.add_argument("--model", required=True, metavar="ENV.json",
-                     help="the environment object model (JSON)")
+                    "model, a service of a type the catalog's types.json lacks).  "
+                    "With --environment ENV instead of --model: what the workflows of "
+                    "DATA would change for a live environment. Through the API, it "
+                    "fetches the model its last deploy job (or --job) was given (secrets "
+                    "masked: the simulation needs no password) and that job's trace, "
+                    "runs the workflows on that model as the conductor does (change "
+                    "detection as the job asked), and prints each difference with the "
+                    "real run: actions (kind, template, unit) added (+), removed (-) or "
+                    "changed (~: queued by another rule or place, or ending otherwise), "
+                    "and rules that fired on an object in one run only; then a summary. "
+                    "It assumes the cloud answers as it did: a template that failed or "
+                    "timed out on a unit in the real job fails or times out there in the "
+                    "simulation, every other action succeeds; an agent command returns "
+                    "the result its template last recorded in the environment (else "
+                    "\"ok\"), stacks return --outputs (default {}). Exit status 0 when "
+                    "nothing differs, 1 when something does, 2 for bad input (an "
+                    "unknown environment or job, no deploy job yet, a job still "
+                    "running), 3 when the API is unreachable or refuses.")
+    source = sim.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model", metavar="ENV.json",
+                        help="the environment object model (JSON)")
+    source.add_argument("--environment", metavar="ENV",
+                        help="a live environment (id or name): compare with its last "
+                             "deploy job (uses --url, --token...)")
+    sim.add_argument("--job", metavar="JOB",
+                     help="with --environment: the deploy job to compare with (default: "
+                          "the newest)")
     sim.add_argument("--data", metavar="DIR",
                      help="catalog laid out like Fornace's data/ folder (DIR/workflows, "
                           "DIR/templates/cf, DIR/templates/agent); default: data_dir option")
@@ -68,9 +94,36 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     sim.add_argument("--result", action="append", default=[], metavar="TEMPLATE=JSON",
                      help="value each command of an agent template returns (default \"ok\")")
     sim.add_argument("--outputs", metavar="JSON", help="Heat stack outputs (default {})")
-    sim.add_argument("--json", action="store_true", help="print one JSON document")
+    sim.add_argument("--json", action="store_true",
+                     help="print one JSON document (with --environment: {\"added\", "
+                          "\"removed\", \"changed\", \"rules_added\", "
+                          "\"rules_removed\"})")
     sim.add_argument("--show-secrets", action="store_true",
-                     help="print passwords in the final model instead of ***")
+                     help="print passwords in the final model instead of *** (not with "
+                          "--environment)")
+    _add_connection_options(sim)
+
+
+def _add_connection_options(parser: argparse.ArgumentParser) -> None:
+    """How ``simulate --environment`` reaches the API, as the client commands do
+    (``fornace.cli.client.common.client_of``), without their --json and without
+    keystoneauth1's option list (~0.3 s on every ``workflow`` command): OpenStack
+    credentials come from the OS_* variables or a cloud of clouds.yaml."""
+    api = parser.add_argument_group(
+        "API (--environment)", "A token given is sent as is; else OS_AUTH_URL or "
+        "OS_CLOUD (and the other OS_* variables) log in to Keystone; else noauth.")
+    api.add_argument("--url", help="the Fornace API (default: $FORNACE_URL, the catalog's "
+                                   "endpoint with OpenStack credentials, else "
+                                   "http://127.0.0.1:8082)")
+    api.add_argument("--token", help="a Keystone token sent as X-Auth-Token "
+                                     "(default: $FORNACE_TOKEN)")
+    api.add_argument("--tenant", help="tenant id in noauth mode (default: $FORNACE_TENANT)")
+    api.add_argument("--timeout", type=float, metavar="SECONDS",
+                     help="for Keystone and Fornace (default 30)")
+    api.add_argument("--os-cloud", metavar="NAME", default=os.environ.get("OS_CLOUD"),
+                     help="a cloud of clouds.yaml (default: $OS_CLOUD)")
+    api.add_argument("--os-auth-url", metavar="URL", default=os.environ.get("OS_AUTH_URL"),
+                     help="Keystone (default: $OS_AUTH_URL)")
 
 
 def run(conf: cfg.ConfigOpts) -> int:
@@ -189,7 +242,8 @@ def read_model(path: str, limits: Limits | None = None) -> dict[str, Any]:
     return model
 
 
-def _cloud(command: Any, limits: Limits) -> SimulatedCloud:
+def simulated_cloud(command: Any, limits: Limits) -> SimulatedCloud:
+    """The simulated cloud of the command's --fail, --time-out, --result and --outputs."""
     from fornace.conductor.executors.simulator import Fault, SimulatedCloud
 
     results = {}
@@ -214,31 +268,76 @@ def simulate(conf: cfg.ConfigOpts) -> int:
     # (about 8% of a 1000-unit run otherwise); what start-up loaded is frozen
     from fornace.conductor.gcpolicy import relaxed_collection
 
+    command = conf.command
+    if command.environment is None and command.job:
+        raise FornaceError("--job JOB goes with --environment ENV")
+    if command.environment is not None and command.show_secrets:
+        raise FornaceError("--show-secrets: the API masks an environment's secrets, and "
+                           "--environment prints no model")
     gc.freeze()
     try:
         with relaxed_collection():
+            if command.environment is not None:
+                from fornace.cli.client.simulation import simulate_environment
+                return simulate_environment(conf)
             return _simulate(conf)
     finally:
         gc.unfreeze()
 
 
-def _simulate(conf: cfg.ConfigOpts) -> int:
+@dataclass
+class Engine:
+    """What a simulated run works with: the catalog folder, its workflows and
+    templates, the [engine] settings and limits."""
+
+    data: Path
+    folder: Path        # where the workflows were read
+    workflows: list[Any]
+    store: Any          # a TemplateStore
+    settings: Any       # the conductor's session Settings
+    limits: Limits
+
+
+def engine(conf: cfg.ConfigOpts) -> Engine:
+    """The engine of ``simulate``: DATA (``--data``, else the data_dir option)
+    and its workflows (``--workflows``, else DATA/workflows), which must not be
+    empty."""
     from fornace.conductor.config import engine_limits, engine_settings
-    from fornace.conductor.dsl.trace import RecordingTrace, format_events
     from fornace.conductor.dsl.workflows import load_workflows
-    from fornace.conductor.session import Session
     from fornace.conductor.templates import TemplateStore
 
     command = conf.command
     limits = engine_limits(conf)
     data = Path(command.data or conf.data_dir)
-    workflows = load_workflows(command.workflows or data / "workflows")
+    folder = Path(command.workflows or data / "workflows")
+    workflows = load_workflows(folder)
     if not workflows:
-        raise FornaceError(f"no workflow files in {command.workflows or data / 'workflows'}")
+        raise FornaceError(f"no workflow files in {folder}")
+    return Engine(data, folder, workflows, TemplateStore(data, limits=limits),
+                  engine_settings(conf), limits)
+
+
+def run_session(found: Engine, model: dict[str, Any], cloud: SimulatedCloud,
+                trace: Any) -> Any:
+    """Run the workflows on ``model`` with ``cloud``, recording into ``trace``:
+    the session's Outcome (final model, status, rounds, reports)."""
+    from fornace.conductor.session import Session
+
+    stacks, agents = cloud.executors()
+    return Session(model, found.workflows, found.store, stacks, agents, found.settings,
+                   trace=trace).run()
+
+
+def _simulate(conf: cfg.ConfigOpts) -> int:
+    from fornace.conductor.dsl.trace import RecordingTrace, format_events
+
+    command = conf.command
+    found = engine(conf)
+    limits = found.limits
     model = read_model(command.model, limits)
-    check_service_types(model, data / "types.json", command.model)
+    check_service_types(model, found.data / "types.json", command.model)
     secrets = find_secrets(model)
-    stacks, agents = _cloud(command, limits).executors()
+    cloud = simulated_cloud(command, limits)
     out = sys.stdout
     if command.json:
         # one JSON document, written as the deployment goes: a round per line
@@ -252,11 +351,9 @@ def _simulate(conf: cfg.ConfigOpts) -> int:
         trace = RecordingTrace(write_round)
     else:
         trace = RecordingTrace(lambda entry, events: print(format_events(events), file=out))
-    session = Session(model, workflows, TemplateStore(data, limits=limits), stacks, agents,
-                      engine_settings(conf), trace=trace)
     if command.json:
         out.write('{"rounds": [')
-    outcome = session.run()
+    outcome = run_session(found, model, cloud, trace)
     trace.flush()
     final = outcome.model if command.show_secrets else masked(outcome.model, secrets)
     status, errors = judged(outcome.status, outcome.reports)

@@ -8,6 +8,10 @@ the built-in catalog: the package must hold what its workflows name), and
 its ``types.json`` is loaded as the conductor would load it (on top of the
 built-in catalog, whose types it may extend).  Problems are
 ``file:line: message`` with the file relative to the package.
+
+:func:`workflow_checker` is handed over the same way for the dashboard's
+workflow file pages: one file of an environment's, checked against the
+catalog folder it comes from (the data folder, or its package's).
 """
 from __future__ import annotations
 
@@ -43,3 +47,19 @@ def check_package(folder: Path, limits: Limits | None = None) -> list[str]:
 def package_checker(limits: Limits | None = None) -> PackageCheck:
     """The check the API runs on uploads, with the ``[engine]`` limits on templates."""
     return lambda folder: check_package(folder, limits)
+
+
+# (workflow file, the catalog folder its templates are in) -> problems
+WorkflowCheck = Callable[[Path, Path], list[str]]
+
+
+def check_workflow(path: Path, catalog: Path, limits: Limits | None = None) -> list[str]:
+    """What ``fornace workflow check`` finds in one workflow file whose templates
+    are looked for in ``catalog`` (then in the built-in catalog, as a job's are):
+    ``file:line: message`` lines, the file as given."""
+    return inspect([path], catalog, limits).problems
+
+
+def workflow_checker(limits: Limits | None = None) -> WorkflowCheck:
+    """The check the API's workflow file pages show, with the ``[engine]`` limits."""
+    return lambda path, catalog: check_workflow(path, catalog, limits)

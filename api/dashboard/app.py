@@ -17,12 +17,17 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from fornace.api.dashboard.login import LoginRequired, forget_token
+from fornace.api.dashboard.packagepages import router as package_router
 from fornace.api.dashboard.pages import base, flash, render
+from fornace.api.dashboard.pinpages import router as pin_router
 from fornace.api.dashboard.routes import router
+from fornace.api.dashboard.workflowpages import router as workflow_router
 from fornace.api.errors import ApiError, Unauthorized
 from fornace.api.jobstore import Jobs
+from fornace.api.packages import Packages
 from fornace.api.policy import Policy
 from fornace.api.store import Store
+from fornace.api.workflowfiles import WorkflowFiles
 from fornace.common.resources import package_folder
 
 LOG = logging.getLogger(__name__)
@@ -38,12 +43,20 @@ SECURITY_HEADERS = {
 }
 
 
-def create_dashboard(store: Store, jobs: Jobs, auth: Any, rules: Policy) -> FastAPI:
-    """The dashboard on the same Store, Jobs, authenticator and policy as the API."""
+def create_dashboard(store: Store, jobs: Jobs, auth: Any, rules: Policy,
+                     packages: Packages | None = None,
+                     workflow_files: WorkflowFiles | None = None) -> FastAPI:
+    """The dashboard on the same Store, Jobs, authenticator, policy and workflow
+    packages as the API (without ``packages`` its package pages say they are
+    unavailable; without ``workflow_files``, the environments' workflow file pages)."""
     app = FastAPI(title="Fornace dashboard", openapi_url=None, docs_url=None, redoc_url=None)
     app.state.store, app.state.jobs, app.state.auth = store, jobs, auth
-    app.state.policy = rules
+    app.state.policy, app.state.packages = rules, packages
+    app.state.workflow_files = workflow_files
     app.include_router(router)
+    app.include_router(package_router)
+    app.include_router(pin_router)
+    app.include_router(workflow_router)
     app.mount("/static", StaticFiles(directory=str(STATIC)), name="static")
     _handle_errors(app)
 

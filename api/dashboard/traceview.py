@@ -14,11 +14,21 @@ from typing import Any
 from fornace.api.errors import NotFound
 from fornace.api.jobstore import Jobs
 from fornace.api.store import Context, Store
+from fornace.api.workflowfiles import plain_name
 
 
 def _shown(value: Any, limit: int = 120) -> str:
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def place(at: Any) -> tuple[str, int] | None:
+    """The workflow file and line of a trace event's ``at`` (``Deploy.xml:12``),
+    for a link to that line of the environment's file page (None: not one)."""
+    name, _, line = str(at or "").rpartition(":")
+    if not plain_name(name) or not line.isdigit():
+        return None
+    return name, int(line)
 
 
 def timeline(document: dict[str, Any]) -> list[dict[str, Any]]:
@@ -40,7 +50,7 @@ def timeline(document: dict[str, Any]) -> list[dict[str, Any]]:
         for event in entry.get("events") or []:
             kind = event.get("e")
             if kind == "rule":
-                current = {**event, "sets": [], "queued": []}
+                current = {**event, "sets": [], "queued": [], "place": place(event.get("at"))}
                 rules.append(current)
             elif kind == "set":
                 change = {**event, "shown": _shown(event.get("value"))}
@@ -50,10 +60,17 @@ def timeline(document: dict[str, Any]) -> list[dict[str, Any]]:
             elif kind == "queued":
                 action = {**event, "outcome": outcomes.get(event.get("n"), {}),
                           "tasks": tasks.get(event.get("n"), [])}
-                if current is None or current.get("rule") != event.get("rule"):
+                if event.get("kind") == "operation":
+                    # run by the lifecycle action itself (check, uninstall...): no rule
+                    current = {"rule": f"operation {event.get('operation')}",
+                               "desc": f"run by the {document.get('action')} action "
+                                       f"({event.get('reason')}), not by a workflow",
+                               "at": "", "sets": [], "queued": [], "place": None}
+                    rules.append(current)
+                elif current is None or current.get("rule") != event.get("rule"):
                     # queued outside a matched rule (the top level of a workflow)
                     current = {"rule": event.get("rule"), "at": event.get("at"),
-                               "sets": [], "queued": []}
+                               "sets": [], "queued": [], "place": place(event.get("at"))}
                     rules.append(current)
                 current["queued"].append(action)
                 queued_by[event.get("n")] = current
@@ -76,7 +93,8 @@ def rules_of_tasks(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
     found = {}
     for entry in document.get("rounds") or []:
         for event in entry.get("events") or []:
-            if event.get("e") == "task" and event.get("n") in queued:
+            if (event.get("e") == "task" and event.get("n") in queued
+                    and queued[event["n"]].get("kind") != "operation"):
                 action = queued[event["n"]]
                 found[str(event.get("change"))] = {"rule": action.get("rule") or "(top level)",
                                                    "at": action.get("at")}

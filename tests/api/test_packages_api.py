@@ -13,7 +13,6 @@ from fastapi.testclient import TestClient
 from apikit import Api, Published, reset_postgres
 from packagekit import package_files, tar_of, zip_of
 from services import postgres_url
-from fornace.api import packages as packages_module
 from fornace.api.app import create_app
 from fornace.api.auth import NoAuth
 from fornace.api.jobstore import Jobs
@@ -198,17 +197,34 @@ def test_delete_by_the_owner_or_the_cloud_admin(api):
     assert upload(api, zip_of(package_files("mine"))).status_code == 201
 
 
-def test_a_package_in_use_is_not_deleted(api, monkeypatch):
+def test_a_package_in_use_is_not_deleted(api):
     package = uploaded(api, zip_of(package_files()))
-    monkeypatch.setattr(packages_module, "users_of",
-                        lambda db, found: [{"id": "e1", "name": "web"}])
+    env = api.client.post("/environments", json={"name": "web"}).json()
+    assert api.client.put(f"/environments/{env['id']}/packages/hello",
+                          json={}).status_code == 200
     answer = api.client.delete(f"/packages/{package['id']}")
     assert answer.status_code == 409
     error = answer.json()["error"]
     assert error["message"] == ("package hello 1.0.0 is used by environments web: it is "
                                 "deleted when unused")
-    assert error["environments"] == [{"id": "e1", "name": "web"}]
-    assert api.client.get(f"/packages/{package['id']}").status_code == 200
+    assert error["environments"] == [{"id": env["id"], "name": "web"}]
+    assert api.client.get(f"/packages/{package['id']}").json()["used_by"] == [
+        {"id": env["id"], "name": "web"}]
+
+
+def test_a_public_package_names_only_ones_own_environments(api):
+    admin = {"X-Auth-Token": "admin"}
+    package = uploaded(api, zip_of(package_files("shared")), admin, "?public=true")
+    theirs = api.client.post("/environments", json={"name": "secret-project-env"},
+                             headers=api.as_tenant("t2")).json()
+    api.client.put(f"/environments/{theirs['id']}/packages/shared", json={},
+                   headers=api.as_tenant("t2"))
+    shown = api.client.get(f"/packages/{package['id']}").json()
+    assert shown["used_by"] == [] and shown["used_elsewhere"] == 1
+    assert "secret-project-env" in api.client.get(f"/packages/{package['id']}",
+                                                  headers=admin).text
+    refused = api.client.delete(f"/packages/{package['id']}", headers=admin)
+    assert refused.status_code == 409 and "secret-project-env" in refused.text
 
 
 def test_without_a_checker_uploads_are_refused(tmp_path):

@@ -1,0 +1,57 @@
+"""``GET /environments/{env_id}/model``: the object model a deployment is given.
+
+A deployment sends the conductor its session's description (what
+``POST .../configure`` copied from the environment's, with the session's
+edits); between jobs the environment's description is the model the
+conductor last returned.  This route serves that model -- the environment's,
+a configuration session's (``X-Configuration-Session``), or the one a past
+job was given (``?job=JOB``) -- so that ``fornace workflow simulate
+--environment`` can run edited workflows on it.  Secrets are masked as every
+API response masks them: fields named like passwords or declared secret by
+the catalog, and their values wherever else they appear.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from fastapi import APIRouter, Depends, Query
+
+from fornace.api.errors import ERROR_RESPONSES, NotFound
+from fornace.api.routing import SESSION_HEADER, JsonRoute, permitted, run, store_of
+from fornace.api.specs import declared_secrets
+from fornace.api.store import Context, Store, lookup_id
+from fornace.common.db.models import Deployment
+from fornace.common.secrets import find_secrets, masked
+
+router = APIRouter(route_class=JsonRoute, responses=ERROR_RESPONSES)
+
+
+@router.get("/environments/{env_id}/model")
+async def show_model(env_id: str, session_id: Optional[str] = SESSION_HEADER,
+                     job: Optional[str] = Query(
+                         None, description="a job id: the model that job was given"),
+                     ctx: Context = Depends(permitted("environment:model")),
+                     store: Store = Depends(store_of)) -> dict:
+    """The environment's object model as the next deployment would be given it
+    (a session's with the header; a past job's with ``?job=``), secrets masked."""
+    return await run(environment_model, store, ctx, env_id, session_id, job)
+
+
+def environment_model(store: Store, ctx: Context, env_id: str, session_id: str | None = None,
+                      job_id: str | None = None) -> dict[str, Any]:
+    """The model (see :func:`show_model`); 404 for an unknown job of the environment."""
+    with store.sessions() as db:
+        env = store.environment(db, ctx, env_id)
+        keys = declared_secrets(store.catalog_of(db, env.id))
+        secrets = find_secrets(env.description, keys=keys)
+        if job_id:
+            job = db.get(Deployment, lookup_id(job_id, "job"))
+            if job is None or job.environment_id != env.id:
+                raise NotFound(f"job {job_id} not found in environment {env_id}")
+            model = job.description     # stored masked; masked again below
+        elif session_id:
+            model = store.config_session(db, ctx, env, session_id, editable=False).description
+        else:
+            model = env.description
+        find_secrets(model, secrets, keys)
+        return masked(model, secrets, keys=keys)
