@@ -55,14 +55,17 @@ def environment(units: int) -> dict[str, Any]:
                   for n in range(units)]}]}
 
 
-def deploy(broker_url: str, units: int) -> tuple[float, dict | None]:
-    """One deployment: seconds from publish to result, and its trace event (or None)."""
+def deploy(broker_url: str, units: int,
+           packages: list[dict[str, str]] | None = None) -> tuple[float, dict | None]:
+    """One deployment: seconds from publish to result, and its trace event (or None);
+    ``packages``: the workflow package versions its task names (contract 1.8)."""
     model = environment(units)
     task_id = "bench-" + model["id"]
     trace = None
     with Broker(broker_url) as broker:
         started = time.perf_counter()
-        broker.publish(contract.TASKS, contract.task_body(model, "tok", "bench"), task_id)
+        broker.publish(contract.TASKS, contract.task_body(model, "tok", "bench",
+                                                          packages=packages), task_id)
         while True:
             for body, message_id in broker.drain(contract.RESULTS, timeout=0.05):
                 if message_id == task_id:
