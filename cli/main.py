@@ -30,6 +30,7 @@ COMMANDS = {
     "demo": "fornace.cli.demo",
     "env": "fornace.cli.client.env",
     "service": "fornace.cli.client.service",
+    "type": "fornace.cli.client.types",
     "deploy": "fornace.cli.client.deploy",
     "action": "fornace.cli.client.deploy",
     "plan": "fornace.cli.client.deploy",
@@ -56,8 +57,8 @@ COMMAND_OPTIONS = {"agent": ("fornace.agent.config",)}
 GROUPS = (
     ("Run Fornace", ("up", "api", "conductor", "agent", "demo")),
     ("Use a running Fornace through its REST API (--url, default $FORNACE_URL)",
-     ("env", "service", "deploy", "action", "plan", "jobs", "logs", "trace", "deployments",
-      "status", "topology", "outputs", "package")),
+     ("env", "service", "type", "deploy", "action", "plan", "jobs", "logs", "trace",
+      "deployments", "status", "topology", "outputs", "package")),
     ("Workflow files", ("workflow",)),
     ("Operators", ("db", "gc")),
 )
@@ -86,7 +87,8 @@ catalog.
 Exit codes:
   0    success
   1    the deployment or job failed, 'workflow check' found problems, 'workflow
-       simulate' ended with an error, or a confirmation was answered no
+       simulate' ended with an error (with --environment: its run differs from
+       the last real one), or a confirmation was answered no
   2    bad usage: wrong options, unreadable files or models, parameters or names
        the API rejects (HTTP 400, 404), a command that would ask for
        confirmation without a terminal and without --yes

@@ -6,7 +6,9 @@ service object, a list of them, or an environment model whose ``services``
 are taken, such as ``data/examples/linux-web.json`` -- in JSON, or in YAML
 when the file name ends in ``.yaml``/``.yml`` (PyYAML comes with
 oslo.config); or from options (``--type``, ``--name``, ``--units``,
-``--set FIELD=VALUE``).  The API checks every field.  ``update`` changes
+``--set FIELD=VALUE``).  Every field is checked before anything changes, against
+the service's type as the API serves it (``GET /types/{name}``, see
+:mod:`fornace.cli.client.types`), and the API checks it again.  ``update`` changes
 fields of a service in the same session: ``--set`` (dotted fields set inside
 objects) or ``--file`` (fields merged in as a JSON merge patch), and prints
 each field that changed.
@@ -29,6 +31,7 @@ from fornace.cli.client.output import (add_format_option, cell, emit, format_of,
                                        print_json, print_table)
 from fornace.cli.client.http import ApiClient
 from fornace.cli.client.session import Sessions
+from fornace.cli.client.types import ServerTypes, check_changed, check_new
 
 FILE_HELP = "a JSON or YAML (.yaml, .yml) file: a service, a list of them, or an " \
             "environment model with 'services'"
@@ -189,22 +192,30 @@ def _set_path(target: dict[str, Any], keys: list[str], value: Any) -> None:
 
 def requested_services(command: Any) -> list[dict[str, Any]]:
     """Every service ``add`` was asked for, read and checked before any API call."""
+    return [service for service, _ in _requested(command)]
+
+
+def _requested(command: Any) -> list[tuple[dict[str, Any], str]]:
+    """(service, where it comes from) for every service ``add`` was asked for."""
     if command.set and not command.service_type:
         raise FornaceError("--set describes a service given with --type and --name")
     if not command.file and not command.service_type:
         raise FornaceError("say which services to add: --file FILE, or --type TYPE "
                            "--name NAME")
-    services = [service for path in command.file for service in load_services(path)]
+    services = [(service, path) for path in command.file for service in load_services(path)]
     if command.service_type:
-        services.append(service_from_options(command))
+        services.append((service_from_options(command), "--type/--name/--set"))
     return services
 
 
 # -- the actions ------------------------------------------------------------------------------
 
 def add(command: Any, client: ApiClient) -> int:
-    services = requested_services(command)
+    requested = _requested(command)
+    services = [service for service, _ in requested]
     env = find_environment(client, command.environment)
+    # checked against the environment's types before any change (no session opened)
+    check_new(services, [origin for _, origin in requested], ServerTypes(client, env["id"]))
     session, _ = Sessions(client).open(env["id"])
     # a list goes in one request: all of it is added, or nothing (the error names the entry)
     answer = client.post(f"/environments/{env['id']}/services",
@@ -228,11 +239,21 @@ def update(command: Any, client: ApiClient) -> int:
                            "FILE")
     patch = _patch_file(command.file) if command.file else {}
     settings = key_values(command.set, "--set")
+    touched = set(settings) | set(_leaves(patch))
     env = find_environment(client, command.environment)
-    session, _ = Sessions(client).open(env["id"])
+    sessions = Sessions(client)
+    session = sessions.current(env["id"])
     base = f"/environments/{env['id']}/services"
+    # read (the session's services, else the environment's) and checked before any change
     before = find_service(client.get(base, session=session), command.service)
     wanted = changed_service(before, patch, settings)
+    types = ServerTypes(client, env["id"])
+    try:
+        check_changed(wanted, touched, types)
+    except FornaceError as exc:
+        raise FornaceError(f"service {before.get('name')}: {exc}") from None
+    if session is None:
+        session, _ = sessions.open(env["id"])
     after = client.request("PUT", f"{base}/{before['id']}", wanted,
                            {"X-Configuration-Session": session})
     if command.json:
@@ -246,7 +267,7 @@ def update(command: Any, client: ApiClient) -> int:
         print(f"updated service {label}:")
         for path, old, new in changes:
             print(f"  {path}: {old} -> {new}")
-    for field in unknown_fields(after, set(settings) | set(_leaves(patch))):
+    for field in unknown_fields(after, touched, types):
         note(f"{field!r} is not a field of {after.get('type')} services: the API keeps it "
              f"without checking it (a misspelt name?)")
     print(f"not deployed yet: run 'fornace deploy {command.environment}' (session {session})")
@@ -301,14 +322,19 @@ def _leaves(patch: dict[str, Any], prefix: str = "") -> list[str]:
 _MISSING = object()
 
 
-def unknown_fields(service: dict[str, Any], fields: set[str]) -> list[str]:
+def unknown_fields(service: dict[str, Any], fields: set[str],
+                   types: ServerTypes | None = None) -> list[str]:
     """The top-level names of ``fields`` (dotted) that the service's type does not
     declare: the API accepts them in an update without a check.  The types are
-    those of this installation (:mod:`fornace.api.specs`, loaded only here); a
-    type it does not know is not judged."""
+    the API's (``types``), or without it this installation's built-in ones
+    (:mod:`fornace.api.specs`, loaded only here); a type not known is not judged."""
     from fornace.api import specs
 
-    spec = specs.SERVICE_TYPES.get(service.get("type"))
+    kind = service.get("type")
+    if types is not None:
+        spec = types.spec(kind)
+    else:
+        spec = specs.SERVICE_TYPES.get(kind) if isinstance(kind, str) else None
     if spec is None:
         return []
     known = set(spec.service_fields()) | set(specs.MANAGED_KEYS) | {"units", "?"}
