@@ -65,7 +65,7 @@ class Pins:
         of that move, with ``"moved": False`` when it was pinned to it already."""
         with self._sessions.begin() as db:
             env = self.store.environment(db, ctx, env_id, lock=True)
-            plan = self._plan(db, env, name, version, with_data=True)
+            plan = self._plan(db, env, name, version)
             pin = db.get(EnvironmentPackage, (env.id, name))
             target = plan["to"]["package_id"]
             if pin is not None and pin.package_id == target:
@@ -89,8 +89,8 @@ class Pins:
 
     # -- helpers -----------------------------------------------------------------
 
-    def _plan(self, db: DbSession, env: Environment, name: str, version: str | None,
-              with_data: bool = True) -> dict[str, Any]:
+    def _plan(self, db: DbSession, env: Environment, name: str,
+              version: str | None) -> dict[str, Any]:
         if not NAME.fullmatch(name):
             raise NotFound(f"no package {name!r}")
         target = (self._newest(db, env, name) if version is None
