@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 import sys
 import threading
 
@@ -25,6 +24,7 @@ from oslo_config import cfg
 
 from fornace.agent import config
 from fornace.cli import logs
+from fornace.cli.signals import stop_on_signals
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -59,11 +59,6 @@ def run(conf: cfg.ConfigOpts) -> int:
         print(f"fornace agent: cannot use work dir {settings.work_dir}: {exc}", file=sys.stderr)
         return 2
     stop = threading.Event()
-
-    def on_signal(signum, frame):  # noqa: ARG001
-        logging.getLogger(__name__).info("signal %d: stopping after the running plan", signum)
-        stop.set()
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, on_signal)
+    stop_on_signals(stop, lambda signum: logging.getLogger(__name__).info(
+        "signal %d: stopping after the running plan", signum))
     return agent.serve(stop)

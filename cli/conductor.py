@@ -3,12 +3,12 @@ from __future__ import annotations
 
 import argparse
 import logging
-import signal
 from pathlib import Path
 
 from oslo_config import cfg
 
 from fornace.cli import logs
+from fornace.cli.signals import stop_on_signals, wait_for_stop
 from fornace.conductor.config import conductor_opts
 from fornace.conductor.executors import AGENTS, STACKS
 
@@ -57,10 +57,9 @@ def run(conf: cfg.ConfigOpts) -> int:
     daemon = Conductor(settings, stacks_factory(stacks, conf))
     daemon.start()
     stopped = daemon.stop
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stopped.set())
+    stop_on_signals(stopped)
     logging.getLogger(__name__).info("conductor: %d consumer(s) on %s",
                                      settings.max_environments, daemon.consumers[0].broker.display)
-    stopped.wait()
+    wait_for_stop(stopped)
     daemon.shutdown()
     return 0

@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 import argparse
-import signal
 import threading
 
 from oslo_config import cfg
 
 from fornace.cli import logs
+from fornace.cli.signals import stop_on_signals, wait_for_stop
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -35,8 +35,7 @@ def run(conf: cfg.ConfigOpts) -> int:
     box = OneBox(conf, command.host, command.port, command.db, command.max_environments)
     box.start()
     stopped = threading.Event()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, lambda *_: stopped.set())
+    stop_on_signals(stopped)
     resumed = len(box.cloud.stack_names())
     print(f"Fornace is up on this machine.\n"
           f"  API          {box.url}/  (also at {box.url}/v1)\n"
@@ -44,7 +43,7 @@ def run(conf: cfg.ConfigOpts) -> int:
           f"  local cloud  {box.cloud.state_dir} ({resumed} stack(s))\n"
           f"  workflows    {conf.data_dir}\n"
           f"Press Ctrl-C to stop.", flush=True)
-    stopped.wait()
+    wait_for_stop(stopped)
     print("stopping the API and the conductor (local instances keep running)", flush=True)
     box.stop()
     return 0
