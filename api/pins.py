@@ -12,7 +12,10 @@ from the next job on.
 """
 from __future__ import annotations
 
+import datetime
 from typing import Any
+
+from packaging.version import InvalidVersion, Version
 
 from sqlalchemy import delete, or_, select
 from sqlalchemy.orm import Session as DbSession
@@ -112,22 +115,36 @@ class Pins:
             or_(Package.public.is_(True), Package.tenant_id == env.tenant_id))
 
     def _newest(self, db: DbSession, env: Environment, name: str) -> Package:
-        package = db.scalars(self._visible(env, name)
-                             .order_by(Package.created.desc(), Package.version.desc())).first()
-        if package is None:
+        """The highest version the project can use (see :func:`version_key`)."""
+        rows = db.execute(self._visible(env, name).with_only_columns(
+            Package.id, Package.version, Package.created)).all()
+        if not rows:
             raise NotFound(f"no package {name!r} that environment {env.name}'s project "
                            f"can use (public, or uploaded by the project)")
-        return package
+        newest = max(rows, key=lambda row: version_key(row.version, row.created))
+        return db.get(Package, newest.id)
 
     def _version(self, db: DbSession, env: Environment, name: str, version: str) -> Package:
         package = db.scalars(self._visible(env, name).where(Package.version == version)).first()
         if package is None:
-            known = db.scalars(self._visible(env, name).with_only_columns(Package.version)
-                               .order_by(Package.created)).all()
-            have = f" (there are: {', '.join(known)})" if known else ""
+            known = db.execute(self._visible(env, name).with_only_columns(
+                Package.version, Package.created)).all()
+            ordered = [row.version for row in sorted(
+                known, key=lambda row: version_key(row.version, row.created))]
+            have = f" (there are: {', '.join(ordered)})" if ordered else ""
             raise NotFound(f"no version {version!r} of package {name!r} that environment "
                            f"{env.name}'s project can use{have}")
         return package
+
+
+def version_key(version: str, created: datetime.datetime) -> tuple:
+    """How versions order: as PEP 440 versions (1.10.0 after 1.9.0, 2.0.0rc1 before
+    2.0.0) where they read as such; those that do not, before them, by upload
+    time.  A hotfix 1.0.2 uploaded after 1.1.0 is not the newest."""
+    try:
+        return (1, Version(version), created)
+    except InvalidVersion:
+        return (0, created)
 
 
 def _ref(package: Package | None) -> dict[str, str] | None:

@@ -161,3 +161,18 @@ def test_the_plan_names_the_types_a_move_adds(api):
     plan = api.client.get(f"/environments/{env_id}/packages/greet/plan").json()
     assert plan["types"]["added"] == ["greetNote"] and plan["files"]["added"] == ["types.json"]
 
+
+
+def test_the_newest_is_the_highest_version_not_the_last_uploaded(api):
+    for version in ("1.9.0", "1.10.0", "1.0.2", "2.0.0rc1"):   # a hotfix after 1.10.0
+        uploaded(api, greet(version))
+    env_id = environment(api)
+    assert put(api, env_id, "greet").json()["to"]["version"] == "2.0.0rc1"
+    assert put(api, env_id, "greet", {"version": "1.0.2"}).status_code == 200
+    [pin] = api.client.get(f"/environments/{env_id}/packages").json()["packages"]
+    assert (pin["version"], pin["newest"]) == ("1.0.2", "2.0.0rc1")
+    uploaded(api, greet("2.0.0"))
+    assert api.client.get(f"/environments/{env_id}/packages/greet/plan").json()["to"][
+        "version"] == "2.0.0"
+    missing = put(api, env_id, "greet", {"version": "3"})
+    assert "there are: 1.0.2, 1.9.0, 1.10.0, 2.0.0rc1, 2.0.0" in missing.text
