@@ -170,7 +170,9 @@ class Conductor:
         LOG.info("environment %s: job %s (%s) started", task.environment_id, job_id,
                  task.action)
         broker = self._publisher()   # kept for this thread's next jobs
-        keys = self._declared_secrets(task)
+        data, problem = self._job_data(task)
+        # the fields its catalog declares secret (writeOnly) are masked as passwords are
+        keys = data.catalog.secret_fields if data.catalog is not None else frozenset()
         secrets = find_secrets(task.model, keys=keys)
         find_secrets(task.parameters or {}, secrets, keys)   # an action's own passwords too
         if task.token:
@@ -199,7 +201,8 @@ class Conductor:
                 errors[0] += 1
         trace = JobTrace(secrets, self.settings.trace_bytes) if self.settings.trace else None
         try:
-            outcome = self._run(task, task_id, broker, recorder, report, watch.reason, trace)
+            outcome = self._run(task, task_id, broker, recorder, report, watch.reason,
+                                data, problem, trace)
             if watch.stop_seen and not watch.lost.is_set():
                 # halted by the shutdown: not answered; another conductor runs it
                 LOG.warning("environment %s: job %s stopped with the conductor; its task "
@@ -231,14 +234,13 @@ class Conductor:
         LOG.info("environment %s: job %s (%s) ended: %s after %d round(s)",
                  task.environment_id, job_id, task.action, ended, outcome.rounds)
 
-    def _declared_secrets(self, task: contract.Task) -> frozenset[str]:
-        """The fields the task's catalog declares secret (``writeOnly``): their
-        values are masked in its reports, logs and trace as passwords are."""
+    def _job_data(self, task: contract.Task) -> tuple[JobData, PackageUnavailable | None]:
+        """What the task runs with, and why it cannot have its packages (None: it
+        can; the job then ends with that error, on the conductor's own data)."""
         try:
-            catalog = self.data.for_task(task.packages).catalog
-        except PackageUnavailable:   # the job says so when it runs
-            catalog = self.data.base.catalog
-        return catalog.secret_fields if catalog is not None else frozenset()
+            return self.data.for_task(task.packages), None
+        except PackageUnavailable as exc:   # the job's error, not retried
+            return self.data.base, exc
 
     @staticmethod
     def _send_trace(broker: Broker, task: contract.Task, job_id: str, task_id: str,
@@ -256,7 +258,8 @@ class Conductor:
 
     def _run(self, task: contract.Task, task_id: str, broker: Broker,
              recorder: JobRecorder, report: Callable[[dict], None],
-             halted: Callable[[], str | None] | None, trace: JobTrace | None = None) -> Any:
+             halted: Callable[[], str | None] | None, data: JobData,
+             problem: PackageUnavailable | None, trace: JobTrace | None = None) -> Any:
         engine = self.settings.engine or Settings()
         environment_id = task.environment_id
         # every unit's queue, plans sent or not (its agent made it when it started)
@@ -267,10 +270,6 @@ class Conductor:
             broker, environment_id, engine.agent_timeout, absent_after=engine.agent_absent_after,
             boot_timeout=engine.agent_boot_timeout, halted=halted,
             on_queues=lambda names: self._record_queues(environment_id, names)))
-        try:
-            data, problem = self.data.for_task(task.packages), None
-        except PackageUnavailable as exc:   # the job's error, not retried
-            data, problem = self.data.base, exc
         job = Job(task=task, workflows=data.workflows, store=data.store, catalog=data.catalog,
                   stacks=self._stacks_of(task), agents=agents, recorder=recorder,
                   engine=engine, reporter=report, plan_seed=task_id, halted=halted,

@@ -35,7 +35,8 @@ FILE_FIELD = "package"        # the upload form's file input
 NO_FILE = "Choose a package archive (zip, tar or tar.gz) to upload."
 
 
-def _packages(request: Request) -> Packages:
+def packages_of(request: Request) -> Packages:
+    """The dashboard's workflow packages; 503 when it was started without them."""
     packages = request.app.state.packages
     if packages is None:
         raise Unavailable("workflow packages are unavailable: this dashboard was started "
@@ -103,7 +104,7 @@ async def read_upload(request: Request) -> Upload:
 @router.get("/packages")
 async def package_list(request: Request) -> Response:
     ctx = await caller(request, "package:list")
-    packages = _packages(request)
+    packages = packages_of(request)
     every = await _run(packages.list, ctx)
     query = query_text(request.query_params.get("q"))
     kept = [p for p in every if query.casefold() in p["name"].casefold()]
@@ -130,7 +131,7 @@ async def upload_form(request: Request) -> Response:
 @router.post("/packages/new")
 async def upload_package(request: Request) -> Response:
     ctx = await caller(request, "package:upload")
-    packages = _packages(request)
+    packages = packages_of(request)
     upload = await read_upload(request)
     public = flag(upload.fields.get("public"))
     data = upload.files.get(FILE_FIELD, b"")
@@ -155,14 +156,14 @@ async def upload_package(request: Request) -> Response:
 @router.get("/packages/{package_id}")
 async def package_page(package_id: str, request: Request) -> Response:
     ctx = await caller(request, "package:show")
-    package = await _run(_packages(request).show, ctx, package_id)
+    package = await _run(packages_of(request).show, ctx, package_id)
     return render(request, "package.html", package=_row(request, ctx, package))
 
 
 @router.get("/packages/{package_id}/download")
 async def download(package_id: str, request: Request) -> Response:
     ctx = await caller(request, "package:show")
-    found = await _run(_packages(request).download, ctx, package_id)
+    found = await _run(packages_of(request).download, ctx, package_id)
     return Response(found.data, media_type=found.content_type, headers={
         "Content-Disposition": f'attachment; filename="{found.filename}"',
         "ETag": f'"sha256:{found.digest}"'})
@@ -171,7 +172,7 @@ async def download(package_id: str, request: Request) -> Response:
 @router.get("/packages/{package_id}/delete")
 async def confirm_delete(package_id: str, request: Request) -> Response:
     ctx = await caller(request, "package:delete")
-    package = await _run(_packages(request).show, ctx, package_id)
+    package = await _run(packages_of(request).show, ctx, package_id)
     return render(request, "confirm_delete_package.html", package=_row(request, ctx, package))
 
 
@@ -179,7 +180,7 @@ async def confirm_delete(package_id: str, request: Request) -> Response:
 async def delete_package(package_id: str, request: Request) -> Response:
     ctx = await caller(request, "package:delete")
     await read_form(request)
-    packages = _packages(request)
+    packages = packages_of(request)
 
     def delete() -> str:
         package = packages.show(ctx, package_id)

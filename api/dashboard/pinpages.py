@@ -16,8 +16,9 @@ from starlette.concurrency import run_in_threadpool
 
 from fornace.api.dashboard.access import caller
 from fornace.api.dashboard.formdata import read_form
+from fornace.api.dashboard.packagepages import packages_of
 from fornace.api.dashboard.pages import redirect, render
-from fornace.api.errors import ApiError, Unavailable
+from fornace.api.errors import ApiError
 from fornace.api.pins import Pins
 
 router = APIRouter()
@@ -25,11 +26,7 @@ _run = run_in_threadpool
 
 
 def _pins(request: Request) -> Pins:
-    packages = request.app.state.packages
-    if packages is None:
-        raise Unavailable("workflow packages are unavailable: this dashboard was started "
-                          "without them")
-    return Pins(request.app.state.store, packages)
+    return Pins(request.app.state.store, packages_of(request))
 
 
 def _path(env_id: str, name: str = "") -> str:
