@@ -5,8 +5,8 @@ a background thread of the API process; the web app publishes tasks through one 
 connection per thread (kombu connections are not shared across threads).
 
 They take what waits in each queue in batches (up to
-:data:`fornace.common.broker.BATCH_SIZE` messages, see
-:class:`fornace.common.broker.Consumer`) and store a batch of job events or
+:data:`fornace.common.consumer.BATCH_SIZE` messages, see
+:class:`fornace.common.consumer.Consumer`) and store a batch of job events or
 reports in one transaction: with one transaction per message the API, not the
 conductors, was the bottleneck of large deployments (``tools/bench_events.py``).
 """
@@ -30,7 +30,8 @@ from fornace.api.packages import PackageCheck, Packages
 from fornace.api.store import Outcome, Store
 from fornace.api.workflowfiles import WorkflowCheck, WorkflowFiles, data_folder
 from fornace.common import contract
-from fornace.common.broker import BATCH_SIZE, Broker, Consumer, Delivery
+from fornace.common.broker import Broker
+from fornace.common.consumer import BATCH_SIZE, Consumer, Delivery
 from fornace.common.catalog import load_catalog
 from fornace.common.db.engine import make_engine, session_factory, upgrade
 

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 from fornace.common import contract
-from fornace.common.broker import Broker, Consumer, Delivery
+from fornace.common.broker import Broker
+from fornace.common.consumer import Consumer, Delivery
 from fornace.common.catalog import Catalog, load_catalog
 from fornace.common.db import queues
 from fornace.common.modelview import iter_units

@@ -689,7 +689,7 @@ def test_the_api_service_consumes_job_events(tmp_path):
 def test_the_results_queue_keeps_results_behind_their_job_events(tmp_path, monkeypatch):
     """A batch of the results queue: runs of job events stored together, each
     result alone, in their order; after a failure nothing later is tried."""
-    from fornace.common.broker import Delivery
+    from fornace.common.consumer import Delivery
 
     conf = build_conf()
     conf(["api"], default_config_files=[])

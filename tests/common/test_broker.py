@@ -1,4 +1,4 @@
-"""Tests of fornace.common.broker: in memory, and against the RabbitMQ of this machine.
+"""Tests of fornace.common.broker and fornace.common.consumer: in memory, and against the RabbitMQ of this machine.
 
 The RabbitMQ tests each use a virtual host of their own (the ``amqp_vhost``
 fixture: skip, or fail under ``FORNACE_REQUIRE_SERVICES=1``, when RabbitMQ is
@@ -23,7 +23,8 @@ import kombu
 import pytest
 
 from fornace.common import broker as broker_module
-from fornace.common.broker import Broker, Consumer, Delivery, kombu_queue
+from fornace.common.broker import Broker, kombu_queue
+from fornace.common.consumer import Consumer, Delivery
 from fornace.common.contract import TASKS, ContractError, parse_report, report_body
 
 WAIT = 10.0  # upper bound for anything that should happen "soon"
@@ -226,7 +227,7 @@ def test_contract_error_drops_the_message(url, queue, consumers, caplog, monkeyp
             raise ContractError("report message: field 'level' must be a string")
 
     running = consumers(Broker(url), [name], handler)
-    with caplog.at_level(logging.ERROR, logger="fornace.common.broker"), Broker(url) as broker:
+    with caplog.at_level(logging.ERROR, logger="fornace.common.consumer"), Broker(url) as broker:
         broker.publish(name, {"bad": True, "token": "tok-secret-123"}, message_id="poison")
         broker.publish(name, {"good": True}, message_id="fine")
         calls = running.wait_calls(2)
@@ -249,7 +250,7 @@ def test_a_body_that_is_not_json_is_dropped_without_calling_the_handler(
         kombu.Producer(conn).publish("{not json", exchange="", routing_key=name,
                                      serializer=None, content_type="text/plain",
                                      content_encoding="utf-8", message_id="garbage")
-    with caplog.at_level(logging.ERROR, logger="fornace.common.broker"):
+    with caplog.at_level(logging.ERROR, logger="fornace.common.consumer"):
         with Broker(url) as broker:
             broker.publish(name, {"ok": 2}, message_id="after")
         running = consumers(Broker(url), [name])
@@ -272,7 +273,7 @@ def test_other_errors_requeue_and_redeliver_with_the_same_id(url, queue, consume
             raise RuntimeError(f"database down, token was {body['token']}")
 
     running = consumers(Broker(url), [name], handler)
-    with caplog.at_level(logging.ERROR, logger="fornace.common.broker"), Broker(url) as broker:
+    with caplog.at_level(logging.ERROR, logger="fornace.common.consumer"), Broker(url) as broker:
         broker.publish(name, {"token": "tok-secret-456"}, message_id="retry-me")
         calls = running.wait_calls(3)
     assert [d.message_id for _, d in calls] == ["retry-me"] * 3
@@ -463,7 +464,7 @@ def test_a_bad_message_in_a_batch_is_dropped_alone(url, queue, batching, caplog,
         return [ContractError("report message: field 'level' must be a string")
                 if body.get("bad") else None for body, _ in items]
 
-    with caplog.at_level(logging.ERROR, logger="fornace.common.broker"):
+    with caplog.at_level(logging.ERROR, logger="fornace.common.consumer"):
         running = batching(Broker(url), [name], batch_handler=handler)
         running.wait_calls(4)
         assert all(acked(acks, m) for m in ("good-1", "garbage", "good-2", "poison", "good-3"))
@@ -491,7 +492,7 @@ def test_a_failing_batch_handler_requeues_the_whole_batch(url, queue, batching, 
     with Broker(url) as broker:
         sent = [broker.publish(name, {"n": n, "token": "tok-secret-321"}, message_id=f"m{n}")
                 for n in range(4)]
-    with caplog.at_level(logging.ERROR, logger="fornace.common.broker"):
+    with caplog.at_level(logging.ERROR, logger="fornace.common.consumer"):
         running = batching(Broker(url), [name], batch_handler=handler)
         running.wait_calls(4 + len(sent))
     with running.changed:

@@ -182,7 +182,7 @@ def test_reports_are_sent_while_the_deployment_runs(conductor):
 def test_a_task_redelivered_while_it_runs_here_is_not_run_twice():
     """RabbitMQ requeues a task when the connection that took it breaks, while its
     handler still runs; a second consumer thread taking the copy waits for it."""
-    from fornace.common.broker import Delivery
+    from fornace.common.consumer import Delivery
 
     release, started, copy_waits = threading.Event(), threading.Event(), threading.Event()
     runs = []
@@ -235,7 +235,7 @@ def one_unit_task(env_id: str) -> dict:
 def test_a_task_without_a_message_id_is_refused(caplog):
     """Regression: tasks without an id were all 'task-<env>', so a deletion that
     arrived while a deploy of the same environment ran waited, then never ran."""
-    from fornace.common.broker import Delivery
+    from fornace.common.consumer import Delivery
     runs = []
     env_id = "d" + uuid.uuid4().hex[:8]
     daemon = Conductor(ConductorSettings(broker_url="memory://", data_dir=DATA),
@@ -248,7 +248,7 @@ def test_a_task_without_a_message_id_is_refused(caplog):
 def test_a_copy_runs_when_the_first_failed_before_answering():
     """Regression: the waiting copy was acknowledged even when the first run failed
     before sending a result: the task was lost."""
-    from fornace.common.broker import Delivery
+    from fornace.common.consumer import Delivery
     entered, fail_now = threading.Event(), threading.Event()
     calls = []
 
@@ -304,7 +304,7 @@ class GatedStacks(SimulatedStacks):
 def test_a_job_that_loses_its_lock_stops_and_sends_no_result(tmp_path, caplog):
     """Regression: a heartbeat that found the lock lost was ignored and the job
     went on acting on the environment."""
-    from fornace.common.broker import Delivery
+    from fornace.common.consumer import Delivery
     from fornace.common.db.engine import upgrade
     from fornace.conductor.jobs.lock import JobLock
     url = f"sqlite:///{tmp_path / 'locks.sqlite'}"
@@ -337,7 +337,7 @@ def test_a_job_that_loses_its_lock_stops_and_sends_no_result(tmp_path, caplog):
 
 def test_a_copy_of_a_job_running_elsewhere_waits_then_is_not_run_again(tmp_path):
     """Regression: a redelivered task taken by a second conductor ran beside the first."""
-    from fornace.common.broker import Delivery
+    from fornace.common.consumer import Delivery
     from fornace.common.db.engine import upgrade
     url = f"sqlite:///{tmp_path / 'locks.sqlite'}"
     upgrade(url)
@@ -368,7 +368,7 @@ def test_a_stopping_conductor_does_not_wait_for_a_silent_agent(tmp_path):
     """Regression: a conductor waiting on a dead agent ignored SIGTERM (for the whole
     agent_timeout); now the wait ends, the task is requeued (not answered) and the
     lock is freed for the next copy, which runs the job."""
-    from fornace.common.broker import Delivery
+    from fornace.common.consumer import Delivery
     from fornace.common.db.engine import upgrade
     from fornace.conductor.daemon import Interrupted
     from fornace.conductor.jobs.lock import Grant, JobLock
@@ -404,7 +404,7 @@ def test_a_stopping_conductor_does_not_wait_for_a_silent_agent(tmp_path):
 
 
 def test_what_a_locked_job_sends_carries_its_token(tmp_path):
-    from fornace.common.broker import Delivery
+    from fornace.common.consumer import Delivery
     from fornace.common.db.engine import upgrade
     from fornace.conductor.jobs.lock import JobLock
     url = f"sqlite:///{tmp_path / 'locks.sqlite'}"
@@ -466,7 +466,7 @@ def test_a_task_whose_cloud_refuses_it_is_answered_with_why():
     ValueError) fails its stack actions with why; the job ends and is answered
     instead of going back to the queue for ever.  Its trust stays (nothing was
     deleted), and a deletion's trust is left to nobody without [keystone]."""
-    from fornace.common.broker import Delivery
+    from fornace.common.consumer import Delivery
     env_id = "d" + uuid.uuid4().hex[:8]
     deleted_trusts = []
 
@@ -491,7 +491,7 @@ def test_a_task_whose_cloud_refuses_it_is_answered_with_why():
 
 
 def test_a_deletion_that_succeeded_deletes_its_trust_and_a_failed_one_keeps_it():
-    from fornace.common.broker import Delivery
+    from fornace.common.consumer import Delivery
     deleted: list[str] = []
     cloud = SimulatedCloud()
 

@@ -488,7 +488,7 @@ def publish_raw(url: str, queue: str, body: bytes, message_id: str) -> None:
 def test_malformed_tasks_and_results_are_dropped_and_both_sides_keep_serving(world, caplog):
     """Bad messages on ``tasks``, ``task-results`` and ``task-reports`` are logged as
     dropped (acked, never retried); a deployment that follows completes."""
-    caplog.set_level(logging.ERROR, logger="fornace.common.broker")
+    caplog.set_level(logging.ERROR, logger="fornace.common.consumer")
     url = world.rabbit.url
     conductor = world.start_conductor(agent_timeout=60)
     world.open_gate()
