@@ -13,7 +13,7 @@ from packagekit import package_files, zip_of
 from fornace.common.catalog import builtin_catalog
 from fornace.common.resources import BUILTIN_DATA
 from fornace.conductor.dsl.workflows import load_workflows
-from fornace.conductor.packagedata import JobData, PackageData, PackageUnavailable
+from fornace.conductor.packages.jobdata import JobData, PackageData, PackageUnavailable
 from fornace.conductor.templates import TemplateStore
 
 
