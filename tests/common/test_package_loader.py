@@ -11,29 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from packagekit import package_files, write_folder, zip_of
+from packagekit import Archives, package_files, write_folder
 from fornace.common.errors import FornaceError
 from fornace.common.packages.archive import PackageError, PackageLimits
 from fornace.common.packages.layers import (DATA_FOLDER, Layer, in_effect, package_source,
                                             template_order, workflow_paths)
 from fornace.common.packages.loader import ArchiveAltered, ArchiveMissing, PackageLoader
-
-
-class Archives:
-    """A stand-in for the packages table: id -> archive, counting the reads."""
-
-    def __init__(self) -> None:
-        self.data: dict[str, bytes] = {}
-        self.reads: list[str] = []
-
-    def add(self, package_id: str, files: dict[str, bytes]) -> dict[str, str]:
-        data = self.data[package_id] = zip_of(files)
-        return {"id": package_id, "name": "hello", "version": package_id,
-                "digest": hashlib.sha256(data).hexdigest()}
-
-    def __call__(self, package_id: str) -> bytes | None:
-        self.reads.append(package_id)
-        return self.data.get(package_id)
 
 
 @pytest.fixture
