@@ -23,15 +23,15 @@ from fornace.api.errors import ERROR_RESPONSES, ApiError, BadRequest, error_body
 from fornace.api.routing import (SESSION_HEADER, EnvironmentIn, JsonRoute, flag, permitted, run,
                                  store_of)
 from fornace.api.jobroutes import router as jobs_router
-from fornace.api.packageroutes import router as packages_router
+from fornace.api.packages.routes import router as packages_router
 from fornace.api.modelroutes import router as model_router
 from fornace.api.store import Context, Store
 from fornace.api.typeroutes import router as types_router
 
 if TYPE_CHECKING:
     from fornace.api.jobstore import Jobs
-    from fornace.api.packages import Packages
-    from fornace.api.workflowfiles import WorkflowFiles
+    from fornace.api.packages.store import Packages
+    from fornace.api.packages.workflows import WorkflowFiles
 
 LOG = logging.getLogger(__name__)
 
@@ -257,14 +257,14 @@ def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
     own whose pages may send it changes (:mod:`fornace.api.crossorigin`).
     ``enforcer``: the access rules (:func:`fornace.api.policy.enforcer`; default:
     the rules' defaults, no policy file), for the API and the dashboard alike.
-    ``packages``: the workflow packages (:mod:`fornace.api.packages`; default: on
+    ``packages``: the workflow packages (:mod:`fornace.api.packages.store`; default: on
     the store's database, without a checker, so refusing uploads); their uploads
     may be up to its ``limits.max_bytes``, other bodies ``max_body_size``.
     ``workflow_files``: the environments' workflow files for the dashboard's
-    pages of them (:mod:`fornace.api.workflowfiles`; None: those pages say so)."""
+    pages of them (:mod:`fornace.api.packages.workflows`; None: those pages say so)."""
     from fornace.api.jobstore import Jobs
-    from fornace.api.packages import Packages
-    from fornace.api.pins import Pins
+    from fornace.api.packages.pins import Pins
+    from fornace.api.packages.store import Packages
 
     origins = parse_allowed_origins(allowed_origins)  # malformed: an error now, not later
     app = FastAPI(title="Fornace API",

@@ -7,7 +7,7 @@ from pathlib import Path
 from oslo_config import cfg
 
 from fornace.common import identity
-from fornace.common.packagefiles import PackageLimits
+from fornace.common.packages.archive import PackageLimits
 from fornace.common.resources import BUILTIN_DATA
 
 DEFAULT_STATE_DIR = os.path.join(os.path.expanduser("~"), ".fornace")

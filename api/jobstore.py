@@ -38,7 +38,7 @@ from fornace.api.store import (BUSY, LIGHT_JOB, NOT_DEPLOYING, Context, Outcome,
                                keep_trust, running_job, settle_tasks, settled_state,
                                store_all)
 from fornace.api.traces import BadTrace, store_trace, trace_view
-from fornace.api.pinned import task_packages
+from fornace.api.packages.usage import task_packages
 from fornace.common.catalog import Catalog
 from fornace.api.trusts import Delegation
 

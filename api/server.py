@@ -26,14 +26,15 @@ from fornace.api.trusts import Trusts
 from fornace.api.config import catalog_file, database_url, package_limits
 from fornace.api.jobstore import Jobs
 from fornace.api.limits import UnitLimits
-from fornace.api.packages import PackageCheck, Packages
+from fornace.api.packages.store import Packages
+from fornace.api.packages.workflows import WorkflowFiles, data_folder
 from fornace.api.store import Outcome, Store
-from fornace.api.workflowfiles import WorkflowCheck, WorkflowFiles, data_folder
 from fornace.common import contract
 from fornace.common.broker import Broker
 from fornace.common.consumer import BATCH_SIZE, Consumer, Delivery
 from fornace.common.catalog import load_catalog
 from fornace.common.db.engine import make_engine, session_factory, upgrade
+from fornace.common.packages.checks import PackageCheck, WorkflowCheck
 
 LOG = logging.getLogger(__name__)
 

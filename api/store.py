@@ -46,7 +46,7 @@ from fornace.common.secrets import find_secrets, mask_text, masked
 from fornace.common.db.models import (ConfigSession, Deployment, Environment, JobLock, JobTask,
                                      Status, new_id, utcnow)
 from fornace.api.errors import BadRequest, Conflict, Forbidden, NotFound, Unavailable
-from fornace.api.pinned import package_types, task_packages
+from fornace.api.packages.usage import package_types, task_packages
 from fornace.api.trusts import Delegation, Trusts
 
 LOG = logging.getLogger(__name__)

@@ -90,7 +90,7 @@ def package_check(conf: cfg.ConfigOpts) -> Callable[[Path], list[str]]:
     does, with the ``[engine]`` limits (the API may not import the conductor: the
     command that starts it hands it over)."""
     from fornace.conductor.config import engine_limits
-    from fornace.conductor.packagecheck import package_checker
+    from fornace.conductor.packages.check import package_checker
 
     return package_checker(engine_limits(conf))
 
@@ -100,6 +100,6 @@ def workflow_check(conf: cfg.ConfigOpts) -> Callable[[Path, Path], list[str]]:
     catalog folder): as ``fornace workflow check`` does, with the ``[engine]``
     limits -- handed over as :func:`package_check` is."""
     from fornace.conductor.config import engine_limits
-    from fornace.conductor.packagecheck import workflow_checker
+    from fornace.conductor.packages.check import workflow_checker
 
     return workflow_checker(engine_limits(conf))

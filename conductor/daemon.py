@@ -32,8 +32,8 @@ from fornace.conductor.jobs.lifecycle import Job, failed, run_job
 from fornace.conductor.jobs.lock import AlreadyDone, Grant, JobLock, LockHeld, Revoked
 from fornace.conductor.jobs.records import JobRecorder
 from fornace.conductor.jobs.tracing import TRACE_BYTES, JobTrace, encode
-from fornace.conductor.packagedata import (JobData, PackageData, PackageUnavailable,
-                                            database_reader)
+from fornace.conductor.packages.jobdata import (JobData, PackageData, PackageUnavailable,
+                                                 database_reader)
 from fornace.conductor.session import Settings
 from fornace.conductor.templates import TemplateStore
 

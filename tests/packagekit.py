@@ -3,6 +3,7 @@ as archives of each kind, and archives built member by member (for the unsafe
 ones a user could send)."""
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import tarfile
@@ -57,3 +58,21 @@ def tar_of(files: dict[str, bytes], mode: str = "w:gz",
         for info in extra:
             archive.addfile(info)
     return buffer.getvalue()
+
+
+class Archives:
+    """A stand-in for the packages table: id -> archive, counting the reads."""
+
+    def __init__(self) -> None:
+        self.data: dict[str, bytes] = {}
+        self.reads: list[str] = []
+
+    def add(self, package_id: str, files: dict[str, bytes]) -> dict[str, str]:
+        data = self.data[package_id] = zip_of(files)
+        manifest = json.loads(files["package.json"])
+        return {"id": package_id, "name": manifest["name"], "version": manifest["version"],
+                "digest": hashlib.sha256(data).hexdigest()}
+
+    def __call__(self, package_id: str) -> bytes | None:
+        self.reads.append(package_id)
+        return self.data.get(package_id)

@@ -1,7 +1,7 @@
 """The dashboard's pages of workflow packages: the list, a package, the upload
 form, the deletion's confirmation, the download.
 
-The work is done by :class:`~fornace.api.packages.Packages`, as for the API's
+The work is done by :class:`~fornace.api.packages.store.Packages`, as for the API's
 ``/packages`` routes, and each page names the same policy rule as the API call
 it makes.  The upload form is ``multipart/form-data`` (a file field), read
 with python-multipart (:func:`read_upload`).  A refused package comes back on the
@@ -24,7 +24,7 @@ from fornace.api.dashboard.formdata import MAX_FIELDS, Form, read_form
 from fornace.api.dashboard.listing import paginate, query_text
 from fornace.api.dashboard.pages import redirect, render
 from fornace.api.errors import ApiError, BadRequest, NotFound, Unauthorized, Unavailable
-from fornace.api.packages import Packages
+from fornace.api.packages.store import Packages
 from fornace.api.routing import flag
 from fornace.api.store import Context
 

@@ -2,7 +2,7 @@
 versions it runs with, pinning one, the plan of a move (files and types,
 with their diffs) confirmed before it is made, and unpinning.
 
-The work is done by :class:`~fornace.api.pins.Pins`, as for the API's
+The work is done by :class:`~fornace.api.packages.pins.Pins`, as for the API's
 ``/environments/{id}/packages`` routes, under the same policy rules.
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ from fornace.api.dashboard.formdata import read_form
 from fornace.api.dashboard.packagepages import packages_of
 from fornace.api.dashboard.pages import redirect, render
 from fornace.api.errors import ApiError
-from fornace.api.pins import Pins
+from fornace.api.packages.pins import Pins
 
 router = APIRouter()
 _run = run_in_threadpool

@@ -14,7 +14,7 @@ from typing import Any
 from fornace.api.errors import NotFound
 from fornace.api.jobstore import Jobs
 from fornace.api.store import Context, Store
-from fornace.api.workflowfiles import plain_name
+from fornace.api.packages.workflows import plain_name
 
 
 def _shown(value: Any, limit: int = 120) -> str:

@@ -4,7 +4,7 @@ many problems, how often their rules fired) and one file's XML line by line,
 with the check's problems and the rule firings of the environment's last
 traced job shown at their lines.
 
-The files are read by :class:`~fornace.api.workflowfiles.WorkflowFiles`; the
+The files are read by :class:`~fornace.api.packages.workflows.WorkflowFiles`; the
 firings come from the job's trace as the API serves it
 (:meth:`~fornace.api.jobstore.Jobs.trace`: masked).  Both pages need
 ``environment:show`` on the environment, as its own page does.
@@ -24,7 +24,7 @@ from fornace.api.dashboard.traceview import place, trace_of
 from fornace.api.errors import Unavailable
 from fornace.api.jobstore import Jobs
 from fornace.api.store import Context, Store
-from fornace.api.workflowfiles import Problem, WorkflowFile, WorkflowFiles
+from fornace.api.packages.workflows import Problem, WorkflowFile, WorkflowFiles
 
 router = APIRouter()
 _run = run_in_threadpool

@@ -1,6 +1,6 @@
 """``fornace package upload|list|show|download|delete``: workflow packages.
 
-A package (see :mod:`fornace.common.packagefiles` for its layout and
+A package (see :mod:`fornace.common.packages.archive` for its layout and
 ``package.json``) is uploaded as an archive, or as a folder packed on the fly
 into a tar.gz; the API checks it as ``fornace workflow check`` does and
 refuses it with every problem as ``file:line: message``.  Commands name a
@@ -22,7 +22,7 @@ from fornace.cli.client.http import ApiClient, ClientError
 from fornace.cli.client.output import (add_format_option, emit, format_of, local_time,
                                        print_json, print_table)
 from fornace.common.errors import FornaceError
-from fornace.common.packagefiles import SUFFIXES, PackageError, content_type, pack
+from fornace.common.packages.archive import SUFFIXES, PackageError, content_type, pack
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:

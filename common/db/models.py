@@ -172,7 +172,7 @@ class AgentQueue(Base):
 
 
 class Package(Base):
-    """A workflow package an operator uploaded (:mod:`fornace.api.packages`): the
+    """A workflow package an operator uploaded (:mod:`fornace.api.packages.store`): the
     archive as it came, kept whole so that what deploys is what was checked.
     A name's versions are immutable and unique across projects (a deployment
     will name one unambiguously); ``tenant_id`` is None for a public one."""
@@ -199,7 +199,7 @@ class Package(Base):
 
 
 class EnvironmentPackage(Base):
-    """A workflow package version an environment is pinned to (:mod:`fornace.api.pins`):
+    """A workflow package version an environment is pinned to (:mod:`fornace.api.packages.pins`):
     its deployments and actions run with that version until it is moved
     explicitly; a package is not deleted while an environment names it."""
 

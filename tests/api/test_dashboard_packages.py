@@ -28,11 +28,11 @@ from fornace.api.dashboard import create_dashboard
 from fornace.api.dashboard.packagepages import size_text
 from fornace.api.errors import Unauthorized
 from fornace.api.jobstore import Jobs
-from fornace.api.packages import Packages
+from fornace.api.packages.store import Packages
 from fornace.api.policy import Policy, enforcer
 from fornace.api.store import Context, Store
 from fornace.common.db.engine import make_engine, session_factory, upgrade
-from fornace.conductor.packagecheck import package_checker
+from fornace.conductor.packages.check import package_checker
 
 BROKEN_WORKFLOW = ("<workflow>\n  <rule match=\"$\">\n    <frobnicate/>\n"
                    "    <send-command template=\"Nope\" service=\"s\" unit=\"u\"/>\n"

@@ -28,16 +28,16 @@ from fornace.api.app import create_app
 from fornace.api.auth import NoAuth
 from fornace.api.dashboard.workflowpages import firings
 from fornace.api.jobstore import Jobs
-from fornace.api.packages import Packages
-from fornace.api.pins import Pins
+from fornace.api.packages.pins import Pins
+from fornace.api.packages.store import Packages
+from fornace.api.packages.workflows import WorkflowFiles, plain_name
 from fornace.api.store import Context, Store
-from fornace.api.workflowfiles import WorkflowFiles, plain_name
 from fornace.common import contract
 from fornace.common.db.engine import make_engine, session_factory, upgrade
 from fornace.common.db.models import Package
 from fornace.common.resources import BUILTIN_DATA
 from fornace.conductor.jobs.tracing import encode
-from fornace.conductor.packagecheck import package_checker, workflow_checker
+from fornace.conductor.packages.check import package_checker, workflow_checker
 
 SHOTS = Path(os.environ.get("FORNACE_SCREENSHOTS") or "/tmp/shots")
 # after the <workflow> line of Common.xml: a problem at line 4 (its first rule moves

@@ -16,11 +16,11 @@ from services import postgres_url
 from fornace.api.app import create_app
 from fornace.api.auth import NoAuth
 from fornace.api.jobstore import Jobs
-from fornace.api.packages import Packages
+from fornace.api.packages.store import Packages
 from fornace.api.store import Context, Store
 from fornace.common.db.engine import make_engine, session_factory, upgrade
-from fornace.common.packagefiles import PackageLimits
-from fornace.conductor.packagecheck import package_checker
+from fornace.common.packages.archive import PackageLimits
+from fornace.conductor.packages.check import package_checker
 
 ZIP_TYPE = {"Content-Type": "application/zip"}
 ADMIN = Context("p-admin", "u-root", roles=frozenset({"admin", "member"}), user_name="root",

@@ -23,7 +23,8 @@ from oslo_policy import policy as oslo_policy
 
 import identitykit
 from apikit import Api, Published, make_api
-from fornace.api import app as app_module, jobroutes, packageroutes, policy
+from fornace.api import app as app_module, jobroutes, policy
+from fornace.api.packages import routes as packageroutes
 from fornace.api.app import create_app
 from fornace.api.auth import KeystoneAuth
 from fornace.api.errors import Unauthorized

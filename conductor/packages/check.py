@@ -16,13 +16,11 @@ catalog folder it comes from (the data folder, or its package's).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
 
 from fornace.common.catalog import CatalogError, builtin_catalog, load_catalog
+from fornace.common.packages.checks import PackageCheck, WorkflowCheck
 from fornace.conductor.dsl.checker import inspect
 from fornace.conductor.limits import Limits
-
-PackageCheck = Callable[[Path], list[str]]
 
 
 def check_package(folder: Path, limits: Limits | None = None) -> list[str]:
@@ -47,10 +45,6 @@ def check_package(folder: Path, limits: Limits | None = None) -> list[str]:
 def package_checker(limits: Limits | None = None) -> PackageCheck:
     """The check the API runs on uploads, with the ``[engine]`` limits on templates."""
     return lambda folder: check_package(folder, limits)
-
-
-# (workflow file, the catalog folder its templates are in) -> problems
-WorkflowCheck = Callable[[Path, Path], list[str]]
 
 
 def check_workflow(path: Path, catalog: Path, limits: Limits | None = None) -> list[str]:

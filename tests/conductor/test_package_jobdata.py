@@ -4,16 +4,15 @@ files beside the conductor's own (replacing same-named ones), their
 templates first, their types joined; what cannot be loaded says why."""
 from __future__ import annotations
 
-import hashlib
 import json
 
 import pytest
 
-from packagekit import package_files, zip_of
+from packagekit import Archives, package_files
 from fornace.common.catalog import builtin_catalog
 from fornace.common.resources import BUILTIN_DATA
 from fornace.conductor.dsl.workflows import load_workflows
-from fornace.conductor.packagedata import JobData, PackageData, PackageUnavailable
+from fornace.conductor.packages.jobdata import JobData, PackageData, PackageUnavailable
 from fornace.conductor.templates import TemplateStore
 
 
@@ -21,24 +20,6 @@ from fornace.conductor.templates import TemplateStore
 def base() -> JobData:
     return JobData(load_workflows(BUILTIN_DATA / "workflows"), TemplateStore(BUILTIN_DATA),
                    builtin_catalog())
-
-
-class Archives:
-    """A stand-in for the packages table: id -> archive, counting the reads."""
-
-    def __init__(self) -> None:
-        self.data: dict[str, bytes] = {}
-        self.reads: list[str] = []
-
-    def add(self, package_id: str, files: dict[str, bytes]) -> dict[str, str]:
-        data = self.data[package_id] = zip_of(files)
-        manifest = json.loads(files["package.json"])
-        return {"id": package_id, "name": manifest["name"], "version": manifest["version"],
-                "digest": hashlib.sha256(data).hexdigest()}
-
-    def __call__(self, package_id: str) -> bytes | None:
-        self.reads.append(package_id)
-        return self.data.get(package_id)
 
 
 @pytest.fixture

@@ -5,8 +5,8 @@
 are under ``/environments/{id}/packages``: list them, plan a move
 (``GET .../packages/{name}/plan?version=``), move (``PUT .../packages/{name}``
 with ``{"version": ...}``, or ``{}`` for the newest) and unpin.  The work is
-done by :class:`~fornace.api.packages.Packages` and
-:class:`~fornace.api.pins.Pins`; these routes only translate HTTP.
+done by :class:`~fornace.api.packages.store.Packages` and
+:class:`~fornace.api.packages.pins.Pins`; these routes only translate HTTP.
 """
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
 from fornace.api.errors import ERROR_RESPONSES, BadRequest
-from fornace.api.packages import Packages
-from fornace.api.pins import Pins
+from fornace.api.packages.pins import Pins
+from fornace.api.packages.store import Packages
 from fornace.api.routing import JsonRoute, flag, parse_json, permitted, run
 from fornace.api.store import Context
 

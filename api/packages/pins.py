@@ -21,11 +21,11 @@ from sqlalchemy import delete, or_, select
 from sqlalchemy.orm import Session as DbSession
 
 from fornace.api.errors import NotFound
-from fornace.api.packagediff import package_changes
-from fornace.api.packages import Packages
+from fornace.api.packages.plan import package_changes
+from fornace.api.packages.store import Packages
 from fornace.api.store import Context, Store, iso
 from fornace.common.db.models import Environment, EnvironmentPackage, Package, utcnow
-from fornace.common.packagefiles import NAME
+from fornace.common.packages.archive import NAME
 
 
 def pin_view(pin: EnvironmentPackage, package: Package, newest: str | None) -> dict[str, Any]:

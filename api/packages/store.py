@@ -1,6 +1,6 @@
 """Workflow packages: checked on upload, stored with their version, served back.
 
-An upload is unpacked into a temporary folder (:mod:`fornace.common.packagefiles`:
+An upload is unpacked into a temporary folder (:mod:`fornace.common.packages.archive`:
 unsafe or oversized archives are refused there) and checked as ``fornace
 workflow check`` checks workflow files (the check is given by the command
 that starts the API: the API does not import the conductor); only a package
@@ -20,21 +20,19 @@ import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from sqlalchemy import or_, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session as DbSession, defer, sessionmaker
 
 from fornace.api.errors import BadRequest, Conflict, Forbidden, NotFound, Unavailable
-from fornace.api.pinned import environments_using
+from fornace.api.packages.usage import environments_using
 from fornace.api.store import Context, iso, lookup_id
 from fornace.common.db.models import Package
-from fornace.common.packagefiles import (SUFFIXES, PackageError, PackageLimits, content_type,
-                                         read_manifest, unpack)
-
-# the check of an unpacked package: its problems as ``file:line: message``
-PackageCheck = Callable[[Path], list[str]]
+from fornace.common.packages.archive import (SUFFIXES, PackageError, PackageLimits,
+                                             content_type, read_manifest, unpack)
+from fornace.common.packages.checks import PackageCheck
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from fornace.common.packagefiles import PackageLimits, unpack
+from fornace.common.packages.archive import PackageLimits, unpack
 
 DIFF_LINES = 400   # of one file's unified diff; past that a note says how many more
 

@@ -1,7 +1,8 @@
 """Which workflow package versions an environment is pinned to, read inside the
-caller's transaction: what a task carries (contract 1.8) and who uses a
-package.  Kept apart from :mod:`fornace.api.pins` (the API calls that change
-pins) so that the store imports it without a cycle."""
+caller's transaction: what a task carries (contract 1.8), the service types
+the pinned versions bring, and which environments use a version.  Queries
+only, importing no other API module, so that the stores import them without
+a cycle (:mod:`fornace.api.packages.pins` is the API calls that change pins)."""
 from __future__ import annotations
 
 from typing import Any

@@ -1,15 +1,15 @@
 """The workflow files an environment's jobs run with, read for the dashboard.
 
 A job's workflows are the conductor's data folder's ``workflows/*.xml`` with
-each pinned package's ``workflows/*.xml`` added, a package file replacing the
-folder's file of the same name (and a later package, by pinned name, an
-earlier one's) -- as the conductor composes them
-(``fornace.conductor.packagedata``).  This module lists the files in effect
-that way and reads them: the data folder is the API's ``data_dir`` (the
-conductor's, on the same machine or a copy of it), the packages are the
+each pinned package's ``workflows/*.xml`` added, by the rule of
+:mod:`fornace.common.packages.layers` (a package file replaces the folder's
+file of the same name, a later package, by pinned name, an earlier one's) --
+the rule the conductor composes them by.  This module lists the files in
+effect that way and reads them: the data folder is the API's ``data_dir``
+(the conductor's, on the same machine or a copy of it), the packages are the
 archives in the database, checked against their sha256 and unpacked safely
-(:func:`fornace.common.packagefiles.unpack`, the upload's limits) once per
-digest into a folder of this process.
+once per digest by the shared
+:class:`~fornace.common.packages.loader.PackageLoader` (the upload's limits).
 
 The API may not import the conductor, so the check (what ``fornace workflow
 check`` says of one file) is handed over by the command that starts the API:
@@ -17,33 +17,28 @@ check`` says of one file) is handed over by the command that starts the API:
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-import shutil
-import tempfile
 import threading
-import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, cast
 
 from oslo_config import cfg
 from sqlalchemy import select
 
 from fornace.api.errors import NotFound
-from fornace.api.pinned import task_packages
+from fornace.api.packages.usage import task_packages
 from fornace.common.db.models import Deployment, JobTrace, Package
-from fornace.common.packagefiles import PackageError, PackageLimits, unpack
+from fornace.common.packages.archive import PackageError, PackageLimits
+from fornace.common.packages.checks import WorkflowCheck
+from fornace.common.packages.layers import (DATA_FOLDER, InEffect, Layer, in_effect,
+                                            package_source, workflow_paths)
+from fornace.common.packages.loader import KEEP, PackageLoader
 from fornace.common.resources import BUILTIN_DATA
 
-# (workflow file, its catalog folder) -> "file:line: message" problems
-WorkflowCheck = Callable[[Path, Path], list[str]]
-
 PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.xml")
-DATA_FOLDER = "data folder"
-KEEP = 16                        # package versions kept unpacked
 MAX_SHOWN_BYTES = 2 * 1024 * 1024  # a file's text shown, at most
 
 
@@ -106,39 +101,26 @@ class WorkflowFiles:
         self.check = check
         self.limits = limits
         self.keep = keep
-        self._root = Path(tempfile.mkdtemp(prefix="fornace-workflowfiles-"))
-        self._cleanup = weakref.finalize(self, shutil.rmtree, str(self._root), True)
-        self._unpacked: OrderedDict[str, Path] = OrderedDict()   # digest -> folder
+        self._versions: PackageLoader[Path] = PackageLoader(
+            limits, keep, prefix="fornace-workflowfiles-")
         self._problems: OrderedDict[tuple[str, str], list[Problem]] = OrderedDict()
         self._lock = threading.Lock()
 
     def close(self) -> None:
         """Remove the unpacked packages."""
-        self._cleanup()
+        self._versions.close()
 
     # -- listing ------------------------------------------------------------------
     def listing(self, env_id: str) -> Listing:
         """The files in effect for environment ``env_id`` (the caller was allowed
         to see it), by name."""
         found = Listing()
-        files: dict[str, WorkflowFile] = {}
-        folder = self.data_dir / "workflows"
-        if folder.is_dir():
-            for path in sorted(folder.glob("*.xml")):
-                if path.is_file():
-                    files[path.name] = WorkflowFile(path.name, DATA_FOLDER, path,
-                                                    self.data_dir)
-        else:
+        if not (self.data_dir / "workflows").is_dir():
             found.notes.append(f"the data folder {self.data_dir} has no workflows/ folder")
-        for ref, unpacked in self._packages(env_id, found.notes):
-            source = f"package {ref['name']} {ref['version']}"
-            for path in sorted((unpacked / "workflows").glob("*.xml")):
-                before = files.get(path.name)
-                replaced = (before.replaces + (before.source,)) if before else ()
-                files[path.name] = WorkflowFile(
-                    path.name, source, path, unpacked,
-                    {k: ref[k] for k in ("id", "name", "version")}, replaced)
-        found.files = [files[name] for name in sorted(files)]
+        base = Layer(DATA_FOLDER, workflow_paths(self.data_dir), self.data_dir)
+        packages = [Layer(package_source(ref), workflow_paths(folder), folder, ref)
+                    for ref, folder in self._packages(env_id, found.notes)]
+        found.files = [_workflow_file(f) for f in in_effect(base, packages)]
         return found
 
     def file(self, env_id: str, name: str) -> tuple[WorkflowFile, Listing]:
@@ -208,44 +190,21 @@ class WorkflowFiles:
         one that cannot be had is a note."""
         with self.sessions() as db:
             refs = task_packages(db, env_id)
-            missing = [r for r in refs if not self._cached(r["digest"])]
+            missing = [r for r in refs if not self._versions.has(r["digest"])]
             archives = {r["id"]: db.scalar(select(Package.data).where(Package.id == r["id"]))
                         for r in missing}
         found = []
         for ref in refs:
             try:
-                found.append((ref, self._folder(ref, archives.get(ref["id"]))))
+                found.append((ref, self._versions.get(ref, archives.get)))
             except PackageError as exc:
                 notes.append(f"package {ref['name']} {ref['version']}: {exc}")
         return found
 
-    def _cached(self, digest: str) -> bool:
-        with self._lock:
-            return digest in self._unpacked
 
-    def _folder(self, ref: dict[str, str], data: bytes | None) -> Path:
-        digest = ref["digest"]
-        with self._lock:
-            folder = self._unpacked.get(digest)
-            if folder is not None:
-                self._unpacked.move_to_end(digest)
-                return folder
-        if data is None:
-            raise PackageError([f"its archive (id {ref['id']}) is not in the database"])
-        if hashlib.sha256(data).hexdigest() != digest:
-            raise PackageError(["its archive does not match its sha256: it was altered"])
-        folder = Path(tempfile.mkdtemp(prefix=digest[:16] + "-", dir=self._root))
-        try:
-            unpack(data, folder, self.limits)
-        except PackageError:
-            shutil.rmtree(folder, ignore_errors=True)
-            raise
-        with self._lock:
-            if digest in self._unpacked:       # another thread unpacked it meanwhile
-                shutil.rmtree(folder, ignore_errors=True)
-                return self._unpacked[digest]
-            self._unpacked[digest] = folder
-            while len(self._unpacked) > self.keep:
-                _, old = self._unpacked.popitem(last=False)
-                shutil.rmtree(old, ignore_errors=True)
-        return folder
+def _workflow_file(found: InEffect[Path]) -> WorkflowFile:
+    """A file in effect as the pages show it (every layer here has its folder)."""
+    layer = found.layer
+    package = None if layer.ref is None else {k: layer.ref[k] for k in ("id", "name", "version")}
+    return WorkflowFile(found.name, layer.source, found.item, cast(Path, layer.folder),
+                        package, found.replaces)

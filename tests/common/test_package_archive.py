@@ -1,4 +1,4 @@
-"""Workflow package archives (fornace.common.packagefiles): what is unpacked,
+"""Workflow package archives (fornace.common.packages.archive): what is unpacked,
 and each unsafe or malformed archive refused with the member it names."""
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import zipfile
 import pytest
 
 from packagekit import package_files, tar_of, write_folder, zip_of
-from fornace.common.packagefiles import (TAR, TAR_GZ, ZIP, Manifest, PackageError,
-                                         PackageLimits, content_type, pack, read_manifest,
-                                         unpack)
+from fornace.common.packages.archive import (TAR, TAR_GZ, ZIP, Manifest, PackageError,
+                                             PackageLimits, content_type, pack,
+                                             read_manifest, unpack)
 
 NAMES = sorted(package_files())
 

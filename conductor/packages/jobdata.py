@@ -2,46 +2,43 @@
 
 A task names the workflow packages its environment is pinned to, by id and
 sha256.  The conductor reads each archive from the database the first time a
-task names it, checks its digest, unpacks it (with the upload's limits) into
-a folder of its own and loads its workflows; a version is immutable, so what
-was loaded serves every later task naming the same digest, and a new
-version is read when the first task names it -- no restart.  The last
-:data:`KEEP` versions stay loaded; the folders go when the conductor stops.
+task names it; the shared :class:`~fornace.common.packages.loader.PackageLoader`
+checks its digest and unpacks it (with the upload's limits) into a folder of
+its own, and its workflows are loaded; a version is immutable, so what was
+loaded serves every later task naming the same digest, and a new version is
+read when the first task names it -- no restart.  The last :data:`KEEP`
+versions stay loaded; the folders go when the conductor stops.
 
-A job's workflows are the conductor's data folder's, with each package's
-files added; a package file of the same name as one of the folder's replaces
-it.  Templates are looked up in the packages first
-(:class:`~fornace.conductor.templates.TemplateLayers`), types join the
-conductor's catalog.  What cannot be had (no database, a package deleted or
-altered, a file that no longer loads) is a :class:`PackageUnavailable`: the
-job ends with it as an error, the task is not retried.
+A job's workflows are the conductor's data folder's with each package's
+files added, by the rule of :mod:`fornace.common.packages.layers` (a package
+file replaces the folder's file of the same name; templates are looked up in
+the packages first, :class:`~fornace.conductor.templates.TemplateLayers`);
+types join the conductor's catalog.  What cannot be had (no database, a
+package deleted or altered, a file that no longer loads) is a
+:class:`PackageUnavailable`: the job ends with it as an error, the task is
+not retried.
 """
 from __future__ import annotations
 
-import hashlib
 import logging
-import shutil
-import tempfile
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from fornace.common.catalog import Catalog, CatalogError, load_catalog
 from fornace.common.errors import FornaceError
-from fornace.common.packagefiles import PackageError, PackageLimits, unpack
+from fornace.common.packages.archive import PackageError, PackageLimits
+from fornace.common.packages.layers import (DATA_FOLDER, Layer, in_effect, package_source,
+                                            template_order)
+from fornace.common.packages.loader import (KEEP, ArchiveMissing, ArchiveReader,
+                                            PackageLoader, Ref)
 from fornace.conductor.dsl.workflows import Workflow, load_workflows
 from fornace.conductor.limits import Limits
 from fornace.conductor.templates import TemplateLayers, TemplateStore
 
 LOG = logging.getLogger(__name__)
-
-KEEP = 16   # package versions kept loaded (their folders on disk too)
-
-# reads a package's archive by id: its bytes, or None when there is no such package
-ArchiveReader = Callable[[str], "bytes | None"]
-
 
 class PackageUnavailable(FornaceError):
     """A package a task names cannot be loaded; the message says which and why."""
@@ -85,12 +82,11 @@ class PackageData:
         self.base = base
         self._read = read
         self.limits = limits or Limits()
-        self.package_limits = package_limits
         self.keep = keep
-        self._root = Path(tempfile.mkdtemp(prefix="fornace-packages-"))
-        self._loaded: OrderedDict[str, _Loaded] = OrderedDict()
+        # evicted folders stay until close: a running job may still read their templates
+        self._versions: PackageLoader[_Loaded] = PackageLoader(
+            package_limits, keep, prepare=self._prepare, remove_evicted=False)
         self._lock = threading.Lock()
-        self._loading: dict[str, threading.Lock] = {}
         self._jobs: OrderedDict[tuple[str, ...], JobData] = OrderedDict()
 
     def for_task(self, refs: list[dict[str, str]]) -> JobData:
@@ -114,9 +110,10 @@ class PackageData:
         """The job data of ``refs``, made once per set of versions (the catalog
         joined with theirs is the costly part: about 8 ms)."""
         loaded = [(ref, self._package(ref)) for ref in refs]
-        files = {w.path.name: w for w in self.base.workflows}
-        for _ref, package in loaded:
-            files.update({w.path.name: w for w in package.workflows})
+        files = in_effect(
+            Layer(DATA_FOLDER, {w.path.name: w for w in self.base.workflows}),
+            [Layer(package_source(ref), {w.path.name: w for w in package.workflows})
+             for ref, package in loaded])
         catalog = self.base.catalog
         for ref, package in loaded:
             if package.types is not None:
@@ -124,67 +121,37 @@ class PackageData:
                     catalog = load_catalog(package.types, base=catalog)
                 except CatalogError as exc:
                     raise PackageUnavailable(f"package {_name(ref)}: {exc}") from None
-        store = TemplateLayers([p.store for _r, p in loaded] + [self.base.store])
-        return JobData([files[name] for name in sorted(files)], store, catalog)
+        store = TemplateLayers(template_order(self.base.store, [p.store for _r, p in loaded]))
+        return JobData([found.item for found in files], store, catalog)
 
     def close(self) -> None:
-        shutil.rmtree(self._root, ignore_errors=True)
+        self._versions.close()
 
     # -- loading one version -------------------------------------------------------
 
     def _package(self, ref: dict[str, str]) -> _Loaded:
-        digest = ref["digest"]
-        with self._lock:
-            found = self._loaded.get(digest)
-            if found is not None:
-                self._loaded.move_to_end(digest)
-                return found
-            gate = self._loading.setdefault(digest, threading.Lock())
-        with gate:   # one thread loads a version; the others wait for it
-            with self._lock:
-                found = self._loaded.get(digest)
-            if found is None:
-                found = self._load(ref)
-                with self._lock:
-                    self._loaded[digest] = found
-                    self._loading.pop(digest, None)
-                    self._evict()
-        return found
-
-    def _load(self, ref: dict[str, str]) -> _Loaded:
         name = _name(ref)
         if self._read is None:
             raise PackageUnavailable(f"package {name}: this conductor has no database "
                                      f"(database_url) to read workflow packages from")
-        data = self._read(ref["id"])
-        if data is None:
+        try:
+            return self._versions.get(ref, self._read)
+        except ArchiveMissing:
             raise PackageUnavailable(f"package {name} (id {ref['id']}) is not in the "
                                      f"database: it was deleted (or this conductor's "
-                                     f"[database] connection is not the API's)")
-        if hashlib.sha256(data).hexdigest() != ref["digest"]:
-            raise PackageUnavailable(f"package {name}: its archive does not match the "
-                                     f"sha256 the task names: it was altered")
-        # a folder per load: a job still reading an evicted version keeps its files
-        folder = Path(tempfile.mkdtemp(prefix=ref["digest"][:16] + "-", dir=self._root))
-        try:
-            unpack(data, folder, self.package_limits)
-            workflows = load_workflows(folder / "workflows")
-        except (PackageError, FornaceError) as exc:
-            shutil.rmtree(folder, ignore_errors=True)
-            text = str(exc).replace(str(folder) + "/", "")
-            raise PackageUnavailable(f"package {name}: {text}") from None
+                                     f"[database] connection is not the API's)") from None
+        except PackageError as exc:
+            raise PackageUnavailable(f"package {name}: {exc}") from None
+
+    def _prepare(self, ref: Ref, folder: Path) -> _Loaded:
+        """A version unpacked in ``folder``, its workflows loaded."""
+        workflows = load_workflows(folder / "workflows")
         types = folder / "types.json"
-        LOG.info("loaded workflow package %s: %d workflow file(s)", name, len(workflows))
+        LOG.info("loaded workflow package %s: %d workflow file(s)", _name(ref), len(workflows))
         return _Loaded(folder, workflows,
                        TemplateStore(folder, fallback=None, limits=self.limits),
                        types if types.is_file() else None)
 
-    def _evict(self) -> None:
-        """Forget the least recently used versions past ``keep`` (their folders stay
-        until :meth:`close`: a running job may still read their templates)."""
-        while len(self._loaded) > self.keep:
-            self._loaded.popitem(last=False)
 
-
-def _name(ref: dict[str, str]) -> str:
+def _name(ref: Ref) -> str:
     return f"{ref['name']} {ref['version']}"
