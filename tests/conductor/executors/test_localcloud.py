@@ -5,7 +5,6 @@ import base64
 import json
 import os
 import signal
-import time
 import uuid
 from pathlib import Path
 
@@ -253,11 +252,14 @@ def test_two_agents_answer_plans_then_stop(cloud, shared_broker):
                                       'echo "at $FORNACE_INSTANCE_ADDRESS"', f"plan-{unit}"),
                            f"plan-{unit}")
         answers: dict = {}
-        deadline = time.monotonic() + 60
-        while len(answers) < 2 and time.monotonic() < deadline:
+
+        def both_answered() -> bool:
             for body, message_id in broker.drain(results, timeout=1.0):
                 if not contract.is_plan_log(body):
                     answers[message_id] = body
+            return len(answers) >= 2
+        wait_for(both_answered, "the answers of both agents", timeout=60,
+                 explain=lambda: f"got {sorted(answers)}")
         assert set(answers) == {"plan-u1", "plan-u2"}
         for unit in ("u1", "u2"):
             answer = answers[f"plan-{unit}"]
@@ -302,12 +304,9 @@ def ask(broker: Broker, env: str, unit: str, script: str, plan_id: str) -> dict:
     """Send one shell plan to a unit's agent and wait for its answer."""
     results = contract.results_queue(env)
     broker.publish(contract.agent_queue(env, "svc", unit), shell_plan(script, plan_id), plan_id)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        for body, message_id in broker.drain(results, timeout=1.0):
-            if message_id == plan_id:
-                return body
-    raise AssertionError(f"no answer to {plan_id} from {unit}")
+    return wait_for(lambda: next((body for body, message_id in broker.drain(results, timeout=1.0)
+                                  if message_id == plan_id), None),
+                    f"the answer to {plan_id} from {unit}", timeout=60)
 
 
 def test_remove_stops_exactly_the_removed_instance(cloud, shared_broker):
