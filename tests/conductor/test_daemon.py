@@ -444,7 +444,8 @@ def _bad_catalog(root: Path) -> Path:
 
 def test_a_conductor_with_bad_workflow_files_refuses_to_start_naming_them_all(tmp_path):
     root = _bad_catalog(tmp_path / "catalog")
-    with pytest.raises(WorkflowError) as caught:
+    with pytest.raises(WorkflowError,
+                       match=f"{root / 'workflows' / 'a.xml'}:2: bad filter ") as caught:
         Conductor(ConductorSettings(data_dir=root), lambda task: None)
     text = str(caught.value)
     assert f"{root / 'workflows' / 'a.xml'}:2: bad filter " in text
