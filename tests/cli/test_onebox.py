@@ -147,7 +147,7 @@ def test_a_linux_service_deployed_through_the_api_runs_and_is_removed(box):
     assert stack not in box.cloud.stack_names()
     assert not (box.cloud.state_dir / stack).exists()
     assert not any(instance_processes(t) for t in tokens)
-    with pytest.raises(ClientError) as gone:
+    with pytest.raises(ClientError, match="^environment [0-9a-f]+ not found") as gone:
         client.get(f"/environments/{env_id}")
     assert gone.value.status == 404
     for address in addresses:

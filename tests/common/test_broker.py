@@ -621,7 +621,7 @@ def test_broker_repr_masks_the_password():
 
 
 def test_consumer_needs_handlers():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="a consumer needs at least one queue handler"):
         Consumer(Broker(), {}, threading.Event())
     with pytest.raises(ValueError, match="both a handler and a batch handler: q"):
         Consumer(Broker(), {"q": lambda b, d: None}, threading.Event(),

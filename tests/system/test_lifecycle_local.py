@@ -202,12 +202,13 @@ def test_execute_operation_filters_and_order(box):
     assert targets(node_ids=[one], node_instance_ids=[unit_ids["two_instance_0"]]) == []
     assert targets(node_ids=[two], type_names=["linuxWebServer"]) == ["two1"]
 
-    with pytest.raises(ClientError) as missing:
+    with pytest.raises(ClientError, match="has no operation 'no_such_operation'") as missing:
         env.action("execute_operation", operation="no_such_operation")
     assert missing.value.status == 400 and "no_such_operation" in str(missing.value)
 
     # an input the catalog gives may be overridden only when allowed
-    with pytest.raises(ClientError) as refused:
+    with pytest.raises(ClientError,
+                       match="would override the input 'port' of operation 'check'") as refused:
         env.action("execute_operation", operation="check", node_ids=[two],
                    operation_kwargs={"port": 1})
     assert refused.value.status == 400 and "allow_kwargs_override" in str(refused.value)
@@ -307,7 +308,8 @@ def test_plan_lists_the_next_deployment_without_running_it(box):
     assert env.client.get(f"/environments/{env.id}")["version"] == version
     assert env.tokens() == tokens
     assert all(answers(address_of(u), new_port) is None for u in env.units("web"))
-    with pytest.raises(ClientError) as refused:   # other actions run on what is deployed
+    with pytest.raises(ClientError,   # other actions run on what is deployed
+                       match="^only plan takes a configuration session") as refused:
         env.client.post(f"/environments/{env.id}/actions/check", {}, session=session)
     assert refused.value.status == 400 and "only plan" in str(refused.value)
 
@@ -384,7 +386,8 @@ def test_scale_out_and_in(box):
     assert backends(lb, lb_port) == {"shop1"}
     assert not instance_processes(after["shop3"])
 
-    with pytest.raises(ClientError) as too_many:
+    with pytest.raises(ClientError,
+                       match="parameter 'delta' would leave service shop ") as too_many:
         env.action("scale", node_id=shop, delta=-1)
     assert too_many.value.status == 400
 
@@ -396,7 +399,7 @@ def test_a_second_job_is_refused_while_one_runs(box):
     env.deploy(site("web", free_port()))
     job = env.action("execute_operation", wait=False, operation="run",
                      operation_kwargs={"command": "sleep 3"})
-    with pytest.raises(ClientError) as busy:
+    with pytest.raises(ClientError, match="^environment lock is busy: job [0-9a-f]+ ") as busy:
         env.action("check")
     assert busy.value.status == 409
     assert job["id"] in str(busy.value) and "abandon" in str(busy.value)
