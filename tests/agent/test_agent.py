@@ -7,7 +7,6 @@ import os
 import stat
 import sys
 import threading
-import time
 import uuid
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from fornace.agent.service import EXIT_REBOOT, Agent
 from fornace.cli.main import build_conf
 from fornace.common import contract
 from fornace.common.broker import Broker
+from waiting import wait_for
 
 
 def b64(text: str) -> str:
@@ -360,15 +360,16 @@ def _queues():
     return contract.agent_queue(env, "svc", "unit"), contract.results_queue(env)
 
 
-def _answers(broker: Broker, queue: str, timeout: float, count: int | None = None) -> list:
-    """The answers on a results queue, in order (log line messages left out)."""
+def _answers(broker: Broker, queue: str, count: int = 0) -> list:
+    """The answers on a results queue, in order (log line messages left out):
+    those there now, once ``count`` of them came."""
     got: list = []
-    deadline = time.monotonic() + timeout
-    while (count is None or len(got) < count) and time.monotonic() < deadline:
-        taken = broker.drain(queue, timeout=min(timeout, 1.0))
-        got += [(body, mid) for body, mid in taken if not contract.is_plan_log(body)]
-        if count is None and not taken:
-            break
+
+    def came() -> bool:
+        got.extend((body, mid) for body, mid in broker.drain(queue, timeout=0.3)
+                   if not contract.is_plan_log(body))
+        return len(got) >= count
+    wait_for(came, f"{count} answers on {queue}", explain=lambda: f"got {got}")
     return got
 
 
@@ -394,7 +395,7 @@ def test_plans_through_the_broker_in_order(broker_url, tmp_path):
                 sender.publish(input_queue, plan, plan["ID"])
             stop = threading.Event()
             thread, out = _serve(Agent(settings), stop)
-            got = _answers(sender, results, timeout=10, count=len(plans))
+            got = _answers(sender, results, count=len(plans))
             stop.set()
             thread.join(15)
             assert out.get("code") == 0
@@ -425,7 +426,7 @@ def test_a_plan_message_that_is_not_json_is_answered(broker_url, tmp_path):
             stop = threading.Event()
             thread, _ = _serve(Agent(settings), stop)
             got = dict((message_id, body) for body, message_id
-                       in _answers(sender, results, timeout=10, count=2))
+                       in _answers(sender, results, count=2))
             stop.set()
             thread.join(15)
             assert got["garbage"]["IsException"] is True
@@ -451,10 +452,10 @@ def test_a_reboot_plan_stops_the_agent_which_answers_after_restart(broker_url, t
             thread.join(20)
             assert out.get("code") == EXIT_REBOOT
             assert (tmp_path / "rb").exists()                 # the reboot command ran
-            assert _answers(sender, results, timeout=0.3) == []   # no answer before reboot
+            assert _answers(sender, results) == []   # no answer before reboot
             stop = threading.Event()
             thread, out = _serve(Agent(settings), stop)       # the restart
-            got = _answers(sender, results, timeout=10, count=2)
+            got = _answers(sender, results, count=2)
             stop.set()
             thread.join(15)
             assert [m for _, m in got] == [reboot["ID"], after["ID"]]

@@ -13,7 +13,6 @@ import os
 import signal
 import sys
 import threading
-import time
 import uuid
 from pathlib import Path
 
@@ -85,13 +84,16 @@ def serve(agent: Agent, stop: threading.Event) -> tuple[threading.Thread, dict]:
     return thread, out
 
 
-def answers(broker: Broker, queue: str, count: int, timeout: float = 30.0) -> list:
-    """``count`` answers from a results queue (log messages left out), in order."""
+def answers(broker: Broker, queue: str, count: int) -> list:
+    """The answers of a results queue (log messages left out), in order: those
+    there now, once ``count`` of them came."""
     got: list = []
-    deadline = time.monotonic() + timeout
-    while len(got) < count and time.monotonic() < deadline:
-        got += [(body, mid) for body, mid in broker.drain(queue, timeout=0.5)
-                if not contract.is_plan_log(body)]
+
+    def came() -> bool:
+        got.extend((body, mid) for body, mid in broker.drain(queue, timeout=0.5)
+                   if not contract.is_plan_log(body))
+        return len(got) >= count
+    wait_for(came, f"{count} answers on {queue}", timeout=TIMEOUT, explain=lambda: f"got {got}")
     return got
 
 
@@ -208,7 +210,7 @@ def test_exit_codes_answer_then_end_the_agent(settings, tmp_path, code, exit_cod
             {"IsException": False, "Result": [f"before {code}"]}]}, plan["ID"])]
         assert ran.exists() is bool(command_option)
         # the next plan waits in the queue for the next agent
-        assert answers(broker, settings.result_queue, 1, timeout=1) == []
+        assert answers(broker, settings.result_queue, 0) == []
         thread, out = serve(Agent(settings), stop := threading.Event())
         assert [m for _, m in answers(broker, settings.result_queue, 1)] == [after["ID"]]
         stop.set()

@@ -30,7 +30,7 @@ def test_environments(served):
     client.environments.update(env.id, "renamed")
     assert client.environments.get(env.id).name == "renamed"
     client.environments.delete(env.id)
-    with pytest.raises(mc_exc.HTTPNotFound):
+    with pytest.raises(mc_exc.HTTPNotFound, match="environment [0-9a-f]+ not found"):
         client.environments.get(env.id)
 
 
@@ -52,14 +52,16 @@ def test_sessions_services_deploy_and_reports(served):
 
     other = client.sessions.configure(env.id)
     client.sessions.delete(env.id, other.id)
-    with pytest.raises(mc_exc.HTTPNotFound):
+    with pytest.raises(mc_exc.HTTPNotFound, match="session [0-9a-f]+ not found in environment"):
         client.sessions.get(env.id, other.id)
 
     client.sessions.deploy(env.id, session.id)
     assert client.sessions.get(env.id, session.id).state == "deploying"
-    with pytest.raises(mc_exc.HTTPConflict):     # busy: its deployment runs
+    with pytest.raises(mc_exc.HTTPConflict,     # busy: its deployment runs
+                       match="environment mc-deploy is busy: job [0-9a-f]+ \\(deploy\\)"):
         client.sessions.delete(env.id, session.id)
-    with pytest.raises(mc_exc.HTTPConflict):
+    with pytest.raises(mc_exc.HTTPConflict,
+                       match="environment mc-deploy is busy: job [0-9a-f]+ \\(deploy\\)"):
         client.sessions.configure(env.id)
 
     body, message_id = api.published.tasks[-1]
@@ -79,11 +81,11 @@ def test_sessions_services_deploy_and_reports(served):
 
 def test_errors_reach_the_client_as_exceptions(served):
     api, client = served
-    with pytest.raises(mc_exc.HTTPNotFound):
+    with pytest.raises(mc_exc.HTTPNotFound, match="environment nope not found"):
         client.environments.get("nope")
     env = client.environments.create({"name": "e"})
     session = client.sessions.configure(env.id)
-    with pytest.raises(mc_exc.HTTPBadRequest):
+    with pytest.raises(mc_exc.HTTPBadRequest, match="unknown service type 'teapot'"):
         client.services.post(env.id, "/", {"name": "x", "type": "teapot", "units": [{}]},
                              session.id)
 
@@ -92,7 +94,8 @@ def test_a_unit_cap_reaches_the_client_as_a_bad_request(served):
     api, client = served
     env = client.environments.create({"name": "caps"})
     session = client.sessions.configure(env.id)
-    with pytest.raises(mc_exc.HTTPBadRequest) as raised:
+    with pytest.raises(mc_exc.HTTPBadRequest,
+                       match=r"at most 100 are allowed per service \(\[api\] max_units") as raised:
         client.services.post(env.id, "/", web_server(units=[{}] * 101), session.id)
     assert "[api] max_units_per_service" in str(raised.value)
     assert client.services.list(env.id, session.id) == []

@@ -113,10 +113,10 @@ def test_muranoclient_gets_a_conflict_for_a_taken_name(api):
     with serving(api.client.app) as url:
         client = mc_client.Client(url, token="tok-1")
         client.environments.create({"name": "mc"})
-        with pytest.raises(mc_exc.HTTPConflict):
+        with pytest.raises(mc_exc.HTTPConflict, match="an environment named 'mc' exists already"):
             client.environments.create({"name": "mc"})
         other = client.environments.create({"name": "mc2"})
-        with pytest.raises(mc_exc.HTTPConflict):
+        with pytest.raises(mc_exc.HTTPConflict, match="an environment named 'mc' exists already"):
             client.environments.update(other.id, "mc")
 
 

@@ -159,7 +159,8 @@ def test_every_route_checks_the_rule_that_documents_it():
 
 
 def test_an_unregistered_rule_is_a_mistake_not_a_refusal():
-    with pytest.raises(oslo_policy.PolicyNotRegistered):
+    with pytest.raises(oslo_policy.PolicyNotRegistered,
+                       match="environment:nap has not been registered"):
         policy.Policy(policy.enforcer()).allows(CALLERS["mia"], "environment:nap")
 
 

@@ -253,7 +253,7 @@ def test_stored_object_passes_update():
     stored["units"][0]["temp"] = {"instanceName": "x"}
     stored["units"][0]["created"] = NOW
     validate_update(stored)
-    with pytest.raises(SpecError):
+    with pytest.raises(SpecError, match="^state: unknown field for a activeDirectory service"):
         validate_create(stored)
 
 

@@ -4,18 +4,17 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 import urllib.request
 
 from apikit import free_port
 from fornace.cli.main import main
+from waiting import wait_for
 
 
 
 def post_when_up(process, port: int, name: str) -> dict:
     """POST an environment once the server answers (it is polled while it starts)."""
-    deadline = time.monotonic() + 60
-    while True:
+    def posted() -> dict | None:
         try:
             request = urllib.request.Request(
                 f"http://127.0.0.1:{port}/v1/environments", data=json.dumps({"name": name}).encode(),
@@ -24,8 +23,8 @@ def post_when_up(process, port: int, name: str) -> dict:
                 return json.load(response)
         except OSError:
             assert process.poll() is None, process.stdout.read().decode()
-            assert time.monotonic() < deadline, "fornace api did not start"
-            time.sleep(0.2)
+            return None
+    return wait_for(posted, "fornace api to start", timeout=60, interval=0.2)
 
 
 def test_api_command_serves_and_keeps_data(tmp_path):

@@ -283,7 +283,7 @@ def test_the_agent_command_has_its_own_options_only():
          default_config_dirs=[])
     assert conf.agent.work_dir and conf.input_queue == ""
     for group in ("database", "conductor", "api"):
-        with pytest.raises(cfg.NoSuchOptError):
+        with pytest.raises(cfg.NoSuchOptError, match=f"no such option {group} in group"):
             conf[group]["connection" if group == "database" else "state_dir"]
 
 

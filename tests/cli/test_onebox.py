@@ -12,7 +12,7 @@ import os
 import signal
 import subprocess
 import sys
-import time
+import threading
 import urllib.request
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -25,6 +25,7 @@ from fornace.cli.demo import Demo
 from fornace.cli.main import build_conf
 from localkit import instance_processes, running_onebox
 from services import postgres_url
+from waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 TIMEOUT = 120.0
@@ -59,15 +60,16 @@ def test_fornace_up_serves_the_api_until_interrupted(tmp_path):
                                cwd=tmp_path, env=environment_without_leftovers(tmp_path),
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        lines = []
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            line = process.stdout.readline()
-            if not line:
-                break
-            lines.append(line)
-            if line.startswith("Press Ctrl-C"):
-                break
+        lines: list[str] = []
+
+        def read() -> None:
+            for line in process.stdout:
+                lines.append(line)
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        wait_for(lambda: any(line.startswith("Press Ctrl-C") for line in lines)
+                 or not reader.is_alive(), "fornace up to say it is up", timeout=60,
+                 explain=lambda: "".join(lines))
         text = "".join(lines)
         assert "Fornace is up" in text, text
         assert f"http://127.0.0.1:{port}/" in text
@@ -80,6 +82,7 @@ def test_fornace_up_serves_the_api_until_interrupted(tmp_path):
     finally:
         if process.poll() is None:
             process.kill()
+        reader.join(10)          # the pipe's end, once the process is gone
         process.stdout.close()
     assert (tmp_path / "state" / "fornace.sqlite").is_file()
 
@@ -144,7 +147,7 @@ def test_a_linux_service_deployed_through_the_api_runs_and_is_removed(box):
     assert stack not in box.cloud.stack_names()
     assert not (box.cloud.state_dir / stack).exists()
     assert not any(instance_processes(t) for t in tokens)
-    with pytest.raises(ClientError) as gone:
+    with pytest.raises(ClientError, match="^environment [0-9a-f]+ not found") as gone:
         client.get(f"/environments/{env_id}")
     assert gone.value.status == 404
     for address in addresses:

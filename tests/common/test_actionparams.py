@@ -162,7 +162,8 @@ def test_every_filter_applies_together(catalog):
 def test_a_selected_unit_without_the_operation_is_an_error(catalog):
     assert units({"operation": "backup", "type_names": ["linuxService"]},
                  catalog) == ["w1", "w2", "a1"]
-    with pytest.raises(ActionError) as caught:
+    with pytest.raises(ActionError,
+                       match="service iis of type 'webServer' has no operation 'backup'") as caught:
         units({"operation": "backup"}, catalog)
     message = str(caught.value)
     assert "iis" in message and "'webServer'" in message and "'backup'" in message

@@ -104,7 +104,7 @@ def test_report_body_has_exactly_the_0_2_keys():
 def test_report_body_checks_fields(kwargs, field):
     args = {"id": "u", "entity": "unit", "text": "t", "level": "info", "environment_id": "E"}
     args.update(kwargs)
-    with pytest.raises(ContractError) as caught:
+    with pytest.raises(ContractError, match=f"^report message: field '{field}' ") as caught:
         report_body(**args)
     assert caught.value.field == field and caught.value.kind == "report"
     assert repr(field) in str(caught.value) and "report message" in str(caught.value)
@@ -133,7 +133,7 @@ def test_parse_task_accepts_bytes_str_and_dict():
 ])
 def test_parse_task_names_the_bad_field(change, field, words):
     body = {**task_body(model(), "tok", "ten"), **change}
-    with pytest.raises(ContractError) as caught:
+    with pytest.raises(ContractError, match=f"^task message: field '{field}' ") as caught:
         parse_task(body)
     message = str(caught.value)
     assert message.startswith("task message: ") and f"field '{field}'" in message
@@ -149,7 +149,8 @@ def test_parse_task_missing_fields():
 
 
 def test_errors_do_not_quote_secret_values():
-    with pytest.raises(ContractError) as caught:
+    with pytest.raises(ContractError,
+                       match="field 'token' must be a string or null, got a list") as caught:
         parse_task({"id": "E", "tenant_id": "t", "token": ["tok-very-secret"]})
     assert "tok-very-secret" not in str(caught.value)
 
@@ -160,7 +161,7 @@ def test_errors_do_not_quote_secret_values():
     ("", "line 1:1"),
 ])
 def test_invalid_json_gives_the_position(raw, where):
-    with pytest.raises(ContractError) as caught:
+    with pytest.raises(ContractError, match=f"^task message: invalid JSON at {where} ") as caught:
         parse_task(raw)
     assert f"task message: invalid JSON at {where}" in str(caught.value)
     assert caught.value.field is None

@@ -1,12 +1,11 @@
 """The folder broker's reading: in order, shared by readers, quick on a backlog."""
 from __future__ import annotations
 
-import time
-
 import kombu
 
 from fornace.common import folderbroker
 from fornace.common.broker import Broker, kombu_queue
+from waiting import wait_for
 
 
 def reader(url: str, queue: str):
@@ -18,17 +17,21 @@ def reader(url: str, queue: str):
     return conn, bound
 
 
-def take(bound, count: int, within: float = 0.0) -> list[int]:
-    """Up to ``count`` messages; an empty queue is asked again for ``within`` s
-    (a consumer polls: what came after a listing is seen at the next one)."""
+def take(bound, count: int, wait: bool = False) -> list[int]:
+    """Up to ``count`` messages: those there now, or (``wait``) asking an empty
+    queue again until ``count`` came (a consumer polls: what came after a
+    listing is seen at the next one)."""
     got: list[int] = []
-    deadline = time.monotonic() + within
-    while len(got) < count:
-        message = bound.get(no_ack=True)
-        if message is not None:
+
+    def taken() -> bool:
+        while len(got) < count and (message := bound.get(no_ack=True)) is not None:
             got.append(message.payload["n"])
-        elif time.monotonic() >= deadline:
-            break
+        return len(got) >= count
+    if wait:
+        wait_for(taken, f"{count} message(s) of the queue, none lost",
+                 explain=lambda: f"got {got}")
+    else:
+        taken()
     return got
 
 
@@ -43,7 +46,7 @@ def test_interleaved_queues_come_out_in_order_with_messages_written_after_a_list
     try:
         got = take(a, 10)                 # one listing, then its share of it
         broker.publish("a", {"n": 30})    # written after that listing
-        got += take(a, 21, within=10)
+        got += take(a, 21, wait=True)
         assert got == list(range(31))
         assert take(b, 40) == list(range(30))
         assert a.get(no_ack=True) is None
@@ -63,8 +66,7 @@ def test_two_readers_share_a_queue_without_losing_or_doubling_a_message(tmp_path
         taken += take(first, 1) + take(second, 1)     # both have listed the same files
         turn = 0
         while len(taken) < 40:                         # claims decide who gets each
-            got = take((first, second)[turn % 2], 1, within=10)
-            assert got, f"{40 - len(taken)} messages lost"
+            got = take((first, second)[turn % 2], 1, wait=True)
             taken += got
             turn += 1
     finally:

@@ -75,7 +75,8 @@ def test_what_cannot_be_loaded_says_which_package_and_why(library, base):
         library.for_task([{**ref, "id": "gone"}])
     broken = package_files(version="2.0.0", workflow="<workflow><rule match='$'>"
                                                     "<nothing-like-it/></rule></workflow>")
-    with pytest.raises(PackageUnavailable) as caught:
+    with pytest.raises(PackageUnavailable,
+                       match=r"^package hello 2\.0\.0: workflows/hello\.xml:1: ") as caught:
         library.for_task([library.archives.add("p2", broken)])
     assert "hello 2.0.0: " in str(caught.value) and "hello.xml:1" in str(caught.value)
     assert "/tmp" not in str(caught.value)        # the conductor's folders stay its own

@@ -84,7 +84,8 @@ def test_a_template_larger_than_the_limit_is_refused(catalog):
 def test_a_deeply_nested_template_is_an_error_with_its_place(catalog):
     path = catalog / "templates/cf/Deep.template"
     path.write_text('{"Resources":\n {"a": ' + "[" * 100_000 + "]" * 100_000 + "}}")
-    with pytest.raises(TemplateError) as caught:
+    with pytest.raises(TemplateError,
+                       match=r"Deep\.template:2: JSON nested deeper than 100 levels") as caught:
         TemplateStore(catalog, fallback=None).heat_template("Deep")
     error = caught.value
     assert (error.file, error.line) == (str(path), 2)

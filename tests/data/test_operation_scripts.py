@@ -31,6 +31,7 @@ import pytest
 from fornace.common.catalog import load_catalog, render, truthy, unit_cursor
 from fornace.conductor.plans import build_plan
 from fornace.conductor.templates import TemplateStore
+from waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data"
@@ -270,13 +271,13 @@ def test_a_check_tells_degraded_from_error(cloud):
                               "--directory", str(cloud.work("web-u0") / "site")],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
+        def listening() -> bool:
             try:
                 socket.create_connection((address, port), timeout=1).close()
-                break
+                return True
             except OSError:
-                time.sleep(0.05)
+                return False
+        wait_for(listening, f"the other server to listen on {address}:{port}")
         check = operate(cloud, model, "web", "web-u0", "check")
         assert check.ok and check.verdict()["status"] == "degraded"
         assert "the web server is not running (no site-server.pid)" in check.verdict()["detail"]
@@ -333,9 +334,7 @@ def test_stop_also_stops_what_is_left_of_the_app(cloud):
     model = environment(service)
     sh = pid_of(cloud, "app-u0", "app.pid")
     os.kill(sh, signal.SIGKILL)
-    deadline = time.monotonic() + 5
-    while Path(f"/proc/{sh}").exists() and time.monotonic() < deadline:
-        time.sleep(0.05)
+    wait_for(lambda: not Path(f"/proc/{sh}").exists(), f"the killed shell {sh} to be gone")
 
     check = operate(cloud, model, "app", "app-u0", "check")
     assert check.ok and check.verdict()["status"] == "degraded"

@@ -8,11 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from services import amqp_url, postgres_url, rabbitmqctl_works, require
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.timeout(1200)   # above the tool's own 900 s limit
 def test_three_chaos_runs_lose_nothing_and_double_nothing():
     postgres_url()                       # skip (or fail) as the services do without
     amqp_url()                           # PostgreSQL, RabbitMQ or rabbitmqctl

@@ -26,7 +26,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -137,19 +136,19 @@ def token_processes(token: str) -> list[int]:
 def kill_instance(token: str) -> list[int]:
     """SIGKILL every process of an instance (a VM pulled from the wall)."""
     killed = []
-    for _ in range(20):
+
+    def all_gone() -> bool:     # a process may start another before it dies: again
         pids = token_processes(token)
-        if not pids:
-            return killed
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
                 killed.append(pid)
             except ProcessLookupError:
                 pass
-        time.sleep(0.05)
-    raise AssertionError(f"processes of instance {token} survive SIGKILL: "
-                         f"{token_processes(token)}")
+        return not pids
+    wait_for(all_gone, f"the processes of instance {token} to die of SIGKILL",
+             explain=lambda: f"left: {token_processes(token)}")
+    return killed
 
 
 # ----------------------------------------------------------------------- the world

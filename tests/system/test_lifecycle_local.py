@@ -8,7 +8,6 @@ API, and the servers are asked over HTTP.
 from __future__ import annotations
 
 import json
-import time
 import urllib.error
 from pathlib import Path
 import urllib.request
@@ -203,12 +202,13 @@ def test_execute_operation_filters_and_order(box):
     assert targets(node_ids=[one], node_instance_ids=[unit_ids["two_instance_0"]]) == []
     assert targets(node_ids=[two], type_names=["linuxWebServer"]) == ["two1"]
 
-    with pytest.raises(ClientError) as missing:
+    with pytest.raises(ClientError, match="has no operation 'no_such_operation'") as missing:
         env.action("execute_operation", operation="no_such_operation")
     assert missing.value.status == 400 and "no_such_operation" in str(missing.value)
 
     # an input the catalog gives may be overridden only when allowed
-    with pytest.raises(ClientError) as refused:
+    with pytest.raises(ClientError,
+                       match="would override the input 'port' of operation 'check'") as refused:
         env.action("execute_operation", operation="check", node_ids=[two],
                    operation_kwargs={"port": 1})
     assert refused.value.status == 400 and "allow_kwargs_override" in str(refused.value)
@@ -308,7 +308,8 @@ def test_plan_lists_the_next_deployment_without_running_it(box):
     assert env.client.get(f"/environments/{env.id}")["version"] == version
     assert env.tokens() == tokens
     assert all(answers(address_of(u), new_port) is None for u in env.units("web"))
-    with pytest.raises(ClientError) as refused:   # other actions run on what is deployed
+    with pytest.raises(ClientError,   # other actions run on what is deployed
+                       match="^only plan takes a configuration session") as refused:
         env.client.post(f"/environments/{env.id}/actions/check", {}, session=session)
     assert refused.value.status == 400 and "only plan" in str(refused.value)
 
@@ -385,7 +386,8 @@ def test_scale_out_and_in(box):
     assert backends(lb, lb_port) == {"shop1"}
     assert not instance_processes(after["shop3"])
 
-    with pytest.raises(ClientError) as too_many:
+    with pytest.raises(ClientError,
+                       match="parameter 'delta' would leave service shop ") as too_many:
         env.action("scale", node_id=shop, delta=-1)
     assert too_many.value.status == 400
 
@@ -397,7 +399,7 @@ def test_a_second_job_is_refused_while_one_runs(box):
     env.deploy(site("web", free_port()))
     job = env.action("execute_operation", wait=False, operation="run",
                      operation_kwargs={"command": "sleep 3"})
-    with pytest.raises(ClientError) as busy:
+    with pytest.raises(ClientError, match="^environment lock is busy: job [0-9a-f]+ ") as busy:
         env.action("check")
     assert busy.value.status == 409
     assert job["id"] in str(busy.value) and "abandon" in str(busy.value)
@@ -445,19 +447,23 @@ def test_a_half_failed_deployment_is_finished_by_a_rerun(box):
     assert answers(address_of(env.units("api")[0]), app_port, "/health")
 
 
-def test_script_log_lines_reach_the_task_while_it_runs(box):
+def test_script_log_lines_reach_the_task_while_it_runs(box, tmp_path):
     env = Env(box, "logs")
     env.deploy(site("web", free_port()))
+    go = tmp_path / "go"        # the command goes on only once its first line was seen
     job = env.action("execute_operation", wait=False, operation="run",
-                     operation_kwargs={"command": "for i in 1 2 3 4 5 6; do echo line-$i; "
-                                                  "sleep 0.5; done"})
+                     operation_kwargs={"command": f"echo line-1; n=0; while [ ! -e {go} ] "
+                                                  "&& [ $n -lt 1200 ]; do sleep 0.1; "
+                                                  "n=$((n+1)); done; for i in 2 3 4 5 6; do "
+                                                  "echo line-$i; done"})
     def first_lines() -> list | None:
         tasks = commands(env.client.get(f"/environments/{env.id}/jobs/{job['id']}"))
         if tasks and tasks[0]["status"] != "running":
             return ["(ended)"]
         return list(tasks[0]["log"]) if tasks and tasks[0]["log"] else None
     seen_running = wait_for(first_lines, "the first log line", timeout=TIMEOUT)
-    assert seen_running[0] == "line-1", seen_running   # before the end
+    go.touch()
+    assert seen_running[0] == "line-1", seen_running   # while the command waited
     job = env.wait(job["id"])
     log = commands(job)[0]["log"]
     assert [line for line in log if line.startswith("line-")] == [f"line-{i}" for i in range(1, 7)]
@@ -480,13 +486,11 @@ def test_an_instance_killed_mid_plan_fails_its_task_in_seconds(box):
     [token] = env.tokens().values()
     for pid in instance_processes(token):
         os.kill(pid, signal.SIGKILL)
-    killed = time.monotonic()
     job = env.wait(job["id"])
-    took = time.monotonic() - killed
     [task] = commands(job)
     assert task["status"] == "error", task
+    # noticed gone, not waited out (agent_timeout is 60 s here; how soon: bench_startup.py)
     assert "stopped listening" in task["summary"] and "web1" in task["summary"], task
-    assert took < 30, took    # agent_timeout is 60 s here
 
 
 def test_a_password_given_to_an_action_is_masked_in_its_task_log(box):

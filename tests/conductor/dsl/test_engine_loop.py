@@ -18,7 +18,7 @@ def test_no_workflows_is_one_quiet_round(catalog):
 
 def test_model_must_be_an_object(catalog):
     stacks, agents = SimulatedCloud().executors()
-    with pytest.raises(FornaceError):
+    with pytest.raises(FornaceError, match="the object model must be a JSON object"):
         Session([], [], TemplateStore(catalog.root), stacks, agents)
 
 

@@ -11,6 +11,7 @@ from fornace.common import contract
 from fornace.common.broker import Broker
 from fornace.conductor.executors.agents import AmqpAgents
 from fornace.conductor.executors.base import PlanRequest
+from waiting import wait_for
 
 
 def request(unit: str) -> PlanRequest:
@@ -44,15 +45,14 @@ def test_an_agent_that_stops_listening_fails_its_plan_in_seconds(broker_url):
     thread.start()
     with Broker(broker_url) as broker:
         agents = AmqpAgents(broker, "e1", default_timeout=120, poll=0.1, absent_after=1.0)
-        deadline = time.monotonic() + 20      # the agent subscribed before the plan goes
-        while not broker.consumers([contract.agent_queue("e1", "s1", "u1")])[
-                contract.agent_queue("e1", "s1", "u1")] and time.monotonic() < deadline:
-            stop.wait(0.05)
-        started = time.monotonic()
+        queue = contract.agent_queue("e1", "s1", "u1")
+        wait_for(lambda: broker.consumers([queue])[queue],
+                 "the agent to listen before the plan goes")
         [reply] = agents.run([request("u1")])
     stop.set()
     assert took.is_set()
-    assert time.monotonic() - started < 15
+    # gone, not timed out at agent_timeout (how soon: tools/bench_startup.py)
+    assert not reply.timed_out
     assert reply.result["IsException"] and reply.result["Result"][0] == "AgentGone"
     assert "unit u1 stopped listening" in reply.result["Result"][1]
 
@@ -63,7 +63,7 @@ def test_an_agent_never_seen_is_waited_for(amqp_vhost):
         agents = AmqpAgents(broker, "e1", default_timeout=2.5, poll=0.1, absent_after=0.5)
         started = time.monotonic()
         [reply] = agents.run([request("u2")])
-    assert reply.timed_out and time.monotonic() - started >= 2.5
+    assert reply.timed_out and time.monotonic() - started >= 2.5   # the whole timeout waited
 
 
 def test_transports_that_cannot_count_consumers_are_not_watched():
@@ -76,9 +76,8 @@ def test_a_plan_nobody_ever_listens_for_fails_after_the_boot_timeout(broker_url)
     with Broker(broker_url) as broker:
         agents = AmqpAgents(broker, "e1", default_timeout=120, poll=0.1, absent_after=30,
                             boot_timeout=1.0)
-        started = time.monotonic()
         [reply] = agents.run([request("u3")])
-    assert time.monotonic() - started < 15
+    assert not reply.timed_out       # failed at the boot timeout, not at agent_timeout
     assert reply.result["IsException"] and reply.result["Result"][0] == "NoAgent"
     assert reply.result["Result"][1].startswith(
         f"no agent is listening on {contract.agent_queue('e1', 's1', 'u3')} (unit u3) ")

@@ -35,7 +35,7 @@ def test_the_options_offer_exactly_the_table(tmp_path):
     assert list(stacks.type.choices) == list(STACKS)           # [conductor] stacks
     for name in STACKS:                                        # fornace conductor --stacks
         assert conf_for(tmp_path, "--stacks", name).command.stacks == name
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit, match="^2$"):
         conf_for(tmp_path, "--stacks", "teapot")
 
 

@@ -201,7 +201,7 @@ def test_timeout_is_a_stack_failure(client, stack_names):
 
 def test_unreachable_heat_is_a_stack_failure():
     dead = heatclient.Client("1", endpoint="http://127.0.0.1:9/v1/admin", token="t")
-    with pytest.raises(StackFailure):
+    with pytest.raises(StackFailure, match="^stack ft-nowhere: Error communicating with "):
         HeatStacks(dead, timeout=5).apply(request("ft-nowhere", {}))
 
 
@@ -338,9 +338,9 @@ def test_load_environment_forms(tmp_path):
     env = tmp_path / "env.json"
     env.write_text(json.dumps(whole))
     assert load_environment(str(env))[0]["resource_registry"] == whole["resource_registry"]
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"^\[heat\] resource_registry: invalid JSON"):
         load_environment("{not json")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"^\[heat\] resource_registry: no such file "):
         load_environment(str(tmp_path / "missing.yaml"))
 
 
@@ -377,9 +377,10 @@ def test_from_config_with_url_and_task_token(stack_names):
 
 
 def test_from_config_needs_an_endpoint():
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"^\[heat\] needs url, or a Keystone"):
         HeatStacks.from_config(make_conf())
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError,
+                       match=r"^\[heat\] url needs %\(tenant_id\)s but the task has no tenant"):
         HeatStacks.from_config(make_conf(url="http://h:8004/v1/%(tenant_id)s"), token="t")
 
 
