@@ -9,8 +9,8 @@ from fornace.common import identity
 from fornace.common.brokerurl import is_folder_url
 from fornace.common.jsonlimits import HARD_MAX_DEPTH
 from fornace.common.resources import BUILTIN_DATA
+from fornace.conductor.dsl.limits import Limits, MiB
 from fornace.conductor.executors import AGENTS, STACKS
-from fornace.conductor.limits import Limits, MiB
 
 if TYPE_CHECKING:  # every command registers these options; only the engine's load the engine
     from fornace.conductor.session import Settings

@@ -11,7 +11,7 @@ import datetime
 from typing import Any, Callable
 
 from fornace.common.errors import LocatedError, WorkflowError
-from fornace.conductor.dsl.functions.values import detached
+from fornace.conductor.dsl.deferred import detached
 from fornace.conductor.dsl.pending import DELETE_STACK, SEND_COMMAND, UPDATE_STACK, Action
 from fornace.conductor.executors.base import (AgentExecutor, PlanRequest,
                                               StackExecutor, StackFailure, StackRequest,

@@ -31,9 +31,10 @@ from typing import Any, Callable
 from fornace.common.catalog import Catalog, CatalogError, load_catalog
 from fornace.common.errors import FornaceError
 from fornace.common.packagefiles import PackageError, PackageLimits, unpack
-from fornace.conductor.dsl.workflows import Workflow, load_workflows
-from fornace.conductor.limits import Limits
+from fornace.conductor.dsl.limits import Limits
+from fornace.conductor.dsl.workflows import Workflow
 from fornace.conductor.templates import TemplateLayers, TemplateStore
+from fornace.conductor.workflowfiles import load_workflows
 
 LOG = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ from typing import Any, Callable
 from fornace.common.errors import TemplateError
 from fornace.common.jsonlimits import JsonLimitError, loads, read_bounded
 from fornace.common.resources import BUILTIN_DATA
-from fornace.conductor.limits import Limits
+from fornace.conductor.dsl.limits import Limits
 
 
 def safe_join(base: Path, name: str, suffix: str = "") -> Path:

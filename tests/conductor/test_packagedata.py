@@ -12,9 +12,9 @@ import pytest
 from packagekit import package_files, zip_of
 from fornace.common.catalog import builtin_catalog
 from fornace.common.resources import BUILTIN_DATA
-from fornace.conductor.dsl.workflows import load_workflows
 from fornace.conductor.packagedata import JobData, PackageData, PackageUnavailable
 from fornace.conductor.templates import TemplateStore
+from fornace.conductor.workflowfiles import load_workflows
 
 
 @pytest.fixture(scope="module")

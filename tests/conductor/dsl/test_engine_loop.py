@@ -4,10 +4,10 @@ from __future__ import annotations
 import pytest
 
 from fornace.common.errors import FornaceError
-from fornace.conductor.dsl.workflows import load_workflows
 from fornace.conductor.executors.simulator import Fault, SimulatedCloud
 from fornace.conductor.session import Session, Settings, clean_model
 from fornace.conductor.templates import TemplateStore
+from fornace.conductor.workflowfiles import load_workflows
 from enginekit import UNITS, sample_model, send_command
 
 
