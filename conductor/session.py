@@ -108,7 +108,7 @@ class Session:
                                     self._unit_labels, lambda: self.stop_requested, self.trace,
                                     plan_seed, self.hooks)
 
-    # -- used by DSL functions -------------------------------------------
+    # -- used by DSL functions (dsl.context.EvaluationContext) -------------
     @property
     def stop_requested(self) -> bool:
         """A workflow's <stop/>, or the job halted from outside (its lock was lost)."""

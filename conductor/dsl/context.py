@@ -10,7 +10,7 @@ looks templates up through :class:`Templates` (a catalog folder's
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, runtime_checkable
 
 if TYPE_CHECKING:  # pragma: no cover
     from fornace.common.cursor import Cursor
@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from fornace.conductor.dsl.xmlload import Node
 
 
+@runtime_checkable
 class Templates(Protocol):
     """The templates a workflow names (``template=``), by name; a missing or bad
     one raises a ``LocatedError`` saying why."""
@@ -47,6 +48,7 @@ class RuleTrace(Protocol):
         """``rule_id`` (the element ``node``) matched the object at ``cursor``."""
 
 
+@runtime_checkable
 class EvaluationContext(Protocol):
     """One deployment as the DSL functions see it."""
 
