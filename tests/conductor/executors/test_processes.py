@@ -24,15 +24,18 @@ def started(tmp_path, script: str, token: str) -> dict:
             "start_time": processes.stat(process.pid)[2]}
 
 
-def test_a_boot_process_runs_until_it_exits_and_says_its_code(tmp_path):
-    info = started(tmp_path, "read line; exit 3", uuid.uuid4().hex)
-    assert processes.running(info)
-    processes.stop_instances([info], timeout=10)
-    wait_for(lambda: not processes.running(info), what="the boot process to end")
-    assert processes.exit_code(info["pid"]) is None   # forgotten once stopped
+def test_a_boot_process_that_exits_says_its_code(tmp_path):
     quick = started(tmp_path, "exit 3", uuid.uuid4().hex)
     wait_for(lambda: not processes.running(quick), what="the boot process to exit")
     assert processes.exit_code(quick["pid"]) == 3
+
+
+def test_a_stopped_boot_process_is_forgotten(tmp_path):
+    info = started(tmp_path, "exec sleep 60", uuid.uuid4().hex)
+    assert processes.running(info) and processes.exit_code(info["pid"]) is None
+    processes.stop_instances([info], timeout=10)
+    assert not processes.running(info)
+    assert processes.exit_code(info["pid"]) is None   # reaped, no longer ours
 
 
 def test_a_recorded_process_is_not_one_with_a_reused_pid(tmp_path):
