@@ -41,8 +41,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
 def _backends(conf: cfg.ConfigOpts) -> list[tuple[str, Any, Any]]:
     """(label, executor, which stack names are Fornace's) to look at."""
-    from fornace.conductor.config import cloud_dir
-    from fornace.conductor.executors.localcloud import LocalStacks
+    from fornace.conductor.executors.localcloud import LocalStacks, cloud_dir
 
     backends: list[tuple[str, Any, Any]] = [
         ("local", LocalStacks(cloud_dir(conf)), lambda name: name.startswith("e"))]

@@ -24,10 +24,10 @@ from oslo_config import cfg
 
 from fornace.common.broker import is_in_memory
 from fornace.common.errors import FornaceError
-from fornace.conductor.config import cloud_dir, engine_settings, trust_deleter
+from fornace.conductor.config import engine_settings, trust_deleter
 from fornace.conductor.daemon import Conductor, ConductorSettings
 from fornace.conductor.executors.base import StackFailure, StackRequest
-from fornace.conductor.executors.localcloud import LocalStacks
+from fornace.conductor.executors.localcloud import LocalStacks, cloud_dir
 
 LOG = logging.getLogger(__name__)
 

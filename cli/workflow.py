@@ -16,7 +16,7 @@ from oslo_config import cfg
 from fornace.common.errors import FornaceError
 from fornace.common.jsonlimits import JsonLimitError, loads, read_bounded
 from fornace.common.secrets import find_secrets, masked
-from fornace.conductor.limits import Limits
+from fornace.conductor.dsl.limits import Limits
 
 if TYPE_CHECKING:  # the engine is imported when a workflow command runs, not for --help
     from fornace.conductor.executors.simulator import SimulatedCloud
@@ -130,7 +130,7 @@ def run(conf: cfg.ConfigOpts) -> int:
     command = conf.command
     if command.action == "check":
         from fornace.conductor.config import engine_limits
-        from fornace.conductor.dsl.checker import inspect
+        from fornace.conductor.workflowcheck import inspect
 
         readable_paths(command.paths)
         found = inspect(command.paths, command.data, engine_limits(conf))
@@ -303,8 +303,8 @@ def engine(conf: cfg.ConfigOpts) -> Engine:
     and its workflows (``--workflows``, else DATA/workflows), which must not be
     empty."""
     from fornace.conductor.config import engine_limits, engine_settings
-    from fornace.conductor.dsl.workflows import load_workflows
     from fornace.conductor.templates import TemplateStore
+    from fornace.conductor.workflowfiles import load_workflows
 
     command = conf.command
     limits = engine_limits(conf)

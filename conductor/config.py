@@ -1,7 +1,6 @@
 """Configuration options (oslo.config) shared by the CLI and the daemons."""
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any, Callable
 
 from oslo_config import cfg
@@ -10,8 +9,8 @@ from fornace.common import identity
 from fornace.common.brokerurl import is_folder_url
 from fornace.common.jsonlimits import HARD_MAX_DEPTH
 from fornace.common.resources import BUILTIN_DATA
+from fornace.conductor.dsl.limits import Limits, MiB
 from fornace.conductor.executors import AGENTS, STACKS
-from fornace.conductor.limits import Limits, MiB
 
 if TYPE_CHECKING:  # every command registers these options; only the engine's load the engine
     from fornace.conductor.session import Settings
@@ -206,13 +205,6 @@ def trust_deleter(conf: cfg.ConfigOpts) -> Callable[[str], None] | None:
     def delete(trust_id: str) -> None:
         identity.Keystone.from_config(conf).delete_trust(trust_id)
     return delete
-
-
-def cloud_dir(conf: cfg.ConfigOpts) -> str:
-    """``[conductor] cloud_dir``, else ``<[api] state_dir>/cloud``."""
-    if conf.conductor.cloud_dir:
-        return os.path.expanduser(conf.conductor.cloud_dir)
-    return os.path.join(os.path.expanduser(conf.api.state_dir), "cloud")
 
 
 def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:

@@ -25,7 +25,6 @@ from fornace.common.db import queues
 from fornace.common.modelview import iter_units
 from fornace.common.resources import BUILTIN_DATA
 from fornace.common.secrets import find_secrets, mask_text
-from fornace.conductor.dsl.workflows import load_workflows
 from fornace.conductor.executors import agents_class
 from fornace.conductor.executors.base import JobAgents, StackExecutor, UnreachableStacks
 from fornace.conductor.jobs.lifecycle import Job, failed, run_job
@@ -36,6 +35,7 @@ from fornace.conductor.packages.jobdata import (JobData, PackageData, PackageUna
                                                  database_reader)
 from fornace.conductor.session import Settings
 from fornace.conductor.templates import TemplateStore
+from fornace.conductor.workflowfiles import load_workflows
 
 LOG = logging.getLogger(__name__)
 

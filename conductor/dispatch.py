@@ -11,13 +11,14 @@ import datetime
 from typing import Any, Callable
 
 from fornace.common.errors import LocatedError, WorkflowError
-from fornace.conductor.dsl.functions.values import detached
+from fornace.conductor.dsl.deferred import detached
 from fornace.conductor.dsl.pending import DELETE_STACK, SEND_COMMAND, UPDATE_STACK, Action
 from fornace.conductor.executors.base import (AgentExecutor, PlanRequest,
                                               StackExecutor, StackFailure, StackRequest,
                                               StackSource, run_plans)
+from fornace.conductor.executors.cfn import merge
 from fornace.conductor.plans import PlanIds, build_plan, read_reply
-from fornace.conductor.templates import TemplateStore, merge
+from fornace.conductor.templates import TemplateStore
 
 
 def heat_error(message: str, reason: str) -> dict[str, Any]:

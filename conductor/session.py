@@ -10,7 +10,7 @@ Nothing that happens inside a rule may kill the process or lose the model:
 an exception becomes an error report and a clean end of the deployment, and
 a workflow that never converges is stopped by the pass and round limits with
 a report naming the rules that kept firing, and one whose data grows past the
-``[engine]`` limits (:mod:`fornace.conductor.limits`) by a report naming the
+``[engine]`` limits (:mod:`fornace.conductor.dsl.limits`) by a report naming the
 rule that wrote too much.
 """
 from __future__ import annotations
@@ -28,6 +28,7 @@ from fornace.common.secrets import find_secrets, mask_text, masked
 from fornace.conductor.dispatch import ActionRunner, NullHooks
 from fornace.conductor.dsl.engine import Evaluator
 from fornace.conductor.dsl.hostnames import HostnameGenerator, model_hostnames
+from fornace.conductor.dsl.limits import DataLimitError, Limits, ModelBudget
 from fornace.conductor.dsl.pending import Action
 from fornace.conductor.dsl.query import Query
 from fornace.conductor.dsl.scope import Frame
@@ -36,7 +37,6 @@ from fornace.conductor.dsl.workflows import Workflow
 from fornace.conductor.dsl.xmlload import Node
 from fornace.conductor.executors.base import AgentExecutor, StackExecutor
 from fornace.conductor.gcpolicy import relaxed_collection
-from fornace.conductor.limits import DataLimitError, Limits, ModelBudget
 from fornace.conductor.templates import TemplateStore
 
 LOG = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ class Session:
                                     self._unit_labels, lambda: self.stop_requested, self.trace,
                                     plan_seed, self.hooks)
 
-    # -- used by DSL functions -------------------------------------------
+    # -- used by DSL functions (dsl.context.EvaluationContext) -------------
     @property
     def stop_requested(self) -> bool:
         """A workflow's <stop/>, or the job halted from outside (its lock was lost)."""

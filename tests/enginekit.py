@@ -18,12 +18,12 @@ from fornace.common.cursor import Cursor
 from fornace.conductor.dsl.engine import Evaluator, bind
 from fornace.conductor.dsl.scope import Frame
 from fornace.conductor.dsl.trace import RecordingTrace
-from fornace.conductor.dsl.workflows import load_workflows
 from fornace.conductor.dsl.xmlload import parse_bytes
 from fornace.conductor.executors.base import AgentExecutor, PlanReply, PlanRequest, StackRequest
 from fornace.conductor.executors.simulator import SimulatedCloud, SimulatedStacks
 from fornace.conductor.session import Outcome, Session, Settings
 from fornace.conductor.templates import TemplateStore
+from fornace.conductor.workflowfiles import load_workflows
 
 
 def sample_model() -> dict[str, Any]:

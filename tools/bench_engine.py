@@ -42,10 +42,11 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 
-from fornace.conductor.dsl.workflows import Workflow, load_workflows  # noqa: E402
+from fornace.conductor.dsl.workflows import Workflow  # noqa: E402
 from fornace.conductor.executors.simulator import SimulatedCloud  # noqa: E402
 from fornace.conductor.session import Session, Settings  # noqa: E402
 from fornace.conductor.templates import TemplateStore  # noqa: E402
+from fornace.conductor.workflowfiles import load_workflows  # noqa: E402
 
 CATALOG = Path(__file__).resolve().parent / "bench_catalog"
 

@@ -1,5 +1,10 @@
 """``fornace workflow check``: find problems in workflow files before a deployment does.
 
+The caller hands in a file's text and the :class:`Templates` its names are
+looked up in, so the check reads no file and knows no catalog layout or
+limits of its own (:mod:`fornace.conductor.workflowcheck` runs it over the
+files and folders named, with each catalog's templates).
+
 Reports every problem as ``file:line: message``: XML syntax, the root
 element, unknown functions, filter and JSONPath syntax (queries given as
 ``<parameter>`` text with calls in it too), ``<parameter>`` names a function
@@ -14,20 +19,18 @@ make the check fail.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Iterator
 
 from fornace.common.cursor import split_prefix
 from fornace.common.errors import LocatedError, WorkflowError
 from fornace.conductor.dsl import functions as dsl  # noqa: F401  (registers the DSL functions)
+from fornace.conductor.dsl.context import Templates
 from fornace.conductor.dsl.engine import FUNCTIONS, bind
 from fornace.conductor.dsl.functions.rules import RuleInfo
 from fornace.conductor.dsl.pending import SEND_COMMAND, UPDATE_STACK
 from fornace.conductor.dsl.querytext import QueryText
 from fornace.conductor.dsl.workflows import root_problem
-from fornace.conductor.dsl.xmlload import Node, parse_file
-from fornace.conductor.limits import Limits
-from fornace.conductor.templates import TemplateStore
+from fornace.conductor.dsl.xmlload import Node, parse_bytes
 
 
 @dataclass
@@ -38,65 +41,26 @@ class Findings:
     warnings: list[str] = field(default_factory=list)
 
 
-def expand(paths: list[str | Path]) -> tuple[list[Path], list[str]]:
-    """Workflow files named directly or found (``*.xml``) in folders."""
-    files: list[Path] = []
-    problems: list[str] = []
-    for name in paths:
-        path = Path(name)
-        if path.is_dir():
-            found = sorted(path.glob("*.xml"))
-            if not found:
-                problems.append(f"{path}: no *.xml workflow files")
-            files.extend(found)
-        elif path.is_file():
-            files.append(path)
-        else:
-            problems.append(f"{path}: no such file or folder")
-    return files, problems
-
-
-def catalog_of(workflow_file: Path) -> Path:
-    """The catalog a workflow file belongs to: the folder above ``workflows/``."""
-    return workflow_file.resolve().parent.parent
-
-
-def check(paths: list[str | Path], data_dir: str | Path | None = None,
-          limits: Limits | None = None) -> list[str]:
-    """All problems found, as ``file:line: message`` lines (empty when clean)."""
-    return inspect(paths, data_dir, limits).problems
-
-
-def inspect(paths: list[str | Path], data_dir: str | Path | None = None,
-            limits: Limits | None = None, builtin: bool = True) -> Findings:
-    """Problems and warnings of workflow files (``file:line: [warning: ]message``).
-
-    ``builtin=False``: templates are looked for in the catalog only, not also
-    in the built-in one (a workflow package must hold the templates it names)."""
-    files, problems = expand(paths)
-    found = Findings(problems)
-    stores: dict[Path, TemplateStore] = {}
-    for path in files:
-        errors: list[LocatedError] = []
-        ignored: list[WorkflowError] = []
-        try:
-            root = parse_file(path, ignored)
-        except LocatedError as exc:
-            found.problems.append(str(exc))
-            continue
-        finally:
-            found.warnings.extend(_warning(note) for note in ignored)
-        problem = root_problem(root)
-        if problem is not None:
-            errors.append(problem)
-        bind(root, errors)
-        found.problems.extend(str(error) for error in errors)
-        catalog = Path(data_dir) if data_dir else catalog_of(path)
-        if catalog not in stores:
-            stores[catalog] = (TemplateStore(catalog, limits=limits) if builtin else
-                               TemplateStore(catalog, fallback=None, limits=limits))
-        store = stores[catalog]
-        found.problems.extend(_check_tree(root, store))
+def check_source(data: bytes, file: str, templates: Templates) -> Findings:
+    """Problems and warnings (``file:line: [warning: ]message``) of one workflow
+    file whose XML is ``data``; the templates it names are looked up in
+    ``templates``."""
+    found = Findings()
+    errors: list[LocatedError] = []
+    ignored: list[WorkflowError] = []
+    try:
+        root = parse_bytes(data, file, ignored)
+    except LocatedError as exc:
+        found.problems.append(str(exc))
+        return found
+    finally:
+        found.warnings.extend(_warning(note) for note in ignored)
+    problem = root_problem(root)
+    if problem is not None:
+        errors.append(problem)
+    bind(root, errors)
+    found.problems.extend(str(error) for error in errors)
+    found.problems.extend(_check_tree(root, templates))
     return found
 
 
@@ -125,7 +89,7 @@ def _walk_content(node: Node) -> Iterator[Node]:
         yield from _walk_calls(child)
 
 
-def _check_tree(root: Node, store: TemplateStore) -> list[str]:
+def _check_tree(root: Node, store: Templates) -> list[str]:
     problems = []
     for node in _walk_calls(root):
         spec = FUNCTIONS.get(node.tag)
@@ -154,7 +118,7 @@ def _check_tree(root: Node, store: TemplateStore) -> list[str]:
     return problems
 
 
-def _template_problems(tag: str, name: str, store: TemplateStore) -> list[str]:
+def _template_problems(tag: str, name: str, store: Templates) -> list[str]:
     try:
         if tag == UPDATE_STACK:
             store.heat_template(name)

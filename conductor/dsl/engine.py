@@ -18,7 +18,7 @@ from fornace.conductor.dsl.scope import Frame
 from fornace.conductor.dsl.xmlload import Node
 
 if TYPE_CHECKING:  # pragma: no cover
-    from fornace.conductor.session import Session
+    from fornace.conductor.dsl.context import EvaluationContext
 
 Function = Callable[["Evaluator", Node, Frame], Any]
 
@@ -49,12 +49,12 @@ def function(name: str, params: tuple[str, ...] = (), body_tags: tuple[str, ...]
 
 
 class Evaluator:
-    """Evaluates nodes for one deployment session."""
+    """Evaluates nodes for one deployment, whose ``context`` the functions use."""
 
-    __slots__ = ("session",)
+    __slots__ = ("context",)
 
-    def __init__(self, session: "Session") -> None:
-        self.session = session
+    def __init__(self, context: EvaluationContext) -> None:
+        self.context = context
 
     def call(self, node: Node, caller: Frame) -> Any:
         """Call the function of ``node`` in a new frame below ``caller``.

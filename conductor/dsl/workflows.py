@@ -1,13 +1,19 @@
-"""Loading workflow files: parse safely, check the root, bind functions."""
+"""Workflows from their text: parse safely, check the root, bind functions.
+
+Reading the files is the caller's (:mod:`fornace.conductor.workflowfiles`).
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fornace.common.errors import LocatedError, WorkflowError
 from fornace.conductor.dsl import functions as dsl  # noqa: F401  (registers the DSL functions)
 from fornace.conductor.dsl.engine import bind
-from fornace.conductor.dsl.xmlload import Node, parse_file
+from fornace.conductor.dsl.xmlload import Node, parse_bytes
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pathlib import Path
 
 
 @dataclass
@@ -16,11 +22,12 @@ class Workflow:
     root: Node
 
 
-def load_workflow(path: str | Path, errors: list[LocatedError] | None = None) -> Workflow | None:
-    """Load one file; with ``errors`` given, collect problems instead of raising."""
-    path = Path(path)
+def compile_workflow(data: bytes, path: Path,
+                     errors: list[LocatedError] | None = None) -> Workflow | None:
+    """The workflow whose XML is ``data`` (from the file ``path``); with ``errors``
+    given, collect problems there (and give None) instead of raising."""
     try:
-        root = parse_file(path)
+        root = parse_bytes(data, str(path))
         problem = root_problem(root)
         if problem is not None:
             raise problem
@@ -41,26 +48,3 @@ def root_problem(root: Node) -> WorkflowError | None:
         return WorkflowError(f"root element must be <workflow>, not <{root.tag}>",
                              root.file, root.line)
     return None
-
-
-def workflow_files(folder: str | Path) -> list[Path]:
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise WorkflowError(f"workflow folder not found: {folder}")
-    return sorted(folder.glob("*.xml"))
-
-
-def load_workflows(folder: str | Path) -> list[Workflow]:
-    """All ``*.xml`` files of a folder, in sorted order (0.2 semantics).
-
-    Every file is read before anything is refused: one problem raises that
-    problem (its file and line), several raise one error listing them all.
-    """
-    errors: list[LocatedError] = []
-    loaded = [load_workflow(path, errors) for path in workflow_files(folder)]
-    if len(errors) == 1:
-        raise errors[0]
-    if errors:
-        raise WorkflowError(f"{len(errors)} problems in the workflow files of {folder}:\n"
-                            + "\n".join(f"  {error}" for error in errors))
-    return [workflow for workflow in loaded if workflow is not None]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from lxml import etree
 
@@ -79,15 +78,6 @@ def parse_bytes(data: bytes, file: str, ignored: list[WorkflowError] | None = No
     if ignored is not None:
         ignored.extend(_ignored(root, data, file))
     return _compile(root, file)
-
-
-def parse_file(path: str | Path, ignored: list[WorkflowError] | None = None) -> Node:
-    path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise WorkflowError(f"cannot read file: {exc.strerror}", str(path)) from None
-    return parse_bytes(data, str(path), ignored)
 
 
 _ENTITY_DECLARATION = re.compile(rb"<!ENTITY\s+(%\s*)?([^\s>]+)(?:\s+(SYSTEM|PUBLIC))?")

@@ -95,7 +95,7 @@ class StackExecutor(abc.ABC):
 
         Rounds only ever merge into the stack, so scale-in, heal and uninstall
         need this to drop some units' instances while keeping the others.
-        The template surgery is :func:`fornace.conductor.templates.remove_resources`:
+        The template surgery is :func:`fornace.conductor.executors.cfn.remove_resources`:
         names the stack lacks are ignored, a remaining resource still referring
         to a removed one is a StackFailure.  An absent stack gives ``{}``; a
         stack left without resources is deleted (``{}``).  Waits like ``apply``.

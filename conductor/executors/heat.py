@@ -7,7 +7,7 @@ resources stay) and the stack is updated; then the stack is polled (with a
 doubling back-off) until no ``*_IN_PROGRESS`` status remains.  Anything but
 ``CREATE_COMPLETE`` / ``UPDATE_COMPLETE`` -- a failed status, a time-out, an
 HTTP error -- is a :class:`StackFailure`.  ``remove`` fetches the current
-template the same way, drops the resources (``templates.remove_resources``)
+template the same way, drops the resources (``cfn.remove_resources``)
 and updates the stack with it (PATCH: the stack's parameters stay).
 
 An optional resource registry (and ``files`` for provider templates) is sent
@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator
 
 from fornace.common import identity, jsonlimits
 from fornace.conductor.executors.base import StackExecutor, StackFailure, StackRequest
-from fornace.conductor.templates import merge, remove_resources
+from fornace.conductor.executors.cfn import merge, remove_resources
 
 LOG = logging.getLogger(__name__)
 

@@ -30,11 +30,10 @@ RabbitMQ's ``amqp://...``).
 Every instance gets its own loopback address (127.x.y.z, stable for the
 instance's life, stored in ``instance.json``), given to its processes as
 ``FORNACE_INSTANCE_ADDRESS``: two units of a service can then listen on the
-same port, as on two VMs.  Outputs are evaluated minimally:
-``Fn::GetAtt [instance, PrivateIp|PublicIp]`` (and HOT ``get_attr``
-``first_address``) give that address, ``Ref`` /
-``get_resource`` of an instance its resource name, ``Ref`` / ``get_param`` of
-a parameter its value, literals themselves, anything else None.
+same port, as on two VMs.  Outputs are evaluated minimally, with those
+addresses (:mod:`fornace.conductor.executors.cfnfunctions`); the processes
+are started, watched and stopped through /proc
+(:mod:`fornace.conductor.executors.processes`).
 
 There is no isolation: the "VMs" are processes of the conductor's user.
 """
@@ -49,35 +48,36 @@ import json
 import logging
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping
+from typing import Any, Callable, Iterator
 
 from fornace.common.broker import is_in_memory
-from fornace.conductor.config import cloud_dir
+from fornace.conductor.executors import processes
 from fornace.conductor.executors.base import StackExecutor, StackFailure, StackRequest
-from fornace.conductor.templates import merge, remove_resources
+from fornace.conductor.executors.cfn import merge, remove_resources
+from fornace.conductor.executors.cfnfunctions import (evaluate_outputs, instance_resources,
+                                                      instance_user_data)
+from fornace.conductor.executors.processes import TOKEN_VARIABLE
 
 LOG = logging.getLogger(__name__)
 
-INSTANCE_TYPES = frozenset({"AWS::EC2::Instance", "OS::Nova::Server"})
-ADDRESS_ATTRIBUTES = frozenset({"PrivateIp", "PublicIp", "first_address", "accessIPv4"})
 LOOPBACK = "127.0.0.1"     # outputs of an instance without an address (no user data)
 TEMPLATE_FILE = "template.json"
 RESERVED = frozenset({TEMPLATE_FILE})
 ADDRESS_SPACE = 254 * 254 * 254   # 127.1-254.0-253.1-254
 LOG_TAIL = 2000
-TOKEN_VARIABLE = "FORNACE_INSTANCE_TOKEN"   # marks every process of an instance
 # environment variables a boot script inherits from the conductor (nothing secret)
 INHERITED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "PYTHONPATH")
 
-_children: dict[int, subprocess.Popen] = {}   # pid -> Popen, to reap our own children
-_children_lock = threading.Lock()
+def cloud_dir(conf: Any) -> str:
+    """``[conductor] cloud_dir``, else ``<[api] state_dir>/cloud``."""
+    if conf.conductor.cloud_dir:
+        return os.path.expanduser(conf.conductor.cloud_dir)
+    return os.path.join(os.path.expanduser(conf.api.state_dir), "cloud")
 
 
 class LocalStacks(StackExecutor):
@@ -174,7 +174,7 @@ class LocalStacks(StackExecutor):
         out = {}
         for instance in sorted(self._sandboxes(stack_dir)):
             info = _read_info(stack_dir / instance)
-            out[instance] = {**info, "running": _running(info)}
+            out[instance] = {**info, "running": processes.running(info)}
         return out
 
     def _delete_locked(self, stack_name: str, stack_dir: Path) -> None:
@@ -214,7 +214,7 @@ class LocalStacks(StackExecutor):
         info = _read_info(sandbox)
         if info:
             if info.get("user_data_sha256") == digest:
-                if _running(info) or not user_data:
+                if processes.running(info) or not user_data:
                     return False
                 if not info.get("pid"):
                     LOG.warning("stack %s: instance %s was being started by a conductor that "
@@ -242,14 +242,10 @@ class LocalStacks(StackExecutor):
         (sandbox / "etc").mkdir(exist_ok=True)
         (sandbox / "work").mkdir(exist_ok=True)
         with open(sandbox / "console.log", "ab") as log:
-            process = subprocess.Popen(
-                ["/bin/sh", str(script)], cwd=sandbox, stdin=subprocess.DEVNULL, stdout=log,
-                stderr=subprocess.STDOUT, env=self._environment(stack, sandbox, info["address"],
-                                                     info["token"]),
-                start_new_session=True, close_fds=True)
-        with _children_lock:
-            _children[process.pid] = process
-        stat = _stat(process.pid)
+            process = processes.start(["/bin/sh", str(script)], sandbox, log,
+                                      self._environment(stack, sandbox, info["address"],
+                                                        info["token"]))
+        stat = processes.stat(process.pid)
         info.update(pid=process.pid, start_time=stat[2] if stat else None,
                     started_at=time.time())
         _write_json(sandbox / "instance.json", info)
@@ -264,8 +260,8 @@ class LocalStacks(StackExecutor):
             for instance in started:
                 if instance not in failed:
                     info = _read_info(stack_dir / instance)
-                    if not _running(info):
-                        code = _exit_code(info.get("pid"))
+                    if not processes.running(info):
+                        code = processes.exit_code(info.get("pid"))
                         failed[instance] = ("its boot process exited" +
                                             (f" with code {code}" if code is not None else ""))
             if len(failed) == len(started) or time.monotonic() >= deadline:
@@ -292,7 +288,7 @@ class LocalStacks(StackExecutor):
 
     def _destroy(self, *sandboxes: Path, keep: bool = False) -> None:
         """Stop the instances (all at once) and, unless ``keep``, remove their folders."""
-        _stop_instances([_read_info(s) for s in sandboxes], self.stop_timeout)
+        processes.stop_instances([_read_info(s) for s in sandboxes], self.stop_timeout)
         if not keep:
             for sandbox in sandboxes:
                 shutil.rmtree(sandbox, ignore_errors=False)
@@ -385,201 +381,6 @@ class LocalStacks(StackExecutor):
                 yield
             finally:
                 fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-# -- templates ----------------------------------------------------------------------
-def instance_resources(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    resources = template.get("Resources") or template.get("resources") or {}
-    if not isinstance(resources, dict):
-        return {}
-    return {name: res for name, res in resources.items()
-            if isinstance(res, dict) and res.get("Type", res.get("type")) in INSTANCE_TYPES}
-
-
-def instance_user_data(resource: dict[str, Any]) -> str | None:
-    props = resource.get("Properties") or resource.get("properties") or {}
-    if not isinstance(props, dict):
-        return None
-    value = props.get("UserData", props.get("user_data"))
-    return _plain_text(value)
-
-
-def _plain_text(value: Any) -> str | None:
-    """A string, ``Fn::Base64`` of one, or ``Fn::Join`` of strings; else None."""
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict) and len(value) == 1:
-        ((key, arg),) = value.items()
-        if key == "Fn::Base64":
-            return _plain_text(arg)
-        if key == "Fn::Join" and isinstance(arg, list) and len(arg) == 2 \
-                and isinstance(arg[0], str) and isinstance(arg[1], list):
-            parts = [_plain_text(p) for p in arg[1]]
-            if all(p is not None for p in parts):
-                return arg[0].join(parts)  # type: ignore[arg-type]
-    return None
-
-
-def evaluate_outputs(template: dict[str, Any], instances: Mapping[str, str],
-                     parameters: dict[str, Any]) -> dict[str, Any]:
-    """The template's outputs; ``instances`` maps instance names to addresses."""
-    outputs = template.get("Outputs") or template.get("outputs") or {}
-    if not isinstance(outputs, dict):
-        return {}
-    params = {}
-    declared = template.get("Parameters") or template.get("parameters") or {}
-    if isinstance(declared, dict):
-        for key, spec in declared.items():
-            if isinstance(spec, dict):
-                default = spec.get("Default", spec.get("default"))
-                if default is not None:
-                    params[key] = default
-    params.update(parameters or {})
-    result = {}
-    for key, spec in outputs.items():
-        value = spec.get("Value", spec.get("value")) if isinstance(spec, dict) else None
-        result[key] = _evaluate(value, instances, params)
-    return result
-
-
-def _evaluate(value: Any, instances: Mapping[str, str], params: dict[str, Any]) -> Any:
-    if isinstance(value, dict):
-        if len(value) == 1:
-            ((key, arg),) = value.items()
-            if key in ("Fn::GetAtt", "get_attr"):
-                if isinstance(arg, list) and len(arg) >= 2 and arg[0] in instances \
-                        and arg[1] in ADDRESS_ATTRIBUTES:
-                    return instances[arg[0]]
-                return None
-            if key in ("Ref", "get_resource", "get_param"):
-                if isinstance(arg, str) and key != "get_param" and arg in instances:
-                    return arg
-                if isinstance(arg, str) and key != "get_resource":
-                    return params.get(arg)
-                return None
-            if key.startswith("Fn::") or key in ("get_file", "str_replace", "list_join"):
-                return None
-        return {k: _evaluate(v, instances, params) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_evaluate(v, instances, params) for v in value]
-    return value
-
-
-# -- processes ------------------------------------------------------------------------
-def _stat(pid: int) -> tuple[str, int, int] | None:
-    """(state, process group, start time) of a process, from /proc."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text[text.rfind(")") + 2:].split()
-    try:
-        return fields[0], int(fields[2]), int(fields[19])
-    except (IndexError, ValueError):
-        return None
-
-
-def _poll(pid: int) -> int | None:
-    """Reap our own child if it ended; its exit code (None: running or not ours)."""
-    with _children_lock:
-        process = _children.get(pid)
-    return None if process is None else process.poll()
-
-
-def _exit_code(pid: Any) -> int | None:
-    if not pid:
-        return None
-    return _poll(int(pid))   # it may have ended without being reaped yet
-
-
-def _running(info: dict[str, Any]) -> bool:
-    pid = info.get("pid")
-    if not pid:
-        return False
-    _poll(int(pid))
-    stat = _stat(int(pid))
-    if stat is None or stat[0] in ("Z", "X"):
-        return False
-    return info.get("start_time") is None or stat[2] == info["start_time"]
-
-
-def _members(infos: list[dict[str, Any]]) -> list[int]:
-    """Live processes of instances: each one's boot process group, and every process
-    carrying its ``FORNACE_INSTANCE_TOKEN`` (commands run by the agent start
-    their own sessions, and servers they leave behind belong to the instance
-    too), started no earlier than its boot process.  One pass over /proc."""
-    groups = {int(i["pid"]): i.get("start_time") for i in infos if i.get("pid")}
-    tokens = {f"{TOKEN_VARIABLE}={i['token']}".encode(): i.get("start_time")
-              for i in infos if i.get("token")}
-    members = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        stat = _stat(int(entry))
-        if stat is None or stat[0] in ("Z", "X"):
-            continue
-        if stat[1] in groups:
-            start_time = groups[stat[1]]
-        else:
-            found = [tokens[m] for m in _environ(int(entry)) if m in tokens] if tokens else []
-            if not found:
-                continue
-            start_time = found[0]
-        if start_time is None or stat[2] >= start_time:
-            members.append(int(entry))
-    return members
-
-
-def _environ(pid: int) -> list[bytes]:
-    try:
-        return Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    except OSError:
-        return []
-
-
-def _signal_all(infos: list[dict[str, Any]], signum: int) -> None:
-    for member in _members(infos):
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(member, signum)
-
-
-def _stop_instances(infos: list[dict[str, Any]], timeout: float) -> None:
-    """SIGTERM to every process of the instances at once, SIGKILL after ``timeout`` s."""
-    infos = [i for i in infos if i.get("pid") or i.get("token")]
-    if not infos:
-        return
-
-    def gone() -> bool:
-        for info in infos:
-            if info.get("pid"):
-                _poll(int(info["pid"]))
-        return not _members(infos)
-
-    if not gone():
-        _signal_all(infos, signal.SIGTERM)
-        deadline = time.monotonic() + timeout
-        while not gone() and time.monotonic() < deadline:
-            time.sleep(0.05)
-        if not gone():
-            LOG.warning("instance(s) %s did not stop on SIGTERM; killing them",
-                        ", ".join(str(i.get("instance", i.get("pid"))) for i in infos))
-            _signal_all(infos, signal.SIGKILL)
-            deadline = time.monotonic() + 5
-            while not gone() and time.monotonic() < deadline:
-                time.sleep(0.05)
-    for info in infos:
-        if info.get("pid"):
-            _forget(int(info["pid"]))
-
-
-def _forget(pid: int) -> None:
-    with _children_lock:
-        process = _children.pop(pid, None)
-    if process is not None:
-        with contextlib.suppress(subprocess.TimeoutExpired):
-            process.wait(timeout=1)
 
 
 # -- files --------------------------------------------------------------------------

@@ -12,9 +12,9 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from fornace.conductor.templates import merge, remove_resources
 from fornace.conductor.executors.base import (AgentExecutor, JobAgents, PlanReply, PlanRequest,
                                               StackExecutor, StackFailure, StackRequest)
+from fornace.conductor.executors.cfn import merge, remove_resources
 
 
 @dataclass(frozen=True)

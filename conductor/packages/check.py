@@ -2,7 +2,7 @@
 
 The API (which may not import the conductor) is given :func:`package_checker`
 by the command that starts it: an uploaded package, unpacked in a temporary
-folder, is checked by the same :func:`fornace.conductor.dsl.checker.inspect`
+folder, is checked by the same :func:`fornace.conductor.workflowcheck.inspect`
 as workflow files on disk, against its own templates only (no fallback to
 the built-in catalog: the package must hold what its workflows name), and
 its ``types.json`` is loaded as the conductor would load it (on top of the
@@ -19,8 +19,8 @@ from pathlib import Path
 
 from fornace.common.catalog import CatalogError, builtin_catalog, load_catalog
 from fornace.common.packages.checks import PackageCheck, WorkflowCheck
-from fornace.conductor.dsl.checker import inspect
-from fornace.conductor.limits import Limits
+from fornace.conductor.dsl.limits import Limits
+from fornace.conductor.workflowcheck import inspect
 
 
 def check_package(folder: Path, limits: Limits | None = None) -> list[str]:

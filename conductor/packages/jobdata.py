@@ -34,8 +34,9 @@ from fornace.common.packages.layers import (DATA_FOLDER, Layer, in_effect, packa
                                             template_order)
 from fornace.common.packages.loader import (KEEP, ArchiveMissing, ArchiveReader,
                                             PackageLoader, Ref)
-from fornace.conductor.dsl.workflows import Workflow, load_workflows
-from fornace.conductor.limits import Limits
+from fornace.conductor.dsl.limits import Limits
+from fornace.conductor.dsl.workflows import Workflow
+from fornace.conductor.workflowfiles import load_workflows
 from fornace.conductor.templates import TemplateLayers, TemplateStore
 
 LOG = logging.getLogger(__name__)

@@ -4,6 +4,10 @@
 each other; ``agent`` imports only ``common``; ``cli`` is the only package that
 imports the services. Nothing imports the old top-level names (``api``,
 ``conductor``, ``agent``): the one import name is ``fornace``.
+
+Inside the conductor, modules stand on floors (see ``conductor/__init__.py``)
+and import only from their own floor or those below; its ``dsl/`` imports
+nothing but itself, pure parts of ``common`` and pure libraries.
 """
 from __future__ import annotations
 
@@ -146,3 +150,119 @@ def test_no_module_imports_itself_back_at_load_time():
         if name not in state:
             visit(name, [])
     assert circles == []
+
+
+# The conductor's floors, bottom to top (``conductor/__init__.py`` says why).  A
+# module is on the floor naming its first name below ``fornace.conductor``; any
+# other (the daemon, config, package loading) is on the top floor.
+CONDUCTOR_FLOORS = [
+    ("dsl", {"dsl"}),
+    ("executors", {"executors"}),
+    ("round", {"templates", "plans", "dispatch", "session", "gcpolicy",
+               "workflowfiles", "workflowcheck"}),
+    ("jobs", {"jobs"}),
+    ("service", set()),
+]
+# what dsl/ may import besides itself: pure libraries and pure parts of common
+DSL_MAY_IMPORT = ("__future__", "base64", "collections", "dataclasses", "functools",
+                  "keyword", "operator", "random", "re", "string", "typing", "urllib.parse",
+                  "lxml", "jsonpath_ng", "fornace.common.contract", "fornace.common.cursor",
+                  "fornace.common.errors", "fornace.common.jsonlimits", "fornace.common.secrets")
+
+
+def floor_of(module: str) -> int:
+    """The floor of a ``fornace.conductor`` module (the package itself: the bottom)."""
+    parts = module.split(".")
+    if len(parts) < 3:
+        return 0
+    for number, (_, names) in enumerate(CONDUCTOR_FLOORS):
+        if parts[2] in names:
+            return number
+    return len(CONDUCTOR_FLOORS) - 1
+
+
+def floor_violations() -> list[str]:
+    """Imports (lazy ones too) of a conductor module from a floor above its own."""
+    bad = []
+    for path in sources("conductor"):
+        where, mine = path.relative_to(ROOT), floor_of(module_name(path))
+        for line, module in imports(path):
+            if module.startswith("fornace.conductor.") and floor_of(module) > mine:
+                bad.append(f"{where}:{line} imports {module} ({CONDUCTOR_FLOORS[mine][0]} "
+                           f"below {CONDUCTOR_FLOORS[floor_of(module)][0]})")
+    return bad
+
+
+def runtime_imports(path: Path) -> list[tuple[int, str]]:
+    """Like :func:`imports`, without those under ``if TYPE_CHECKING:`` (names only)."""
+    found = []
+    pending = list(ast.parse(path.read_text(encoding="utf-8"), str(path)).body)
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.If) and isinstance(node.test, ast.Name) \
+                and node.test.id == "TYPE_CHECKING":
+            continue
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found += imports_of(node, path)
+        else:
+            pending += [child for child in ast.iter_child_nodes(node)
+                        if isinstance(child, ast.stmt)]
+    return sorted(found)
+
+
+def impure_dsl_imports() -> list[str]:
+    bad = []
+    for path in sources("conductor/dsl"):
+        for line, module in runtime_imports(path):
+            if not module.startswith("fornace.conductor.dsl") and not any(
+                    module == allowed or module.startswith(allowed + ".")
+                    for allowed in DSL_MAY_IMPORT):
+                bad.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
+    return bad
+
+
+def test_the_conductor_imports_only_downward():
+    assert floor_violations() == []
+
+
+def test_the_dsl_is_pure():
+    """No I/O (no os, files, sockets, processes, logging, clocks) and nothing of
+    the rest of the conductor: what it needs is handed in (``dsl/context.py``)."""
+    assert impure_dsl_imports() == []
+
+
+def test_the_floor_rule_sees_a_violation(tmp_path, monkeypatch):
+    """Upward imports, plain, lazy and relative, and impure imports of the DSL."""
+    executors, dsl = tmp_path / "conductor" / "executors", tmp_path / "conductor" / "dsl"
+    executors.mkdir(parents=True)
+    dsl.mkdir()
+    (executors / "bad.py").write_text(
+        "from fornace.conductor.executors import base\n"
+        "from fornace.conductor.dsl.pending import Action\n"
+        "def f():\n    from fornace.conductor.jobs.lifecycle import run_job\n"
+        "from ..config import cloud_dir\n")
+    (dsl / "bad.py").write_text(
+        "import os\nfrom typing import TYPE_CHECKING\nfrom . import engine\n"
+        "if TYPE_CHECKING:\n    from pathlib import Path\n"
+        "def g():\n    from fornace.conductor.templates import TemplateStore\n"
+        "from fornace.common.db import engine\n")
+    monkeypatch.setattr(f"{__name__}.ROOT", tmp_path)
+    assert floor_violations() == [
+        "conductor/dsl/bad.py:7 imports fornace.conductor.templates (dsl below round)",
+        "conductor/dsl/bad.py:7 imports fornace.conductor.templates.TemplateStore "
+        "(dsl below round)",
+        "conductor/executors/bad.py:4 imports fornace.conductor.jobs.lifecycle "
+        "(executors below jobs)",
+        "conductor/executors/bad.py:4 imports fornace.conductor.jobs.lifecycle.run_job "
+        "(executors below jobs)",
+        "conductor/executors/bad.py:5 imports fornace.conductor.config (executors below service)",
+        "conductor/executors/bad.py:5 imports fornace.conductor.config.cloud_dir "
+        "(executors below service)",
+    ]
+    assert impure_dsl_imports() == [
+        "conductor/dsl/bad.py:1 imports os",
+        "conductor/dsl/bad.py:7 imports fornace.conductor.templates",
+        "conductor/dsl/bad.py:7 imports fornace.conductor.templates.TemplateStore",
+        "conductor/dsl/bad.py:8 imports fornace.common.db",
+        "conductor/dsl/bad.py:8 imports fornace.common.db.engine",
+    ]

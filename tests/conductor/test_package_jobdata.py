@@ -11,7 +11,7 @@ import pytest
 from packagekit import Archives, package_files
 from fornace.common.catalog import builtin_catalog
 from fornace.common.resources import BUILTIN_DATA
-from fornace.conductor.dsl.workflows import load_workflows
+from fornace.conductor.workflowfiles import load_workflows
 from fornace.conductor.packages.jobdata import JobData, PackageData, PackageUnavailable
 from fornace.conductor.templates import TemplateStore
 

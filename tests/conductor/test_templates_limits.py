@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from fornace.common.errors import TemplateError
-from fornace.conductor.limits import Limits
+from fornace.conductor.dsl.limits import Limits
 from fornace.conductor.templates import TemplateStore
 
 

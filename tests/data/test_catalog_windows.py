@@ -23,12 +23,12 @@ import pytest
 
 import pscheck
 from fornace.api.specs import validate_create
-from fornace.conductor.dsl.checker import check
 from fornace.conductor.dsl.trace import RecordingTrace
-from fornace.conductor.dsl.workflows import load_workflows
 from fornace.conductor.executors.simulator import Fault, SimulatedCloud
 from fornace.conductor.session import Outcome, Session, Settings
 from fornace.conductor.templates import TemplateStore
+from fornace.conductor.workflowcheck import check
+from fornace.conductor.workflowfiles import load_workflows
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "data"

@@ -44,7 +44,8 @@ from apikit import free_port
 from fornace.cli.main import build_conf
 from fornace.common import contract
 from fornace.common.broker import Broker
-from fornace.conductor.executors.localcloud import TOKEN_VARIABLE, LocalStacks
+from fornace.conductor.executors.localcloud import LocalStacks
+from fornace.conductor.executors.processes import TOKEN_VARIABLE
 from services import Rabbit, amqp_url, private_vhost, rabbitmqctl
 from waiting import wait_for
 

@@ -1,7 +1,7 @@
 """Actions and reports: ``update-cf-stack``, ``delete-cf-stack``,
 ``send-command`` and ``report``.
 
-Actions are only queued here; the session runs them after the fixpoint and
+Actions are only queued here; the deployment runs them after the fixpoint and
 then calls back into the ``<success>``/``<failure>`` block, with the result
 or error stored in the context variable named by ``result=``/``error=``.
 """
@@ -52,7 +52,7 @@ class Blocks:
 def _queue(ev: Evaluator, node: Node, frame: Frame, kind: str, **fields: Any) -> None:
     action = Action(kind=kind, where=node.where, rule_id=frame.rule_id,
                     blocks=Blocks(ev, node, frame), **fields)
-    ev.session.queue(action)
+    ev.context.queue(action)
 
 
 def _template(ev: Evaluator, node: Node, frame: Frame) -> str:
@@ -90,7 +90,7 @@ def send_command(ev: Evaluator, node: Node, frame: Frame) -> None:
     _queue(ev, node, frame, SEND_COMMAND, template=_template(ev, node, frame),
            service=_text(service), unit=_text(unit),
            mappings=_dict_arg(ev, node, frame, "mappings"),
-           timeout=seconds if seconds is not None else ev.session.agent_timeout)
+           timeout=seconds if seconds is not None else ev.context.agent_timeout)
 
 
 @function("report", params=("entity", "id", "text", "level", "details"))
@@ -102,6 +102,6 @@ def report(ev: Evaluator, node: Node, frame: Frame) -> None:
     if level not in ("info", "warning", "error"):
         raise WorkflowError(f"<report>: level {level!r} is not info, warning or error")
     entity = ev.arg(node, frame, "entity")
-    ev.session.report(entity=entity, id=ev.arg(node, frame, "id"),
+    ev.context.report(entity=entity, id=ev.arg(node, frame, "id"),
                       text=_text(text) if text is not None else "",
                       level=level, details=ev.arg(node, frame, "details"))

@@ -17,7 +17,7 @@ from fornace.conductor.dsl.xmlload import Node
 def generate_hostname(ev: Evaluator, node: Node, frame: Frame) -> str:
     pattern = ev.arg(node, frame, "pattern")
     service_id = ev.arg(node, frame, "service_id")
-    return ev.session.hostnames.generate(
+    return ev.context.hostnames.generate(
         _text(pattern) if pattern else None,
         _text(service_id) if service_id is not None else None)
 
@@ -30,14 +30,14 @@ def prepare_user_data(ev: Evaluator, node: Node, frame: Frame) -> str:
     (``%RABBITMQ_HOST%``, ``%AGENT_CONFIG_BASE64%``…), so an existing 0.2
     ``data/`` folder renders unchanged.
     """
-    session = ev.session
-    env_id = _text(session.model.get("id", ""))
+    context = ev.context
+    env_id = _text(context.model.get("id", ""))
     service = _text(ev.arg(node, frame, "service") or "")
     unit = _text(ev.arg(node, frame, "unit") or "")
     hostname = _text(ev.arg(node, frame, "hostname") or "")
     template = _text(ev.arg(node, frame, "template") or "Default")
     init_file = _text(ev.arg(node, frame, "initFile") or "init.ps1")
-    broker = session.broker_settings()
+    broker = context.broker_settings()
     values = {
         "RABBITMQ_HOST": broker["host"],
         "RABBITMQ_PORT": broker["port"],
@@ -52,9 +52,9 @@ def prepare_user_data(ev: Evaluator, node: Node, frame: Frame) -> str:
         "MURANO_SERVER_ADDRESS": broker["server_address"],
         "CA_ROOT_CERT_BASE64": "",
     }
-    config = _fill(session.store.agent_config(template), values)
+    config = _fill(context.store.agent_config(template), values)
     values["AGENT_CONFIG_BASE64"] = base64.b64encode(config.encode()).decode()
-    return _fill(session.store.init_script(init_file), values)
+    return _fill(context.store.init_script(init_file), values)
 
 
 def agent_broker_url(broker: Mapping[str, Any]) -> str:

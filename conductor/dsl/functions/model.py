@@ -12,8 +12,8 @@ from typing import Any, Callable
 
 from fornace.common.cursor import Cursor, get_path, set_path, split_prefix, start_cursor
 from fornace.common.errors import WorkflowError
+from fornace.conductor.dsl.deferred import resolve
 from fornace.conductor.dsl.engine import Evaluator, function
-from fornace.conductor.dsl.functions.values import resolve
 from fornace.conductor.dsl.query import Query, compile_query
 from fornace.conductor.dsl.querytext import evaluate, query_text
 from fornace.conductor.dsl.scope import Frame
@@ -33,7 +33,7 @@ def _variable(key: str) -> tuple[str, str]:
 def reader(path: str, source: str | None) -> Reader | None:
     """How ``select`` reads ``path`` (inside context variable ``source``) in a frame.
 
-    None for ``##name``: configuration, which the session answers.
+    None for ``##name``: configuration, which the context answers.
     """
     if path.startswith("##"):
         return None
@@ -52,7 +52,7 @@ def reader(path: str, source: str | None) -> Reader | None:
 
 def read(ev: Evaluator, frame: Frame, path: str, source: str | None) -> Any:
     read_in = reader(path, source)
-    return ev.session.config_value(path[2:]) if read_in is None else read_in(frame)
+    return ev.context.config_value(path[2:]) if read_in is None else read_in(frame)
 
 
 def _prepare_select(node: Node) -> None:
@@ -94,7 +94,7 @@ def _query(ev: Evaluator, node: Node, frame: Frame) -> list[Cursor]:
     source = ev.arg(node, frame, "source")
     start = Cursor(frame.get(source)) if source is not None else frame.cursor
     query = path if isinstance(path, Query) else compile_query(path, wrap=False)
-    return ev.session.find(query, start)
+    return ev.context.find(query, start)
 
 
 def _prepare_query(node: Node) -> None:
@@ -125,7 +125,7 @@ def set_(ev: Evaluator, node: Node, frame: Frame) -> None:
     path = ev.arg(node, frame, "path") or ""
     target = ev.arg(node, frame, "target")
     value = ev.content(node, frame)
-    if ev.session.deferred_values:  # only after a <function> was evaluated
+    if ev.context.deferred_values:  # only after a <function> was evaluated
         value = resolve(value)
     if path.startswith("##"):
         raise WorkflowError(f"<set>: configuration {path!r} is read-only")
@@ -133,7 +133,7 @@ def set_(ev: Evaluator, node: Node, frame: Frame) -> None:
         name, rest = _variable(path[1:])
         if not rest:
             if type(value) is str:   # a string held in a context variable is memory too
-                ev.session.admit(frame.rule_id, value, 0, (), lambda: path)
+                ev.context.admit(frame.rule_id, value, 0, (), lambda: path)
             frame.set(":" + name, value)
             return
         _set_inside(ev, node, frame, frame.get(":" + name), name, rest, value)
@@ -144,23 +144,23 @@ def set_(ev: Evaluator, node: Node, frame: Frame) -> None:
     cursor, rest = start_cursor(frame.cursor, path)
     if not rest:
         raise WorkflowError(f"<set>: path {path!r} names no field to set")
-    session = ev.session
+    context = ev.context
     kind = type(value)
     if kind is dict or kind is list:
         parts = rest.split(".")
         above = _chain(cursor)
-        size = session.admit(frame.rule_id, value, len(above) - 1 + len(parts),
+        size = context.admit(frame.rule_id, value, len(above) - 1 + len(parts),
                              _places(cursor.value, parts, above),
                              lambda: _joined(cursor.path_text(), rest))
     elif kind is not str:   # the common cases, inline
         size = 8
-    elif len(value) < session.long_string:
+    elif len(value) < context.long_string:
         size = len(value) + 2
     else:
-        size = session.admit(frame.rule_id, value, 0, (),
+        size = context.admit(frame.rule_id, value, 0, (),
                              lambda: _joined(cursor.path_text(), rest))
     if set_path(cursor.value, rest, value):
-        session.changed(frame.rule_id, node, _joined(cursor.path_text(), rest), value, size)
+        context.changed(frame.rule_id, node, _joined(cursor.path_text(), rest), value, size)
 
 
 def _joined(where: str, rest: str) -> str:
@@ -198,14 +198,14 @@ def _set_inside(ev: Evaluator, node: Node, frame: Frame, data: Any, name: str, p
         raise WorkflowError(f"<set>: a path is needed to set inside {name!r}")
     parts = path.split(".")
     container = type(value) is dict or type(value) is list
-    size = ev.session.admit(frame.rule_id, value, len(parts),
+    size = ev.context.admit(frame.rule_id, value, len(parts),
                             _places(data, parts) if container else (),
                             lambda: f"#{name}.{path}")
     # where ``data`` sits in the model is not known: a write that may nest the model
     # deeper has the budget measure it after this pass (known_depth=False)
     deeper = container or not _containers_exist(data, parts[:-1])
     if set_path(data, path, value):
-        ev.session.changed(frame.rule_id, node, f"#{name}.{path}", value, size,
+        ev.context.changed(frame.rule_id, node, f"#{name}.{path}", value, size,
                            known_depth=not deeper, base=data)
 
 

@@ -32,15 +32,15 @@ from fornace.conductor.dsl.xmlload import Node
 @function("workflow")
 def workflow(ev: Evaluator, node: Node, frame: Frame) -> bool:
     """Run the rules once; return early after a rule that changed the model."""
-    session = ev.session
-    session.side_effects = False
+    context = ev.context
+    context.side_effects = False
     for child in node.children:
         ev.call(child, frame)
-        if session.stop_requested:
+        if context.stop_requested:
             break
-        if child.tag == "rule" and session.side_effects:
+        if child.tag == "rule" and context.side_effects:
             return True
-    return session.side_effects
+    return context.side_effects
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def _prepare_rule(node: Node) -> None:
           prepare=_prepare_rule)
 def rule(ev: Evaluator, node: Node, frame: Frame) -> None:
     info: RuleInfo = node.extra
-    session = ev.session
+    context = ev.context
     full_id = f"{frame.rule_id}.{info.id}" if frame.rule_id else info.id
     frame.rule_id = full_id
     query = info.query
@@ -84,7 +84,7 @@ def rule(ev: Evaluator, node: Node, frame: Frame) -> None:
         else:
             query = compile_query(match)
     limit = int(ev.arg(node, frame, "limit") or 0)
-    matches = session.find(query, frame.cursor)
+    matches = context.find(query, frame.cursor)
     if not matches:
         _run_empty(ev, node, frame)
         return
@@ -97,17 +97,17 @@ def rule(ev: Evaluator, node: Node, frame: Frame) -> None:
         key = object_key(cursor.value, parent_key)
         if key != UNMUTABLE:
             mute = (file, full_id, key)
-            if session.is_muted(mute):
+            if context.is_muted(mute):
                 continue
-            session.auto_mutes.add(mute)
-        session.trace.rule_matched(node, full_id, cursor)
+            context.auto_mutes.add(mute)
+        context.trace.rule_matched(node, full_id, cursor)
         match_frame = Frame(frame, cursor)
         match_frame.object_key = key
         for child in body:
             ev.call(child, match_frame)
-            if child.tag == "rule" and session.side_effects:
+            if child.tag == "rule" and context.side_effects:
                 break  # the rest of this body waits for the next pass (0.2)
-        if session.stop_requested:
+        if context.stop_requested:
             break
 
 
@@ -125,7 +125,7 @@ def _run_empty(ev: Evaluator, node: Node, frame: Frame) -> None:
     empty = node.child("empty")
     if empty is None:
         return
-    ev.session.trace.rule_matched(node, frame.rule_id + "#empty", frame.cursor)
+    ev.context.trace.rule_matched(node, frame.rule_id + "#empty", frame.cursor)
     ev.content(empty, Frame(frame))
 
 
@@ -153,20 +153,20 @@ def _mute_key(ev: Evaluator, node: Node, frame: Frame) -> tuple | None:
 def mute(ev: Evaluator, node: Node, frame: Frame) -> None:
     key = _mute_key(ev, node, frame)
     if key is not None:
-        ev.session.permanent_mutes.add(key)
+        ev.context.permanent_mutes.add(key)
 
 
 @function("unmute", params=("rule", "id"))
 def unmute(ev: Evaluator, node: Node, frame: Frame) -> None:
     key = _mute_key(ev, node, frame)
     if key is not None:
-        ev.session.permanent_mutes.discard(key)
-        ev.session.auto_mutes.discard(key)
+        ev.context.permanent_mutes.discard(key)
+        ev.context.auto_mutes.discard(key)
 
 
 @function("stop")
 def stop(ev: Evaluator, node: Node, frame: Frame) -> None:
-    ev.session.request_stop()
+    ev.context.request_stop()
 
 
 @function("empty")

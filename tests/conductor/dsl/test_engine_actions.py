@@ -7,8 +7,9 @@ import datetime
 
 import pytest
 
+from fornace.conductor.executors.cfn import merge
 from fornace.conductor.executors.simulator import Fault, SimulatedCloud
-from fornace.conductor.templates import merge, substitute
+from fornace.conductor.templates import substitute
 from enginekit import UNITS, RecordingStacks, ScriptedAgents, sample_model, send_command
 
 MASTER = "$.services[*].units[?(@.isMaster)]"

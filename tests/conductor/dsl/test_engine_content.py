@@ -190,7 +190,7 @@ def test_function_inside_map_resolved_by_set(catalog):
 
 
 def test_function_evaluates_body_when_called_not_when_built():
-    from fornace.conductor.dsl.functions.values import Deferred
+    from fornace.conductor.dsl.deferred import Deferred
     model = {"id": "E", "v": "before"}
     value = evaluate('<function><select path="v"/></function>', model)
     assert isinstance(value, Deferred)

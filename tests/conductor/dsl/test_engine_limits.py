@@ -11,9 +11,9 @@ import json
 import pytest
 
 from fornace.common.errors import ExpressionError, WorkflowError
+from fornace.conductor.dsl.limits import Limits
 from fornace.conductor.dsl.query import compile_query
-from fornace.conductor.dsl.workflows import load_workflow, load_workflows
-from fornace.conductor.limits import Limits
+from fornace.conductor.workflowfiles import load_workflow, load_workflows
 
 SMALL = Limits(max_model_bytes=20_000, max_value_bytes=2_000, max_json_depth=12)
 

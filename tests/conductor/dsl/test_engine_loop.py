@@ -4,10 +4,11 @@ from __future__ import annotations
 import pytest
 
 from fornace.common.errors import FornaceError
-from fornace.conductor.dsl.workflows import load_workflows
+from fornace.conductor.dsl.context import EvaluationContext, Templates
 from fornace.conductor.executors.simulator import Fault, SimulatedCloud
 from fornace.conductor.session import Session, Settings, clean_model
 from fornace.conductor.templates import TemplateStore
+from fornace.conductor.workflowfiles import load_workflows
 from enginekit import UNITS, sample_model, send_command
 
 
@@ -346,3 +347,11 @@ def test_small_deployment_command_failure_reports_and_goes_on(catalog):
     assert warning["text"].endswith("SimulatedFailure")
     assert run.unit("uA2")["state"]["passwordSet"] == "failed"
     assert run.unit("uA1")["state"]["passwordSet"] is True
+
+
+def test_the_session_is_the_context_the_dsl_evaluates_in(catalog):
+    stacks, agents = SimulatedCloud().executors()
+    session = Session(sample_model(), [], catalog.store(), stacks, agents)
+    assert isinstance(session, EvaluationContext)
+    assert isinstance(session.store, Templates)
+

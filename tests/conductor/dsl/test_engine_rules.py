@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from fornace.common.errors import WorkflowError
-from fornace.conductor.dsl.workflows import load_workflows
+from fornace.conductor.workflowfiles import load_workflows
 from enginekit import UNITS, sample_model, send_command
 
 SETTLE = ('<rule id="settle" match="$.flags[*]"><set path="done"><true/></set></rule>')

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 
 from fornace.common.errors import ExpressionError, TemplateError, WorkflowError
-from fornace.conductor.dsl.workflows import load_workflow, load_workflows
 from fornace.conductor.templates import TemplateStore, safe_join
+from fornace.conductor.workflowfiles import load_workflow, load_workflows
 from enginekit import UNITS
 
 

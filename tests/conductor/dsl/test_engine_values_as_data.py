@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from fornace.conductor.dsl.checker import check
+from fornace.conductor.workflowcheck import check
 
 HOSTILE = [
     "x') or (@.type == 'activeDirectory",

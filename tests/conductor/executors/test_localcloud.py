@@ -13,7 +13,8 @@ import pytest
 from fornace.common import contract
 from fornace.common.broker import Broker
 from fornace.conductor.executors.base import StackFailure, StackRequest
-from fornace.conductor.executors.localcloud import TOKEN_VARIABLE, LocalStacks, evaluate_outputs
+from fornace.conductor.executors.localcloud import LocalStacks
+from fornace.conductor.executors.processes import TOKEN_VARIABLE
 from waiting import wait_for
 
 DATA = Path(__file__).resolve().parents[3] / "data"
@@ -74,21 +75,6 @@ def cloud(tmp_path):
 
 
 # ----------------------------------------------------------------- without a broker
-
-def test_outputs_are_evaluated_minimally():
-    template = {"Parameters": {"port": {"Type": "String", "Default": "80"}},
-                "Outputs": {"ip": {"Value": {"Fn::GetAtt": ["vm", "PrivateIp"]}},
-                            "pub": {"Value": {"Fn::GetAtt": ["vm", "PublicIp"]}},
-                            "ref": {"Value": {"Ref": "vm"}},
-                            "param": {"Value": {"Ref": "port"}},
-                            "literal": {"Value": "text"},
-                            "other": {"Value": {"Fn::GetAtt": ["vm", "AvailabilityZone"]}},
-                            "unknown": {"Value": {"Fn::GetAtt": ["lb", "PrivateIp"]}},
-                            "join": {"Value": {"Fn::Join": ["", ["a", "b"]]}}}}
-    assert evaluate_outputs(template, {"vm": "127.0.0.9"}, {"port": "8080"}) == {
-        "ip": "127.0.0.9", "pub": "127.0.0.9", "ref": "vm", "param": "8080",
-        "literal": "text", "other": None, "unknown": None, "join": None}
-
 
 def test_an_instance_without_user_data_is_a_quiet_sandbox(cloud):
     stacks, made = cloud

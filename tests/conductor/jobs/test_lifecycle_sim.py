@@ -13,14 +13,14 @@ import pytest
 
 from fornace.common import contract
 from fornace.common.catalog import load_catalog
-from fornace.conductor.dsl.workflows import load_workflows
+from fornace.conductor.dsl.limits import Limits
 from fornace.conductor.executors.simulator import Fault, SimulatedCloud
 from fornace.conductor.jobs import changes
 from fornace.conductor.jobs.lifecycle import Job, run_job
 from fornace.conductor.jobs.records import JobRecorder
-from fornace.conductor.limits import Limits
 from fornace.conductor.session import Settings
 from fornace.conductor.templates import TemplateStore
+from fornace.conductor.workflowfiles import load_workflows
 
 DATA = Path(__file__).resolve().parents[3] / "data"
 WORKFLOWS = load_workflows(DATA / "workflows")

@@ -1,4 +1,4 @@
-"""Removing resources from a stack template (``templates.remove_resources``), and
+"""Removing resources from a stack template (``cfn.remove_resources``), and
 the simulated executor that carries it out."""
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import copy
 import pytest
 
 from fornace.conductor.executors.base import StackFailure, StackRequest
+from fornace.conductor.executors.cfn import references, remove_resources, resource_references
 from fornace.conductor.executors.simulator import SimulatedCloud
-from fornace.conductor.templates import references, remove_resources, resource_references
 
 
 def instance(**extra) -> dict:

@@ -26,7 +26,7 @@ MiB = 1 << 20
 
 @dataclass(frozen=True)
 class Limits:
-    """What the ``[engine]`` limit options say (see :mod:`fornace.conductor.config`)."""
+    """What the ``[engine]`` limit options say (read by the conductor's configuration)."""
 
     max_model_bytes: int = 32 * MiB
     max_value_bytes: int = 4 * MiB
@@ -120,7 +120,7 @@ class ModelBudget:
         return DataLimitError(f"<set> of {rule} would write {why} to {target()}", exc.kind)
 
     def wrote(self, container: bool, known_depth: bool) -> None:
-        """After a write the session counted (``growth``, ``written``): a container
+        """After a write the caller counted (``growth``, ``written``): a container
         written, a write of unknown depth, or the estimate past the slack."""
         if container:
             self.shared = True
