@@ -10,10 +10,9 @@ An *arrow* is one pair (part -> part) of the conductor's parts that imports
 the other, a part being a top-level module or sub-package of ``conductor/``
 (``dsl``, ``executors``, ``jobs``, ``daemon``, ...) or, inside the three
 sub-packages, their own top-level modules.  *Floors* are the longest chain of
-arrows plus one; an *upward* arrow is one that goes against the floors the
-conductor's docstring declares (``CONDUCTOR_FLOORS`` in
-tests/common/test_import_rules.py), or, where none is declared, one inside a
-circle.
+arrows plus one (a circle counting as one part); an arrow inside a circle
+runs both ways, so some of it runs back up.  The floors the conductor
+declares are checked by ``tests/common/test_import_rules.py``.
 """
 from __future__ import annotations
 
@@ -35,8 +34,6 @@ def module_of(path: Path, root: Path) -> str:
 def imported(path: Path, root: Path) -> set[str]:
     """Every fornace module ``path`` names in an import, relative ones resolved."""
     package = ["fornace", *path.relative_to(root).parent.parts]
-    if path.name == "__init__.py":
-        package = package  # a package's own relative imports start at itself
     found = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
