@@ -6,10 +6,9 @@ and arrows counted from its imports (lazy and ``TYPE_CHECKING`` ones too).
     python tools/layout.py              # this checkout
     python tools/layout.py --root DIR   # another one (e.g. a worktree of main)
 
-An *arrow* is one pair (part -> part) of the conductor's parts that imports
-the other, a part being a top-level module or sub-package of ``conductor/``
-(``dsl``, ``executors``, ``jobs``, ``daemon``, ...) or, inside the three
-sub-packages, their own top-level modules.  *Floors* are the longest chain of
+An *arrow* is one pair (part -> part) of the conductor's parts where the
+first imports the second, a part being a top-level module or sub-package of ``conductor/``
+(``dsl``, ``executors``, ``jobs``, ``daemon``, ...).  *Floors* are the longest chain of
 arrows plus one (a circle counting as one part); an arrow inside a circle
 runs both ways, so some of it runs back up.  The floors the conductor
 declares are checked by ``tests/common/test_import_rules.py``.
