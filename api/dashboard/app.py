@@ -17,6 +17,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from fornace.api.dashboard.login import LoginRequired, forget_token
+from fornace.api.dashboard.loginroutes import router as login_router
 from fornace.api.dashboard.packagepages import router as package_router
 from fornace.api.dashboard.pages import base, flash, render
 from fornace.api.dashboard.pinpages import router as pin_router
@@ -54,6 +55,7 @@ def create_dashboard(store: Store, jobs: Jobs, auth: Any, rules: Policy,
     app.state.policy, app.state.packages = rules, packages
     app.state.workflow_files = workflow_files
     app.include_router(router)
+    app.include_router(login_router)
     app.include_router(package_router)
     app.include_router(pin_router)
     app.include_router(workflow_router)

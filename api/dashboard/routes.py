@@ -1,4 +1,4 @@
-"""The dashboard's pages and form posts.
+"""The dashboard's pages and form posts (the login's are in ``loginroutes``).
 
 GET routes render pages (and ``.../live`` JSON for the progress script);
 lists take their filter and page as query parameters.  POST routes check the
@@ -20,12 +20,10 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from fornace.api import specs
-from fornace.api.auth import KeystoneAuth
-from fornace.api.dashboard import (actionform, login, passwordlogin, serviceform, traceview,
-                                   views)
-from fornace.api.dashboard.formdata import Form, read_form
+from fornace.api.dashboard import actionform, serviceform, traceview, views
+from fornace.api.dashboard.formdata import read_form
 from fornace.api.dashboard.access import caller
-from fornace.api.dashboard.pages import base, fragment, redirect, render
+from fornace.api.dashboard.pages import fragment, redirect, render
 from fornace.api.dashboard.sessions import ensure_session, open_session
 from fornace.api.errors import ApiError, BadRequest, NotFound, Unauthorized
 from fornace.api.jobstore import Jobs
@@ -442,83 +440,3 @@ async def deployments(request: Request) -> Response:
         query=params["q"], state=params["state"], page=params["page"],
         per_page=params["per_page"]))
     return render(request, "deployments.html", **page)
-
-
-# -- login -------------------------------------------------------------------------------------
-
-def _next(request: Request, target: str) -> str:
-    """A path of the dashboard to go to after the login (never another site)."""
-    prefix = base(request) + "/"
-    if target.startswith(prefix) and not target.startswith("//") and "\\" not in target:
-        return target[len(base(request)):]
-    return "/"
-
-
-@router.get("/login")
-async def login_page(request: Request, target: str = Query("", alias="next")) -> Response:
-    auth = request.app.state.auth
-    cookies = request.cookies
-    return render(request, "login.html", next=target, error=None,
-                  who=_login_fields(login.last_login(request)),
-                  tenant=cookies.get(login.TENANT_COOKIE) or getattr(auth, "default_tenant", ""),
-                  user=cookies.get(login.USER_COOKIE) or getattr(auth, "default_user", ""))
-
-
-def _login_fields(values: dict[str, str]) -> dict[str, str]:
-    """The keystone login form's values (the domains default to Keystone's default)."""
-    return {"username": "", "project": "", "user_domain": passwordlogin.DEFAULT_DOMAIN,
-            "project_domain": passwordlogin.DEFAULT_DOMAIN,
-            **{name: value for name, value in values.items() if value}}
-
-
-@router.post("/login")
-async def log_in(request: Request) -> Response:
-    form = await read_form(request)
-    auth = request.app.state.auth
-    if login.uses_tokens(auth):
-        return await _keystone_login(request, form, auth)
-    values = {login.TENANT_COOKIE: form.get("tenant").strip(),
-              login.USER_COOKIE: form.get("user").strip()}
-    headers = {"x-tenant-id": values[login.TENANT_COOKIE],
-               "x-user-id": values[login.USER_COOKIE]}
-    try:
-        if not all(values.values()):
-            raise login.LoginRequired("every field is required")
-        await login.authenticate(auth, headers)
-    except login.LoginRequired as exc:
-        return render(request, "login.html", status=401, next=form.get("next"),
-                      error=exc.reason or "the login was refused",
-                      tenant=form.get("tenant"), user=form.get("user"))
-    response = redirect(request, _next(request, form.get("next")))
-    login.remember(request, response, values)
-    return response
-
-
-async def _keystone_login(request: Request, form: Form, auth: KeystoneAuth) -> Response:
-    """A password login: the token in its cookie, or the form again with why
-    (what was typed kept, the password excepted)."""
-    who = passwordlogin.Credentials.of(form)
-    try:
-        token, ctx = await passwordlogin.log_in(auth, who, form.get("password"))
-    except passwordlogin.LoginRefused as exc:
-        return render(request, "login.html", status=exc.status, next=form.get("next"),
-                      error=exc.message, who=_login_fields(who.fields()))
-    response = redirect(request, _next(request, form.get("next")))
-    login.remember_token(request, response, token, ctx.expires_at, who.fields())
-    return response
-
-
-@router.post("/logout")
-async def log_out(request: Request) -> Response:
-    """Log out (keystone: the token is revoked) and show the login page."""
-    await read_form(request)
-    auth = request.app.state.auth
-    message, level = "You are logged out.", "ok"
-    token = request.cookies.get(login.TOKEN_COOKIE)
-    if login.uses_tokens(auth) and token:
-        problem = await passwordlogin.log_out(auth, token)
-        if problem:
-            message, level = f"You are logged out here, but {problem}", "error"
-    response = redirect(request, "/login", message, level)
-    login.forget(request, response)
-    return response
