@@ -23,13 +23,14 @@ from fornace.api import policy
 from fornace.api.app import create_app
 from fornace.api.auth import KeystoneAuth, NoAuth
 from fornace.api.trusts import Trusts
-from fornace.api.config import catalog_file, database_url, package_limits
+from fornace.api.config import catalog_file, package_limits
 from fornace.api.jobstore import Jobs
 from fornace.api.limits import UnitLimits
 from fornace.api.packages import PackageCheck, Packages
 from fornace.api.store import Outcome, Store
 from fornace.api.workflowfiles import WorkflowCheck, WorkflowFiles, data_folder
 from fornace.common import contract
+from fornace.common.options import database_url
 from fornace.common.broker import BATCH_SIZE, Broker, Consumer, Delivery
 from fornace.common.catalog import load_catalog
 from fornace.common.db.engine import make_engine, session_factory, upgrade

@@ -36,7 +36,6 @@ from fornace.api.errors import NotFound
 from fornace.api.pinned import task_packages
 from fornace.common.db.models import Deployment, JobTrace, Package
 from fornace.common.packagefiles import PackageError, PackageLimits, unpack
-from fornace.common.resources import BUILTIN_DATA
 
 # (workflow file, its catalog folder) -> "file:line: message" problems
 WorkflowCheck = Callable[[Path, Path], list[str]]
@@ -48,13 +47,9 @@ MAX_SHOWN_BYTES = 2 * 1024 * 1024  # a file's text shown, at most
 
 
 def data_folder(conf: cfg.ConfigOpts) -> Path:
-    """The conductor's ``data_dir`` as the API sees it (the common option the
-    ``fornace`` command registers), else the built-in data -- as
-    :func:`fornace.api.config.catalog_file` finds the catalog."""
-    try:
-        return Path(os.path.expanduser(conf.data_dir))
-    except cfg.NoSuchOptError:
-        return BUILTIN_DATA
+    """The data folder (``data_dir``, :mod:`fornace.common.options`), as
+    :func:`fornace.api.config.catalog_file` finds the catalog in it."""
+    return Path(os.path.expanduser(conf.data_dir))
 
 
 def plain_name(name: str) -> bool:

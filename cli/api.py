@@ -10,8 +10,8 @@ from typing import Callable
 
 from oslo_config import cfg
 
-from fornace.api.config import database_url
 from fornace.cli import logs
+from fornace.common.options import database_url
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
