@@ -47,9 +47,10 @@ COMMANDS = {
     "gc": "fornace.cli.gc",
 }
 
-# the option modules (each with register(conf)) a command's configuration has:
-# all of them, as a command reads groups others declare (the conductor reads
-# [database]); the agent, which runs on a unit, only its own
+# the option modules (each with register(conf): the service's own groups and the
+# shared ones of fornace.common.options it reads) a command's configuration has:
+# all of them, so that one configuration file serves every command; the agent,
+# which runs on a unit, only its own
 OPTION_MODULES = ("fornace.conductor.config", "fornace.api.config", "fornace.agent.config")
 COMMAND_OPTIONS = {"agent": ("fornace.agent.config",)}
 
@@ -91,9 +92,10 @@ Exit codes:
        the last real one), or a confirmation was answered no
   2    bad usage: wrong options, unreadable files or models, parameters or names
        the API rejects (HTTP 400, 404), a command that would ask for
-       confirmation without a terminal and without --yes
-  3    the API is unreachable or refused the request (authentication,
-       permission, environment busy, server error)
+       confirmation without a terminal and without --yes, a database URL
+       that names no database Fornace can use (fornace db)
+  3    the API (fornace db: the database) is unreachable or refused the
+       request (authentication, permission, environment busy, server error)
   130  interrupted (Ctrl-C; a followed job goes on)"""
 
 
