@@ -7,7 +7,7 @@ from pathlib import Path
 
 from oslo_config import cfg
 
-from fornace.cli import logs
+from fornace.cli import daemonlogs
 from fornace.cli.signals import stop_on_signals, wait_for_stop
 from fornace.conductor.executors import AGENTS, STACKS
 
@@ -34,7 +34,7 @@ def run(conf: cfg.ConfigOpts) -> int:
     from fornace.conductor.daemon import Conductor, ConductorSettings
     from fornace.conductor.executors import stacks_factory
 
-    logs.setup(conf)
+    daemonlogs.setup(conf)
     command = conf.command
     settings = ConductorSettings(
         broker_url=conf.broker.url, data_dir=Path(conf.data_dir),

@@ -17,7 +17,7 @@ from typing import Any
 
 from oslo_config import cfg
 
-from fornace.cli import completion, logs
+from fornace.cli import completion, daemonlogs
 from fornace.common.errors import FornaceError
 
 # sub-command -> module with add_parsers(subparsers) and run(conf);
@@ -30,7 +30,7 @@ COMMANDS = {
     "demo": "fornace.cli.demo",
     "env": "fornace.cli.client.env",
     "service": "fornace.cli.client.service",
-    "type": "fornace.cli.client.types",
+    "type": "fornace.cli.client.type",
     "deploy": "fornace.cli.client.deploy",
     "action": "fornace.cli.client.deploy",
     "plan": "fornace.cli.client.deploy",
@@ -39,9 +39,9 @@ COMMANDS = {
     "deployments": "fornace.cli.client.jobs",
     "trace": "fornace.cli.client.trace",
     "package": "fornace.cli.client.package",
-    "status": "fornace.cli.client.views",
-    "topology": "fornace.cli.client.views",
-    "outputs": "fornace.cli.client.views",
+    "status": "fornace.cli.client.status",
+    "topology": "fornace.cli.client.status",
+    "outputs": "fornace.cli.client.status",
     "workflow": "fornace.cli.workflow",
     "db": "fornace.cli.db",
     "gc": "fornace.cli.gc",
@@ -162,8 +162,8 @@ def build_conf(command: str | None = None) -> cfg.ConfigOpts:
     conf = cfg.ConfigOpts()
     for name in COMMAND_OPTIONS.get(command or "", OPTION_MODULES):
         importlib.import_module(name).register(conf)
-    if command in logs.DAEMONS:
-        logs.register(conf)
+    if command in daemonlogs.DAEMONS:
+        daemonlogs.register(conf)
     conf.register_cli_opt(cfg.SubCommandOpt(
         "command", title="commands",
         handler=lambda subparsers: _add_command_parsers(subparsers, command),
@@ -172,7 +172,7 @@ def build_conf(command: str | None = None) -> cfg.ConfigOpts:
 
 
 GLOBAL_OPTIONS = ("--config-file", "--config-dir")
-# oslo.log's command-line options of the daemons (cli/logs.py): with a value, flags
+# oslo.log's command-line options of the daemons (cli/daemonlogs.py): with a value, flags
 LOG_OPTIONS = ("--log-file", "--logfile", "--log-dir", "--logdir", "--log-config-append",
                "--log-config", "--log_config", "--log-date-format", "--syslog-log-facility")
 LOG_FLAGS = ("--debug", "-d", "--nodebug", "--use-syslog", "--nouse-syslog", "--use-journal",
@@ -248,7 +248,7 @@ def _arrange(argv: list[str]) -> tuple[list[str], list[str]]:
     rest, a client command's options moved after it)."""
     front, rest = _split_global_options(argv)
     rest = sink_client_options(rest)
-    if rest and rest[0] in logs.DAEMONS:   # fornace api --debug --log-file F: oslo.log's
+    if rest and rest[0] in daemonlogs.DAEMONS:   # fornace api --debug --log-file F: oslo.log's
         more, rest = _split_global_options(rest, LOG_OPTIONS, LOG_FLAGS)
         front += more
     return front, rest

@@ -15,7 +15,7 @@ from fornace.cli.client.common import FAILED, OK, add_command, dispatch, find_en
 from fornace.common.errors import FornaceError
 from fornace.cli.client.follow import (ENDED, Follower, follow_job, log_lines, report_line, status_counts,
                          task_line)
-from fornace.cli.client.output import (add_format_option, emit, format_of, local_time,
+from fornace.cli.client.formats import (add_format_option, emit, format_of, local_time,
                                        print_json, print_table)
 from fornace.cli.client.http import ApiClient
 

@@ -15,7 +15,7 @@ from typing import Any
 from fornace.cli.client.common import OK, add_command, dispatch, find_environment
 from fornace.cli.client.http import ApiClient
 from fornace.cli.client.jobs import _job
-from fornace.cli.client.output import print_json
+from fornace.cli.client.formats import print_json
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:

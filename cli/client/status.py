@@ -8,7 +8,7 @@ from typing import Any
 
 from fornace.cli.client.common import OK, add_command, dispatch, find_environment
 from fornace.cli.client.http import ApiClient
-from fornace.cli.client.output import add_format_option, emit, format_of, print_table
+from fornace.cli.client.formats import add_format_option, emit, format_of, print_table
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
