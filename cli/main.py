@@ -20,8 +20,9 @@ from oslo_config import cfg
 from fornace.cli import completion, daemonlogs
 from fornace.common.errors import FornaceError
 
-# sub-command -> module with add_parsers(subparsers) and run(conf);
-# a module may serve several sub-commands (its run() looks at conf.command.name)
+# sub-command -> module with add_parsers(subparsers) and run(conf), named for it;
+# deploy serves deploy, action and plan, which all start a job (its run() looks
+# at conf.command.name)
 COMMANDS = {
     "up": "fornace.cli.up",
     "api": "fornace.cli.api",
@@ -35,13 +36,13 @@ COMMANDS = {
     "action": "fornace.cli.client.deploy",
     "plan": "fornace.cli.client.deploy",
     "jobs": "fornace.cli.client.jobs",
-    "logs": "fornace.cli.client.jobs",
-    "deployments": "fornace.cli.client.jobs",
+    "logs": "fornace.cli.client.logs",
+    "deployments": "fornace.cli.client.deployments",
     "trace": "fornace.cli.client.trace",
     "package": "fornace.cli.client.package",
     "status": "fornace.cli.client.status",
-    "topology": "fornace.cli.client.status",
-    "outputs": "fornace.cli.client.status",
+    "topology": "fornace.cli.client.topology",
+    "outputs": "fornace.cli.client.outputs",
     "workflow": "fornace.cli.workflow",
     "db": "fornace.cli.db",
     "gc": "fornace.cli.gc",
