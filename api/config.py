@@ -1,16 +1,15 @@
-"""Options of the API service (oslo.config)."""
+"""Options of the API service (oslo.config): ``[api]``; the broker, data
+folder and database options it shares with the conductor are declared in
+:mod:`fornace.common.options`."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from oslo_config import cfg
 
-from fornace.common import identity
+from fornace.common import options
 from fornace.common.packages.archive import PackageLimits
 from fornace.common.resources import BUILTIN_DATA
-
-DEFAULT_STATE_DIR = os.path.join(os.path.expanduser("~"), ".fornace")
 
 api_opts = [
     cfg.HostAddressOpt("host", default="127.0.0.1", help="Address the API listens on."),
@@ -51,45 +50,30 @@ api_opts = [
                     "they are unpacked (more: 400, whatever sizes the archive "
                     "declares: a zip bomb stops there)."),
     cfg.BoolOpt("access_log", default=True, help="Log one line per HTTP request."),
-    cfg.StrOpt("state_dir", default=DEFAULT_STATE_DIR, sample_default="~/.fornace",
-               help="Folder for the default SQLite database and other local state."),
 ]
 
-database_opts = [
-    cfg.StrOpt("connection", secret=True,
-               help="SQLAlchemy URL of the database (default: SQLite file "
-                    "fornace.sqlite in state_dir), e.g. "
-                    "postgresql+psycopg://user@127.0.0.1:5432/fornace."),
-]
 
 def register(conf: cfg.ConfigOpts) -> None:
+    """``[api]``, and the shared options the API reads: the broker, the data
+    folder (the catalog it serves) and the database (with ``[api] state_dir``)."""
     conf.register_opts(api_opts, group="api")
-    conf.register_opts(database_opts, group="database")
-
-
-def database_url(conf: cfg.ConfigOpts) -> str:
-    if conf.database.connection:
-        return conf.database.connection
-    os.makedirs(conf.api.state_dir, exist_ok=True)
-    return "sqlite:///" + os.path.join(conf.api.state_dir, "fornace.sqlite")
+    options.register_broker(conf)
+    options.register_data_folder(conf)
+    options.register_database(conf)
 
 
 def catalog_file(conf: cfg.ConfigOpts) -> Path:
-    """The type catalog the conductor uses: ``types.json`` of its ``data_dir``
-    (the common option the ``fornace`` command registers for every process),
-    or the built-in one when that folder has none -- as templates fall back."""
-    builtin = BUILTIN_DATA / "types.json"
-    try:
-        data_dir = conf.data_dir
-    except cfg.NoSuchOptError:  # a configuration without the conductor's options
-        return builtin
-    path = Path(os.path.expanduser(data_dir)) / "types.json"
-    return path if path.exists() else builtin
+    """The type catalog the conductor uses: ``types.json`` of the data folder
+    (``data_dir``), or the built-in one when that folder has none -- as
+    templates fall back."""
+    path = options.data_folder(conf) / "types.json"
+    return path if path.exists() else BUILTIN_DATA / "types.json"
 
 
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
-    """For oslo-config-generator (``etc/fornace.conf.sample``)."""
-    return [("api", api_opts), ("database", database_opts)] + identity.list_opts()
+    """For oslo-config-generator (``etc/fornace.conf.sample``; the shared options
+    are :mod:`fornace.common.options`')."""
+    return [("api", api_opts)]
 
 
 def package_limits(conf: cfg.ConfigOpts) -> PackageLimits:

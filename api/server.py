@@ -23,15 +23,16 @@ from fornace.api import policy
 from fornace.api.app import create_app
 from fornace.api.auth import KeystoneAuth, NoAuth
 from fornace.api.trusts import Trusts
-from fornace.api.config import catalog_file, database_url, package_limits
+from fornace.api.config import catalog_file, package_limits
 from fornace.api.jobstore import Jobs
 from fornace.api.limits import UnitLimits
 from fornace.api.packages.store import Packages
-from fornace.api.packages.workflows import WorkflowFiles, data_folder
+from fornace.api.packages.workflows import WorkflowFiles
 from fornace.api.store import Outcome, Store
 from fornace.common import contract
 from fornace.common.broker import Broker
 from fornace.common.consumer import BATCH_SIZE, Consumer, Delivery
+from fornace.common import options
 from fornace.common.catalog import load_catalog
 from fornace.common.db.engine import make_engine, session_factory, upgrade
 from fornace.common.packages.checks import PackageCheck, WorkflowCheck
@@ -78,7 +79,7 @@ class ApiService:
         command that starts the API passes the workflow checker; None: uploads
         are refused with 503).  ``workflow_check``: how the dashboard checks an
         environment's workflow files (None: they are shown unchecked)."""
-        url = db_url or database_url(conf)
+        url = db_url or options.database_url(conf)
         if migrate:  # worker processes leave it to their parent
             upgrade(url)
         self.engine = make_engine(url)
@@ -94,7 +95,7 @@ class ApiService:
         self.jobs = Jobs(self.store)
         # the access rules: the defaults, and what a policy file changes of them
         self.packages = Packages(self.store.sessions, package_limits(conf), package_check)
-        self.workflow_files = WorkflowFiles(self.store.sessions, data_folder(conf),
+        self.workflow_files = WorkflowFiles(self.store.sessions, options.data_folder(conf),
                                             workflow_check, package_limits(conf))
         self.app: FastAPI = create_app(self.store, auth, conf.api.max_body_size, self.jobs,
                                        allowed_origins=conf.api.allowed_origins,

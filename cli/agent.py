@@ -23,7 +23,7 @@ import threading
 from oslo_config import cfg
 
 from fornace.agent import config
-from fornace.cli import logs
+from fornace.cli import daemonlogs
 from fornace.cli.signals import stop_on_signals
 
 
@@ -50,7 +50,7 @@ def run(conf: cfg.ConfigOpts) -> int:
         print(f"fornace agent: set {' and '.join(missing)} in the config file",
               file=sys.stderr)
         return 2
-    logs.setup(conf)   # after the checks: a refused command leaves logging as it was
+    daemonlogs.setup(conf)   # after the checks: a refused command leaves logging as it was
     try:
         from fornace.agent.service import Agent
 

@@ -10,8 +10,8 @@ from typing import Callable
 
 from oslo_config import cfg
 
-from fornace.api.config import database_url
-from fornace.cli import logs
+from fornace.cli import daemonlogs
+from fornace.common.options import database_url
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -43,7 +43,7 @@ def run(conf: cfg.ConfigOpts) -> int:
         print("fornace api: --workers above 1 needs a broker shared by the processes: "
               "set [broker] url = filesystem:///folder or amqp://...", file=sys.stderr)
         return 2
-    logs.setup(conf)
+    daemonlogs.setup(conf)
     options = {"host": command.host or conf.api.host, "port": command.port or conf.api.port,
                "log_level": "info", "access_log": conf.api.access_log,
                "log_config": None,   # uvicorn's lines go where oslo.log sends the others
@@ -81,7 +81,7 @@ def worker_app():
     spec = json.loads(os.environ[WORKER_ENV])
     conf = build_conf("api")
     conf(command_line(spec["argv"]), project="fornace", prog="fornace")
-    logs.setup(conf)   # a new process: its own logging
+    daemonlogs.setup(conf)   # a new process: its own logging
     return _service(conf, spec["db"], migrate=False).app
 
 

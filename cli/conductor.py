@@ -7,13 +7,9 @@ from pathlib import Path
 
 from oslo_config import cfg
 
-from fornace.cli import logs
+from fornace.cli import daemonlogs
 from fornace.cli.signals import stop_on_signals, wait_for_stop
-from fornace.conductor.config import conductor_opts
 from fornace.conductor.executors import AGENTS, STACKS
-
-def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
-    return [("conductor", conductor_opts)]
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -32,13 +28,13 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(conf: cfg.ConfigOpts) -> int:
-    from fornace.api.config import database_url   # the job locks are in the API's database
     from fornace.common.broker import warn_if_in_memory
+    from fornace.common.options import database_url   # where the job locks are
     from fornace.conductor.config import engine_settings, trust_deleter
     from fornace.conductor.daemon import Conductor, ConductorSettings
     from fornace.conductor.executors import stacks_factory
 
-    logs.setup(conf)
+    daemonlogs.setup(conf)
     command = conf.command
     settings = ConductorSettings(
         broker_url=conf.broker.url, data_dir=Path(conf.data_dir),

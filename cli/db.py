@@ -3,15 +3,22 @@
 ``fornace api`` and ``fornace up`` upgrade the schema themselves when they
 start (processes starting together take turns); these commands let an
 operator do it before, or see where a database stands.  Exit status of
-``current``: 0 at the newest revision, 1 behind it (or empty).
+``current``: 0 at the newest revision, 1 behind it (or empty); of both, as
+``fornace --help`` says: 2 for a URL that names no database Fornace can use
+(unparseable, an unknown dialect or driver), 3 for a database that is
+unreachable or refuses (one line naming the URL, its password masked).
 """
 from __future__ import annotations
 
 import argparse
+import re
+import sys
 
 from oslo_config import cfg
 
-from fornace.api.config import database_url
+from fornace.cli.client.common import FAILED, OK, UNAVAILABLE, USAGE
+from fornace.common.options import database_url
+from fornace.common.secrets import mask_text
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -29,22 +36,65 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(conf: cfg.ConfigOpts) -> int:
+    from alembic.util import CommandError
     from sqlalchemy import make_url
-
-    from fornace.common.db.engine import current, head_revision, upgrade
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
 
     command = conf.command
-    url = command.db or database_url(conf)
-    shown = make_url(url).render_as_string(hide_password=True)
-    if command.action == "upgrade":
+    try:
+        url = command.db or database_url(conf)
+    except OSError as exc:   # the default SQLite file's folder cannot be made
+        return _fail(f"in [api] state_dir {conf.api.state_dir}", "cannot be made",
+                     _reason(exc, []), UNAVAILABLE)
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):   # ValueError: a port that is no number
+        # without SQLAlchemy's reason: it may quote a piece of the password
+        shown = _UNPARSED_PASSWORD.sub(lambda found: f"{found[1]}:***@", url)
+        return _fail(shown, "is no database URL",
+                     "dialect+driver://user:password@host:port/name expected", USAGE)
+    shown = parsed.render_as_string(hide_password=True)
+    password = [str(parsed.password)] if parsed.password else []
+    try:
+        return _run(command.action, url, shown)
+    except (ArgumentError, NoSuchModuleError, ImportError) as exc:   # ImportError: no driver
+        return _fail(shown, "is no database Fornace can use", _reason(exc, password), USAGE)
+    except (SQLAlchemyError, CommandError, OSError) as exc:   # OSError: SQLite's folder
+        return _fail(shown, "cannot be used", _reason(exc, password), UNAVAILABLE)
+
+
+def _run(action: str, url: str, shown: str) -> int:
+    from fornace.common.db.engine import current, head_revision, upgrade
+
+    if action == "upgrade":
         before = upgrade(url)
         head = head_revision()
         if before == head:
             print(f"{shown}: already at revision {head}")
         else:
             print(f"{shown}: upgraded from {before or 'an empty schema'} to revision {head}")
-        return 0
+        return OK
     revision, head = current(url)
     state = "the newest" if revision == head else f"behind the newest, {head}"
     print(f"{shown}: revision {revision or 'none (empty schema)'} ({state})")
-    return 0 if revision == head else 1
+    return OK if revision == head else FAILED
+
+
+# scheme://user:password@ of a URL SQLAlchemy cannot parse (to the last @)
+_UNPARSED_PASSWORD = re.compile(r"(//[^:/@]*):.*@")
+
+
+def _reason(exc: BaseException, secrets: list[str]) -> str:
+    """The first line of the reason the driver or SQLAlchemy gave, ``secrets``
+    masked."""
+    from sqlalchemy.exc import DBAPIError
+
+    reason = str(exc.orig if isinstance(exc, DBAPIError) else exc).strip()
+    return mask_text(reason.splitlines()[0], secrets) if reason else type(exc).__name__
+
+
+def _fail(shown: str, what: str, reason: str, code: int) -> int:
+    """One line on standard error, no traceback: the database (``shown``, its
+    password masked), what is wrong with it, and why."""
+    print(f"fornace db: the database {shown} {what}: {reason}", file=sys.stderr)
+    return code

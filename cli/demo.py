@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from oslo_config import cfg
 
-from fornace.cli import logs
+from fornace.cli import daemonlogs
 from fornace.cli.client.http import ApiClient, ClientError
 from fornace.common.errors import FornaceError
 
@@ -149,7 +149,7 @@ class Demo:
 
 
 def run(conf: cfg.ConfigOpts) -> int:
-    logs.setup(conf, level="WARNING")
+    daemonlogs.setup(conf, level="WARNING")
     command = conf.command
     temporary = command.state_dir is None
     state_dir = command.state_dir or tempfile.mkdtemp(prefix="fornace-demo-")

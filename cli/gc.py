@@ -54,7 +54,7 @@ def _backends(conf: cfg.ConfigOpts) -> list[tuple[str, Any, Any]]:
 def run(conf: cfg.ConfigOpts) -> int:
     from sqlalchemy import delete, select
 
-    from fornace.api.config import database_url
+    from fornace.common.options import database_url
     from fornace.common.broker import Broker
     from fornace.common.db import queues
     from fornace.common.db.engine import make_engine

@@ -17,11 +17,12 @@ from typing import Any
 
 from oslo_config import cfg
 
-from fornace.cli import completion, logs
+from fornace.cli import completion, daemonlogs
 from fornace.common.errors import FornaceError
 
-# sub-command -> module with add_parsers(subparsers) and run(conf);
-# a module may serve several sub-commands (its run() looks at conf.command.name)
+# sub-command -> module with add_parsers(subparsers) and run(conf), named for it;
+# deploy serves deploy, action and plan, which all start a job (its run() looks
+# at conf.command.name)
 COMMANDS = {
     "up": "fornace.cli.up",
     "api": "fornace.cli.api",
@@ -30,26 +31,27 @@ COMMANDS = {
     "demo": "fornace.cli.demo",
     "env": "fornace.cli.client.env",
     "service": "fornace.cli.client.service",
-    "type": "fornace.cli.client.types",
+    "type": "fornace.cli.client.type",
     "deploy": "fornace.cli.client.deploy",
     "action": "fornace.cli.client.deploy",
     "plan": "fornace.cli.client.deploy",
     "jobs": "fornace.cli.client.jobs",
-    "logs": "fornace.cli.client.jobs",
-    "deployments": "fornace.cli.client.jobs",
+    "logs": "fornace.cli.client.logs",
+    "deployments": "fornace.cli.client.deployments",
     "trace": "fornace.cli.client.trace",
     "package": "fornace.cli.client.package",
-    "status": "fornace.cli.client.views",
-    "topology": "fornace.cli.client.views",
-    "outputs": "fornace.cli.client.views",
+    "status": "fornace.cli.client.status",
+    "topology": "fornace.cli.client.topology",
+    "outputs": "fornace.cli.client.outputs",
     "workflow": "fornace.cli.workflow",
     "db": "fornace.cli.db",
     "gc": "fornace.cli.gc",
 }
 
-# the option modules (each with register(conf)) a command's configuration has:
-# all of them, as a command reads groups others declare (the conductor reads
-# [database]); the agent, which runs on a unit, only its own
+# the option modules (each with register(conf): the service's own groups and the
+# shared ones of fornace.common.options it reads) a command's configuration has:
+# all of them, so that one configuration file serves every command; the agent,
+# which runs on a unit, only its own
 OPTION_MODULES = ("fornace.conductor.config", "fornace.api.config", "fornace.agent.config")
 COMMAND_OPTIONS = {"agent": ("fornace.agent.config",)}
 
@@ -91,9 +93,10 @@ Exit codes:
        the last real one), or a confirmation was answered no
   2    bad usage: wrong options, unreadable files or models, parameters or names
        the API rejects (HTTP 400, 404), a command that would ask for
-       confirmation without a terminal and without --yes
-  3    the API is unreachable or refused the request (authentication,
-       permission, environment busy, server error)
+       confirmation without a terminal and without --yes, a database URL
+       that names no database Fornace can use (fornace db)
+  3    the API (fornace db: the database) is unreachable or refused the
+       request (authentication, permission, environment busy, server error)
   130  interrupted (Ctrl-C; a followed job goes on)"""
 
 
@@ -160,8 +163,8 @@ def build_conf(command: str | None = None) -> cfg.ConfigOpts:
     conf = cfg.ConfigOpts()
     for name in COMMAND_OPTIONS.get(command or "", OPTION_MODULES):
         importlib.import_module(name).register(conf)
-    if command in logs.DAEMONS:
-        logs.register(conf)
+    if command in daemonlogs.DAEMONS:
+        daemonlogs.register(conf)
     conf.register_cli_opt(cfg.SubCommandOpt(
         "command", title="commands",
         handler=lambda subparsers: _add_command_parsers(subparsers, command),
@@ -170,7 +173,7 @@ def build_conf(command: str | None = None) -> cfg.ConfigOpts:
 
 
 GLOBAL_OPTIONS = ("--config-file", "--config-dir")
-# oslo.log's command-line options of the daemons (cli/logs.py): with a value, flags
+# oslo.log's command-line options of the daemons (cli/daemonlogs.py): with a value, flags
 LOG_OPTIONS = ("--log-file", "--logfile", "--log-dir", "--logdir", "--log-config-append",
                "--log-config", "--log_config", "--log-date-format", "--syslog-log-facility")
 LOG_FLAGS = ("--debug", "-d", "--nodebug", "--use-syslog", "--nouse-syslog", "--use-journal",
@@ -246,7 +249,7 @@ def _arrange(argv: list[str]) -> tuple[list[str], list[str]]:
     rest, a client command's options moved after it)."""
     front, rest = _split_global_options(argv)
     rest = sink_client_options(rest)
-    if rest and rest[0] in logs.DAEMONS:   # fornace api --debug --log-file F: oslo.log's
+    if rest and rest[0] in daemonlogs.DAEMONS:   # fornace api --debug --log-file F: oslo.log's
         more, rest = _split_global_options(rest, LOG_OPTIONS, LOG_FLAGS)
         front += more
     return front, rest

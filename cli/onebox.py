@@ -39,7 +39,7 @@ class OneBox:
                  db: str | None = None, max_environments: int | None = None) -> None:
         import uvicorn   # here, not at the top: every fornace command imports this module
 
-        from fornace.api.config import database_url
+        from fornace.common.options import database_url
         from fornace.api.protocol import http_protocol
         from fornace.api.server import ApiService
         from fornace.cli.api import package_check, workflow_check

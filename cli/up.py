@@ -6,7 +6,7 @@ import threading
 
 from oslo_config import cfg
 
-from fornace.cli import logs
+from fornace.cli import daemonlogs
 from fornace.cli.signals import stop_on_signals, wait_for_stop
 
 
@@ -28,7 +28,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(conf: cfg.ConfigOpts) -> int:
-    logs.setup(conf)
+    daemonlogs.setup(conf)
     command = conf.command
     from fornace.cli.onebox import OneBox
 

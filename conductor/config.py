@@ -1,14 +1,18 @@
-"""Configuration options (oslo.config) shared by the CLI and the daemons."""
+"""The conductor's options (oslo.config) and the settings built from them.
+
+``[conductor]``, ``[engine]``, ``[rabbitmq]`` and ``[heat]`` are the
+conductor's own; the broker, data folder and database options it shares with
+the API are declared in :mod:`fornace.common.options`.
+"""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
 from oslo_config import cfg
 
-from fornace.common import identity
+from fornace.common import identity, options
 from fornace.common.brokerurl import is_folder_url
 from fornace.common.jsonlimits import HARD_MAX_DEPTH
-from fornace.common.resources import BUILTIN_DATA
 from fornace.conductor.dsl.limits import Limits, MiB
 from fornace.conductor.executors import AGENTS, STACKS
 
@@ -70,15 +74,6 @@ rabbit_opts = [
                help="Address of the Fornace server given to instances in user data."),
 ]
 
-broker_opts = [
-    cfg.StrOpt("url", default="memory://", secret=True,
-               help="Broker URL: memory:// (in-process: API, conductor and simulated "
-                    "agents in one process), filesystem:///some/folder (messages as files, "
-                    "shared by the processes of one machine, e.g. local cloud agents; "
-                    "their agents get this URL too) or amqp://user:password@host:5672/vhost "
-                    "for RabbitMQ (agents get the [rabbitmq] settings)."),
-]
-
 heat_opts = [
     cfg.StrOpt("url", default=None,
                help="Heat endpoint, e.g. http://heat:8004/v1/%(tenant_id)s (the task's "
@@ -107,13 +102,6 @@ heat_opts = [
                       "without limit, as Murano 0.2 did). (The option 'timeout' of this "
                       "group is keystoneauth1's: of one HTTP request.)"),
 ]
-
-common_opts = [
-    cfg.StrOpt("data_dir", default=str(BUILTIN_DATA),
-               sample_default="<the catalog shipped with Fornace>",
-               help="Catalog folder: workflows/, templates/cf, templates/agent, init-scripts."),
-]
-
 
 conductor_opts = [
     cfg.IntOpt("max_environments", default=4, min=1,
@@ -149,20 +137,23 @@ conductor_opts = [
 
 
 def register(conf: cfg.ConfigOpts) -> None:
-    """Every option of the conductor side ([conductor] included: the CLI registers
-    them all without importing the daemon)."""
-    conf.register_opts(common_opts)
+    """Every option the conductor side reads ([conductor] included: the CLI registers
+    them all without importing the daemon): its own groups, and the shared ones it
+    reads -- the broker, the data folder, the database of the job locks and the
+    state folder the local cloud defaults into."""
     conf.register_opts(conductor_opts, group="conductor")
     conf.register_opts(engine_opts, group="engine")
     conf.register_opts(rabbit_opts, group="rabbitmq")
-    conf.register_opts(broker_opts, group="broker")
     conf.register_opts(heat_opts, group="heat")
+    options.register_broker(conf)
+    options.register_data_folder(conf)
+    options.register_database(conf)
 
 
 def config_mapping(conf: cfg.ConfigOpts) -> dict[str, Any]:
     """Every option as ``name`` / ``group.name`` for the ``##name`` paths."""
     values: dict[str, Any] = {}
-    for opt in common_opts:
+    for opt in options.data_opts:
         values[opt.dest] = conf[opt.dest]
     for group, opts in (("engine", engine_opts), ("rabbitmq", rabbit_opts)):
         for opt in opts:
@@ -209,5 +200,5 @@ def trust_deleter(conf: cfg.ConfigOpts) -> Callable[[str], None] | None:
 
 def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
     """For oslo-config-generator (``etc/fornace.conf.sample``)."""
-    return [(None, common_opts), ("engine", engine_opts), ("rabbitmq", rabbit_opts),
-            ("broker", broker_opts), ("heat", heat_opts + identity.group_opts())]
+    return [("conductor", conductor_opts), ("engine", engine_opts), ("rabbitmq", rabbit_opts),
+            ("heat", heat_opts + identity.group_opts())]

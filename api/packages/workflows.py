@@ -17,7 +17,6 @@ check`` says of one file) is handed over by the command that starts the API:
 """
 from __future__ import annotations
 
-import os
 import re
 import threading
 from collections import OrderedDict
@@ -25,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from oslo_config import cfg
 from sqlalchemy import select
 
 from fornace.api.errors import NotFound
@@ -36,20 +34,9 @@ from fornace.common.packages.checks import WorkflowCheck
 from fornace.common.packages.layers import (DATA_FOLDER, InEffect, Layer, in_effect,
                                             package_source, workflow_paths)
 from fornace.common.packages.loader import KEEP, PackageLoader
-from fornace.common.resources import BUILTIN_DATA
 
 PLAIN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.xml")
 MAX_SHOWN_BYTES = 2 * 1024 * 1024  # a file's text shown, at most
-
-
-def data_folder(conf: cfg.ConfigOpts) -> Path:
-    """The conductor's ``data_dir`` as the API sees it (the common option the
-    ``fornace`` command registers), else the built-in data -- as
-    :func:`fornace.api.config.catalog_file` finds the catalog."""
-    try:
-        return Path(os.path.expanduser(conf.data_dir))
-    except cfg.NoSuchOptError:
-        return BUILTIN_DATA
 
 
 def plain_name(name: str) -> bool:

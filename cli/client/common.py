@@ -17,6 +17,7 @@ import textwrap
 from typing import Any, Callable
 
 from fornace.cli.client import cloudauth
+from fornace.cli.client.formats import add_format_option, format_of
 from fornace.cli.client.http import ApiClient, ClientError
 from fornace.common import jsonlimits
 from fornace.common.errors import FornaceError
@@ -35,6 +36,15 @@ def add_command(subparsers: Any, name: str, summary: str, description: str,
     """A client command's parser: its description, examples and the connection options."""
     parser = _parser(subparsers, name, summary, description, examples)
     add_connection_options(parser)
+    return parser
+
+
+def add_environment_view(subparsers: Any, name: str, summary: str, description: str,
+                         examples: list[str]) -> argparse.ArgumentParser:
+    """A command showing one view of an environment (``fornace NAME ENV``, -f)."""
+    parser = add_command(subparsers, name, summary, description, examples)
+    parser.add_argument("environment", metavar="ENV", help="environment id or name")
+    add_format_option(parser)
     return parser
 
 
@@ -180,6 +190,25 @@ def find_environment(client: ApiClient, wanted: str) -> dict[str, Any]:
         raise FornaceError(f"no environment is named or has the id {wanted!r} "
                            f"(see fornace env list)")
     return named[0]
+
+
+def find_job(client: ApiClient, env_id: str, job_id: str | None) -> dict[str, Any]:
+    """The job ``job_id`` of the environment ``env_id``, else its newest one."""
+    if job_id:
+        return client.get(f"/environments/{env_id}/jobs/{job_id}")
+    listed = client.get(f"/environments/{env_id}/jobs")["jobs"]
+    if not listed:
+        raise FornaceError(f"environment {env_id} has no jobs yet: deploy it first")
+    return listed[0]
+
+
+def environment_view(command: Any, client: ApiClient,
+                     view: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the environment ``command`` names, its ``view`` as the API serves it at
+    ``/environments/ID/VIEW``); contradicting format options are said first."""
+    format_of(command)
+    env = find_environment(client, command.environment)
+    return env, client.get(f"/environments/{env['id']}/{view}")
 
 
 def find_service(services: list[dict[str, Any]], wanted: str) -> dict[str, Any]:

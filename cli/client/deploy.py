@@ -18,7 +18,7 @@ from fornace.cli.client.common import FAILED, OK, add_command, dispatch, find_en
 from fornace.cli.client.confirm import DECLINED, add_yes_option, confirmed, extent, plural
 from fornace.cli.client.follow import Follower, follow_or_return, newest_job, report_line
 from fornace.cli.client.http import ApiClient, ClientError
-from fornace.cli.client.output import add_format_option, emit, format_of, print_table
+from fornace.cli.client.formats import add_format_option, emit, format_of, print_table
 from fornace.cli.client.service import load_services
 from fornace.cli.client.session import Sessions
 from fornace.common import jsonlimits

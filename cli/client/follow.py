@@ -18,7 +18,7 @@ from typing import Any
 
 from fornace.cli.client.common import FAILED, OK
 from fornace.cli.client.http import ApiClient, ClientError
-from fornace.cli.client.output import Live, cell, parse_time, print_json
+from fornace.cli.client.formats import Live, cell, parse_time, print_json
 from fornace.common.errors import FornaceError
 
 POLL = 0.5      # seconds between two reads of the job

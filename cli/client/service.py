@@ -8,7 +8,7 @@ when the file name ends in ``.yaml``/``.yml`` (PyYAML comes with
 oslo.config); or from options (``--type``, ``--name``, ``--units``,
 ``--set FIELD=VALUE``).  Every field is checked before anything changes, against
 the service's type as the API serves it (``GET /types/{name}``, see
-:mod:`fornace.cli.client.types`), and the API checks it again.  ``update`` changes
+:mod:`fornace.cli.client.type`), and the API checks it again.  ``update`` changes
 fields of a service in the same session: ``--set`` (dotted fields set inside
 objects) or ``--file`` (fields merged in as a JSON merge patch), and prints
 each field that changed.
@@ -27,11 +27,11 @@ from fornace.common.errors import FornaceError
 from fornace.cli.client.common import (OK, add_command, add_group, dispatch, find_environment,
                                        find_service, key_values, note)
 from fornace.cli.client.confirm import DECLINED, add_yes_option, confirmed, plural
-from fornace.cli.client.output import (add_format_option, cell, emit, format_of,
+from fornace.cli.client.formats import (add_format_option, cell, emit, format_of,
                                        print_json, print_table)
 from fornace.cli.client.http import ApiClient
 from fornace.cli.client.session import Sessions
-from fornace.cli.client.types import ServerTypes, check_changed, check_new
+from fornace.cli.client.type import ServerTypes, check_changed, check_new
 
 FILE_HELP = "a JSON or YAML (.yaml, .yml) file: a service, a list of them, or an " \
             "environment model with 'services'"

@@ -12,10 +12,9 @@ import argparse
 import json
 from typing import Any
 
-from fornace.cli.client.common import OK, add_command, dispatch, find_environment
+from fornace.cli.client.common import OK, add_command, dispatch, find_environment, find_job
 from fornace.cli.client.http import ApiClient
-from fornace.cli.client.jobs import _job
-from fornace.cli.client.output import print_json
+from fornace.cli.client.formats import print_json
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -38,7 +37,7 @@ def run(conf: Any) -> int:
 
 def trace(command: Any, client: ApiClient) -> int:
     env = find_environment(client, command.environment)
-    job = _job(client, env["id"], command.job)
+    job = find_job(client, env["id"], command.job)
     document = client.get(f"/environments/{env['id']}/jobs/{job['id']}/trace")
     if command.json:
         print_json(document)

@@ -17,8 +17,8 @@ import yaml
 
 from apikit import free_port
 from clikit import as_json, ok, one_line_error, runner, site
-from fornace.cli.client.output import format_of, local_time, value_cell
-from fornace.cli.client.views import output_rows
+from fornace.cli.client.formats import format_of, local_time, value_cell
+from fornace.cli.client.outputs import output_rows
 from fornace.cli.main import command_line, main
 from fornace.common.errors import FornaceError
 

@@ -1,12 +1,13 @@
 """``fornace db upgrade|current``, and schema upgrades of processes starting together."""
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import uuid
 
 import pytest
-from sqlalchemy import inspect, text
+from sqlalchemy import inspect, make_url, text
 
 from fornace.cli.main import main
 from fornace.common.db.engine import current, make_engine
@@ -34,13 +35,41 @@ def test_an_action_is_required(capsys):
     assert exc.value.code == 2 and "ACTION" in capsys.readouterr().err
 
 
-def test_the_password_is_not_printed(capsys):
-    main(["db", "current", "--db", "sqlite:///:memory:"])
-    url = "postgresql+psycopg://fornace:s3cret-pw@127.0.0.1:1/none"
-    with pytest.raises(Exception):   # nothing listens there
-        main(["db", "current", "--db", url])
+@pytest.mark.parametrize("action", ["current", "upgrade"])
+def test_an_unreachable_database_is_one_line_with_the_password_masked(action, capsys):
+    url = "postgresql+psycopg://fornace:s3cret-pw@127.0.0.1:1/none"   # nothing listens there
+    assert main(["db", action, "--db", url]) == 3     # README: unreachable or refused
     captured = capsys.readouterr()
-    assert "s3cret-pw" not in captured.out + captured.err
+    assert captured.out == "" and "Traceback" not in captured.err
+    [line] = captured.err.splitlines()
+    assert re.fullmatch(r"fornace db: the database postgresql\+psycopg://fornace:\*\*\*@"
+                        r"127\.0\.0\.1:1/none cannot be used: .*refused.*", line), line
+    assert "s3cret-pw" not in line
+
+
+def test_a_database_that_refuses_the_user_is_named_with_its_password_masked(capsys):
+    url = make_url(postgres_url()).set(username="no_such_fornace_role", password="s3cret-pw")
+    url = url.render_as_string(hide_password=False)
+    assert main(["db", "current", "--db", url]) == 3
+    [line] = capsys.readouterr().err.splitlines()
+    assert "no_such_fornace_role:***@" in line and "s3cret-pw" not in line
+    assert "cannot be used" in line
+
+
+@pytest.mark.parametrize("url, shown", [
+    ("nosuchdialect://someone:s3cret-pw@host/db",
+     "nosuchdialect://someone:***@host/db is no database Fornace can use: Can't load plugin"),
+    ("postgresql+psycopg://someone:s3c@ret:pw@127.0.0.1:1/none",   # an @ the URL cannot hold
+     "postgresql+psycopg://someone:***@127.0.0.1:1/none is no database URL: "
+     "dialect+driver://user:password@host:port/name expected"),
+    ("not a url", "not a url is no database URL"),
+])
+def test_a_url_that_names_no_usable_database_is_bad_usage(url, shown, capsys):
+    assert main(["db", "current", "--db", url]) == 2
+    captured = capsys.readouterr()
+    [line] = captured.err.splitlines()
+    assert line.startswith(f"fornace db: the database {shown}"), line
+    assert "s3c" not in line and "ret:pw" not in line
 
 
 def upgrade_together(url: str, processes: int = 4) -> list[tuple[int, str]]:

@@ -9,7 +9,7 @@ import time
 from fornace.cli.client import follow
 from fornace.cli.client.follow import Follower, Outcome
 from fornace.cli.client.http import ClientError
-from fornace.cli.client.output import Live
+from fornace.cli.client.formats import Live
 
 
 class Vanishing:

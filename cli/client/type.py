@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from fornace.cli.client.common import (OK, add_command, add_group, dispatch,
                                        find_environment, note)
 from fornace.cli.client.http import ApiClient, ClientError
-from fornace.cli.client.output import add_format_option, emit, print_table
+from fornace.cli.client.formats import add_format_option, emit, print_table
 from fornace.common.errors import FornaceError
 
 if TYPE_CHECKING:
@@ -162,7 +162,7 @@ def field_rows(document: dict[str, Any]) -> list[tuple[Any, ...]]:
 
 def type_lines(document: dict[str, Any]) -> list[str]:
     """The table view of ``fornace type show``."""
-    from fornace.cli.client.output import table
+    from fornace.cli.client.formats import table
 
     name = document.get("name")
     lines = [f"type {name}" + (" (abstract: no service has it)" if document.get("abstract")

@@ -1,0 +1,96 @@
+"""The options several services read, declared once (oslo.config).
+
+The API, the conductor and the operators' commands all read the broker
+(``[broker] url``), the data folder (``data_dir``), the database
+(``[database] connection``) and the state folder the database defaults into
+(``[api] state_dir``: its group is the API's for the configuration files
+written before it was shared).  Each service registers the groups it reads
+with the ``register_*`` functions here -- registering one twice is a no-op --
+and never reads an option another service declares.  The options only one
+service reads stay in its own ``config`` module (``fornace.api.config``,
+``fornace.conductor.config``, ``fornace.agent.config``); ``[keystone]``, which
+the API and the conductor read too, is :mod:`fornace.common.identity`'s.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from oslo_config import cfg
+
+from fornace.common import identity
+from fornace.common.resources import BUILTIN_DATA
+
+DEFAULT_STATE_DIR = os.path.join(os.path.expanduser("~"), ".fornace")
+
+BROKER = "broker"
+DATABASE = "database"
+STATE = "api"   # [api] state_dir: the group it had when only the API read it
+
+broker_opts = [
+    cfg.StrOpt("url", default="memory://", secret=True,
+               help="Broker URL: memory:// (in-process: API, conductor and simulated "
+                    "agents in one process), filesystem:///some/folder (messages as files, "
+                    "shared by the processes of one machine, e.g. local cloud agents; "
+                    "their agents get this URL too) or amqp://user:password@host:5672/vhost "
+                    "for RabbitMQ (agents get the [rabbitmq] settings)."),
+]
+
+data_opts = [
+    cfg.StrOpt("data_dir", default=str(BUILTIN_DATA),
+               sample_default="<the catalog shipped with Fornace>",
+               help="Catalog folder: workflows/, templates/cf, templates/agent, init-scripts."),
+]
+
+state_opts = [
+    cfg.StrOpt("state_dir", default=DEFAULT_STATE_DIR, sample_default="~/.fornace",
+               help="Folder for the default SQLite database and other local state."),
+]
+
+database_opts = [
+    cfg.StrOpt("connection", secret=True,
+               help="SQLAlchemy URL of the database (default: SQLite file "
+                    "fornace.sqlite in state_dir), e.g. "
+                    "postgresql+psycopg://user@127.0.0.1:5432/fornace."),
+]
+
+
+def register_broker(conf: cfg.ConfigOpts) -> None:
+    """``[broker] url``: where tasks, results, reports and job events travel."""
+    conf.register_opts(broker_opts, group=BROKER)
+
+
+def register_data_folder(conf: cfg.ConfigOpts) -> None:
+    """``data_dir``: the catalog (workflows, templates, types.json)."""
+    conf.register_opts(data_opts)
+
+
+def register_state_folder(conf: cfg.ConfigOpts) -> None:
+    """``[api] state_dir``: the default database's folder, and the local cloud's."""
+    conf.register_opts(state_opts, group=STATE)
+
+
+def register_database(conf: cfg.ConfigOpts) -> None:
+    """``[database] connection``, and the state folder its default is in."""
+    conf.register_opts(database_opts, group=DATABASE)
+    register_state_folder(conf)
+
+
+def database_url(conf: cfg.ConfigOpts) -> str:
+    """``[database] connection``, else the SQLite file ``fornace.sqlite`` in
+    ``[api] state_dir`` (the folder is made)."""
+    if conf.database.connection:
+        return conf.database.connection
+    os.makedirs(conf.api.state_dir, exist_ok=True)
+    return "sqlite:///" + os.path.join(conf.api.state_dir, "fornace.sqlite")
+
+
+def data_folder(conf: cfg.ConfigOpts) -> Path:
+    """``data_dir``, ``~`` expanded."""
+    return Path(os.path.expanduser(conf.data_dir))
+
+
+def list_opts() -> list[tuple[str | None, list[cfg.Opt]]]:
+    """For oslo-config-generator (``etc/fornace.conf.sample``)."""
+    return [(None, data_opts), (BROKER, broker_opts), (DATABASE, database_opts),
+            (STATE, state_opts)] + identity.list_opts()
