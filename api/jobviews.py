@@ -73,7 +73,7 @@ def _with_status(item: dict[str, Any], deployed: bool,
 
 
 def services_status(description: dict[str, Any], deployed: bool,
-                live: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+                    live: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Per service and unit its status; ``live``: the node states a running
     job sent (by id), shown over those of ``description``."""
     services = []

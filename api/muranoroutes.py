@@ -164,7 +164,8 @@ async def deployment_reports(env_id: str, deployment_id: str, request: Request,
                              ctx: Context = Depends(permitted("deployment:show")),
                              store: Store = Depends(store_of)) -> dict:
     service_ids = request.query_params.getlist("service_id")
-    return {"reports": await run(store.reports.of_deployment, ctx, env_id, deployment_id, service_ids)}
+    return {"reports": await run(store.reports.of_deployment, ctx, env_id, deployment_id,
+                                 service_ids)}
 
 
 @router.get("/deployments")

@@ -133,8 +133,8 @@ def finish(store: Any, env_id: str, session_id: str) -> None:
             unit["state"] = {"hostname": f"{unit.get('name', 'unit')}.acme.loc"}
     store.reports.add({"id": model["services"][0]["id"] if model.get("services") else None,
                       "entity": "service" if model.get("services") else None,
-                      "text": "deployment finished", "level": "info",
-                      "environment_id": env_id}, None)
+                       "text": "deployment finished", "level": "info",
+                       "environment_id": env_id}, None)
     store.results.apply(model, None)
 
 

@@ -215,7 +215,7 @@ def run(args: argparse.Namespace) -> int:
             jobs.apply(body, message_id)
         if "batches" in args.modes:
             jobs.apply_all(events(*running_job(sessions, engine, services, units),
-                                         tasks=50, count=150))
+                                  tasks=50, count=150))
         results: dict[str, list[Run]] = {mode: [] for mode in args.modes}
         same = True
         for _ in range(args.repeat):

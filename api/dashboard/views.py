@@ -142,7 +142,8 @@ def environment_overview(store: Store, jobs: Jobs, ctx: Context,
             "job_counts": {name: len(found) for name, found in kinds.items()},
             "running": running, "topology": graph.render(view, statuses),
             "problems": view["problems"], "outputs": environment_outputs(env),
-            "reports": store.reports.of_deployment(ctx, env_id, last["id"], [])[-15:] if last else []}
+            "reports": (store.reports.of_deployment(ctx, env_id, last["id"], [])[-15:]
+                        if last else [])}
 
 
 def _shown_services(store: Store, ctx: Context, env: dict[str, Any], session_id: str | None,
@@ -220,7 +221,8 @@ def job_page(store: Store, jobs: Jobs, ctx: Context, env_id: str,
     for task in job["tasks"]:
         task["summary_text"] = summary_text(task.get("summary"))
     return {"env": env, "job": job, "busy": job["finished"] is None,
-            "kind": job_kind(job["action"]), "reports": store.reports.of_deployment(ctx, env_id, job_id, [])}
+            "kind": job_kind(job["action"]),
+            "reports": store.reports.of_deployment(ctx, env_id, job_id, [])}
 
 
 # an older conductor wrote a result list as a Python repr: "ok: ['serving ...']"

@@ -39,7 +39,7 @@ def deploy(api, env_id, session_id, headers=None):
 def finish(api, model, message_id, reports=()):
     for index, (level, entity_id, text) in enumerate(reports):
         api.store.reports.add(contract.report_body(entity_id, "unit", text, level, model["id"]),
-                             f"{message_id}-r{index}")
+                              f"{message_id}-r{index}")
     api.store.results.apply(contract.result_body(model), message_id)
 
 

@@ -143,7 +143,7 @@ def traced_env(api: Api, browser: Browser, pinned: bool = True) -> tuple[str, st
     _, job_id = api.published.tasks[-1]
     document = {**TRACE, "environment_id": env_id, "job_id": job_id, "action": "deploy"}
     api.store.job_events.apply(contract.trace_event_body(env_id, job_id, encode(document)),
-                             f"{job_id}-trace")
+                               f"{job_id}-trace")
     return env_id, job_id
 
 

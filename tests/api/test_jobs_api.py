@@ -1,5 +1,6 @@
-"""Jobs through the API: actions, busy refusals, abandon, job events, TSV,
-topology and status views -- on SQLite and on the real PostgreSQL."""
+"""Jobs through the API: actions, busy refusals, abandon, TSV, topology and
+status views (job events, results and reports: test_store_jobevents,
+test_store_results, test_store_reports) -- on SQLite and on the real PostgreSQL."""
 from __future__ import annotations
 
 import copy
@@ -72,7 +73,7 @@ def new_env(client, services=(), name=None):
     session = client.post(f"/environments/{env['id']}/configure").json()["id"]
     for service in services:
         response = client.post(f"/environments/{env['id']}/services/", json=service,
-                                   headers={"X-Configuration-Session": session})
+                               headers={"X-Configuration-Session": session})
         assert response.status_code == 200, response.text
     return env["id"], session
 
@@ -81,7 +82,7 @@ def finish(api, message_id, model, reports=()):
     env_id = model["id"]
     for index, (level, text) in enumerate(reports):
         api.store.reports.add(contract.report_body(env_id, "environment", text, level, env_id),
-                             f"{message_id}-report-{index + 1}")
+                              f"{message_id}-report-{index + 1}")
     api.store.results.apply(contract.result_body(model), message_id)
 
 
@@ -115,8 +116,8 @@ def message(response):
 
 def event(api, env_id, job_id, change_id, message_id=None, **task):
     api.store.job_events.apply(contract.task_event_body(env_id, job_id,
-                                                      {"change_id": change_id, **task}),
-                             message_id)
+                                                        {"change_id": change_id, **task}),
+                               message_id)
 
 
 # -- starting jobs -----------------------------------------------------------------------
@@ -134,7 +135,7 @@ def test_an_action_creates_a_job_and_publishes_its_task(api):
     assert message_id == job["id"]
     task = contract.parse_task(body)
     assert (task.job_id, task.action, task.parameters) == (job["id"], "scale",
-                                                          job["parameters"])
+                                                           job["parameters"])
     assert (task.token, task.tenant_id, task.environment_id) == ("tok-9", "t1", env_id)
     assert task.model["services"][0]["adminPassword"] == "P@ssw0rd-web"  # the conductor's
     shown = api.client.get(f"/environments/{env_id}").json()

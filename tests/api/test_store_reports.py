@@ -43,7 +43,7 @@ def test_reports_in_a_batch(api, monkeypatch, caplog):
     monkeypatch.setattr(reports_module, "stored_message_ids", lambda db, ids: set())
     caplog.set_level("INFO", logger="fornace.api.stores.reports")
     assert api.store.reports.add_all([(report("four"), f"{job}-report-4"),
-                                  (report("three", "warning"), f"{job}-report-3")]) == \
+                                      (report("three", "warning"), f"{job}-report-3")]) == \
         [None, None]
     assert "one by one" in caplog.text and f"report {job}-report-3 already stored" in caplog.text
     shown = api.client.get(f"/environments/{env_id}/deployments/{job}").json()["reports"]
@@ -59,9 +59,9 @@ def test_a_running_jobs_secrets_mask_every_batch_of_its_reports_and_events(api):
     secret = body["services"][0]["adminPassword"]
     for batch in range(3):   # three batches: the first reads the secrets, the others keep them
         api.store.reports.add_all([(contract.report_body(env_id, "environment",
-                                                     f"batch {batch}: password {secret}",
-                                                     "info", env_id),
-                                f"{message_id}-report-{batch + 1}")])
+                                                         f"batch {batch}: password {secret}",
+                                                         "info", env_id),
+                                    f"{message_id}-report-{batch + 1}")])
         event(api, env_id, message_id, f"T{batch}", status="running",
               summary=f"with {secret}", log=[f"line {secret}"])
     reports = api.client.get(f"/environments/{env_id}/deployments/{message_id}").text

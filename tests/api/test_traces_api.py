@@ -38,7 +38,7 @@ def a_trace(leak: str = "") -> dict:
 
 def send(api, env_id, job_id, document, message_id="m-trace"):
     api.store.job_events.apply(contract.trace_event_body(env_id, job_id, encode(document)),
-                             message_id)
+                               message_id)
 
 
 def test_a_trace_is_stored_compressed_and_read_back_masked(api):
@@ -81,7 +81,7 @@ def test_traces_that_are_not_traces_are_dropped(api, caplog):
                 "data": base64.b64encode(zlib.compress(b"{{{")).decode()}
     for number, trace in enumerate((not_zlib, not_json)):
         api.store.job_events.apply({"environment_id": env_id, "job_id": job_id, "kind": "trace",
-                                  "trace": trace}, f"bad-{number}")
+                                    "trace": trace}, f"bad-{number}")
     assert "is not zlib data" in caplog.text and "is not JSON once expanded" in caplog.text
     assert api.client.get(f"/environments/{env_id}/jobs/{job_id}/trace").status_code == 404
 
