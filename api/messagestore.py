@@ -7,12 +7,17 @@ and never will be; it is set aside with its :class:`ContractError` (the
 reason) as its outcome, and the consumer logs and drops it (acked, so never
 retried), as :class:`fornace.common.broker.Consumer` documents.  The others
 are stored in one transaction; when that fails, one by one
-(:func:`store_all`), so that one message never loses the others.
+(:func:`store_all`), so that one message never loses the others.  One
+that the database refuses alone (a value its column cannot hold) is set
+aside the same way: retried, it would be refused for ever, and keep the
+messages behind it waiting.
 """
 from __future__ import annotations
 
 import logging
 from typing import Any, Callable, Sequence, TypeVar
+
+from sqlalchemy.exc import DataError
 
 from fornace.common.contract import ContractError
 
@@ -64,10 +69,14 @@ def store_all(items: Sequence[Item], together: Callable[[Sequence[Item]], None],
     so that one item never loses the others.
 
     One outcome per item: None (stored, or dropped as its own code decided),
-    or the exception that stopped it one by one.  That stops the batch: the
-    later items get the same exception, untried, so that what comes from one
-    queue is stored in its order (the consumer requeues them behind the
-    failed one).  A single item goes straight to ``alone``.
+    a ContractError for an item whose values the database refuses alone (a
+    :class:`~sqlalchemy.exc.DataError`: a text too long for its column, a
+    NUL PostgreSQL cannot hold; it never will, so it is set aside like a
+    body the contract refuses, and the next items go on), or the exception
+    that stopped it one by one.  That stops the batch: the later items get
+    the same exception, untried, so that what comes from one queue is stored
+    in its order (the consumer requeues them behind the failed one).  A
+    single item goes straight to ``alone``.
     """
     if len(items) > 1:
         try:
@@ -81,7 +90,17 @@ def store_all(items: Sequence[Item], together: Callable[[Sequence[Item]], None],
     for index, item in enumerate(items):
         try:
             alone(item)
+        except DataError as exc:   # retried, it would be refused again, for ever
+            outcomes.append(refused_values(exc))
+            continue
         except Exception as exc:  # noqa: BLE001 -- the consumer logs and requeues it
             return outcomes + [exc] * (len(items) - index)
         outcomes.append(None)
     return outcomes
+
+
+def refused_values(exc: DataError) -> ContractError:
+    """Why a message whose values the database refuses is set aside (the
+    driver's first line: the rest quotes the statement's parameters)."""
+    return ContractError(f"the database cannot hold its values: "
+                         f"{str(exc.orig or exc).splitlines()[0][:300]}")

@@ -1,9 +1,11 @@
 """The one loop that stores results, reports and job events
 (:mod:`fornace.api.messagestore`): contract errors set aside, the rest in one
-transaction, one by one when that fails, stopping at the first failure."""
+transaction, one by one when that fails, stopping at the first failure; what
+the database refuses alone set aside."""
 from __future__ import annotations
 
 import pytest
+from sqlalchemy.exc import DataError
 
 from fornace.api.messagestore import store_all, store_message, store_messages
 from fornace.common.contract import ContractError
@@ -87,3 +89,26 @@ def test_one_message_raises_what_stopped_it():
     with pytest.raises(RuntimeError, match="b failed"):
         store_message(batch, "b", "3")
     assert store.stored == ["a"]
+
+
+def test_an_item_the_database_refuses_alone_is_set_aside_and_the_rest_go_on():
+    """A value its column cannot hold would be refused at every redelivery, and
+    keep what comes behind it waiting for ever: it is set aside with the
+    driver's reason (not the statement's parameters), the next items stored."""
+    refused = DataError("INSERT INTO statuses ...", {"text": "P@ssw0rd"},
+                        Exception("value too long for type character varying(64)\nmore"))
+    stored = []
+
+    def together(items):
+        raise refused
+
+    def alone(item):
+        if item == "long":
+            raise refused
+        stored.append(item)
+
+    outcomes = store_all(["a", "long", "c"], together, alone, "things")
+    assert outcomes[0] is None and outcomes[2] is None and stored == ["a", "c"]
+    assert isinstance(outcomes[1], ContractError)
+    assert str(outcomes[1]) == ("the database cannot hold its values: value too long for "
+                                "type character varying(64)")

@@ -69,3 +69,32 @@ def test_a_running_jobs_secrets_mask_every_batch_of_its_reports_and_events(api):
     for text in (reports, job):
         assert secret not in text
     assert reports.count("password ***") == 3 and job.count("with ***") == 3
+
+
+@pytest.fixture
+def postgres_api(tmp_path):
+    yield from _api("postgres", tmp_path)
+
+
+def test_reports_postgresql_cannot_hold_are_set_aside_not_retried_for_ever(postgres_api):
+    """An id longer than its column, a NUL in the text, a message id longer than
+    its column: PostgreSQL refuses each, at every redelivery; each is set aside
+    with the reason (the consumer drops it) and the reports behind it are stored."""
+    api = postgres_api
+    env_id, _ = deployed(api)
+    job = action(api, env_id, "check", {}).json()["id"]
+
+    def report(text, entity_id=env_id):
+        return contract.report_body(entity_id, "environment", text, "info", env_id)
+
+    items = [(report("long id", "x" * 70), f"{job}-report-1"),
+             (report("nul \x00 here"), f"{job}-report-2"),
+             (report("long message id"), "m" * 70),
+             (report("after them"), f"{job}-report-3")]
+    outcomes = api.store.reports.add_all(items)
+    assert [type(o).__name__ for o in outcomes] == ["ContractError"] * 3 + ["NoneType"]
+    assert "value too long" in str(outcomes[0]) and "NUL" in str(outcomes[1])
+    shown = api.client.get(f"/environments/{env_id}/deployments/{job}").json()["reports"]
+    assert [r["text"] for r in shown] == ["after them"]
+    with pytest.raises(contract.ContractError, match="the database cannot hold its values"):
+        api.store.reports.add(*items[1])                      # alone, the same
