@@ -7,6 +7,9 @@ import copy
 
 import pytest
 
+from fornace.api.context import Context
+from fornace.api.errors import NotFound
+from fornace.common import contract
 from test_jobs_api import _api, action, deployed, finish
 
 
@@ -77,3 +80,26 @@ def test_a_failed_plan_leaves_the_environment_state_as_it_was(api):
     job = action(api, env_id, "plan", {}).json()
     finish(api, job["id"], copy.deepcopy(model), [("error", "cannot plan")])
     assert api.client.get(f"/environments/{env_id}").json()["status"] == "ready"
+
+
+def test_a_delete_result_removes_the_environment_unless_the_job_reported_errors(api):
+    ctx = Context("t1", "u1")
+    kept, removed = deployed(api)[0], deployed(api)[0]
+    for env_id, errors in ((kept, [("error", "the stack would not go")]), (removed, [])):
+        api.store.environments.delete(ctx, env_id)
+        body, job_id = api.published.tasks[-1]           # the delete job's task
+        assert (body["id"], body["job"]["action"]) == (env_id, "delete")
+        finish(api, job_id, body, errors)
+    assert api.store.environments.get(ctx, kept)["status"] == "delete failure"
+    with pytest.raises(NotFound):
+        api.store.environments.get(ctx, removed)
+
+
+def test_a_result_without_a_running_job_changes_nothing(api):
+    env_id, model = deployed(api)
+    before = api.store.environments.get(Context("t1", "u1"), env_id)
+    api.store.results.apply(contract.result_body(dict(model, name="late")), "no-such-job")
+    after = api.store.environments.get(Context("t1", "u1"), env_id)
+    assert (after["name"], after["version"]) == (before["name"], before["version"])
+    with pytest.raises(contract.ContractError, match="result message"):
+        api.store.results.apply({"services": []}, "bad")
