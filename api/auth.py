@@ -12,7 +12,8 @@ from typing import Any, Callable, Mapping
 from fornace.api.errors import Unauthorized
 from fornace.common import identity
 from fornace.common.identity import IdentityError, Keystone
-from fornace.api.store import ID_LENGTH, Context
+from fornace.api.ids import ID_LENGTH
+from fornace.api.context import Context
 
 
 class NoAuth:

@@ -3,7 +3,7 @@
 ``POST /environments/{id}/actions/{name}`` starts a lifecycle action; the
 jobs of an environment, their tasks (JSON or TSV), its topology and status
 can be read, its endpoints (outputs) too, and a stuck job abandoned.  The work is done by
-:class:`~fornace.api.jobstore.Jobs`; these routes only translate HTTP.
+:class:`~fornace.api.stores.jobs.Jobs`; these routes only translate HTTP.
 """
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import Response
 
 from fornace.api.errors import ERROR_RESPONSES, BadRequest
-from fornace.api.jobstore import Jobs
+from fornace.api.stores.jobs import Jobs
 from fornace.api.routing import SESSION_HEADER, JsonRoute, parse_json, permitted, run
-from fornace.api.store import Context
+from fornace.api.context import Context
 
 TSV_TYPE = "text/tab-separated-values; charset=utf-8"
 

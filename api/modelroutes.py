@@ -19,7 +19,9 @@ from fastapi import APIRouter, Depends, Query
 from fornace.api.errors import ERROR_RESPONSES, NotFound
 from fornace.api.routing import SESSION_HEADER, JsonRoute, permitted, run, store_of
 from fornace.api.specs import declared_secrets
-from fornace.api.store import Context, Store, lookup_id
+from fornace.api.context import Context
+from fornace.api.stores.store import Store
+from fornace.api.ids import lookup_id
 from fornace.common.db.models import Deployment
 from fornace.common.secrets import find_secrets, masked
 

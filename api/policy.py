@@ -2,7 +2,7 @@
 
 Every route checks one rule (:func:`authorize`) against the caller's
 credentials (:func:`credentials`, from the request's
-:class:`~fornace.api.store.Context`) and a target holding the ``project_id``
+:class:`~fornace.api.context.Context`) and a target holding the ``project_id``
 the call acts on (the environment's tenant; the caller's own project for
 lists and creations).  The defaults let a project's members change its
 environments, its readers look at them, and only the *cloud admin* -- the
@@ -29,7 +29,7 @@ from oslo_config import cfg
 from oslo_policy import policy
 
 from fornace.api.errors import Forbidden
-from fornace.api.store import Context
+from fornace.api.context import Context
 
 CLOUD_ADMIN = "cloud_admin"
 OWNER = "owner"

@@ -17,7 +17,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from starlette.concurrency import run_in_threadpool
 
 from fornace.api.auth import NoAuth
-from fornace.api.store import Context, Store
+from fornace.api.context import Context
+from fornace.api.stores.store import Store
 
 SESSION_HEADER = Header(None, alias="X-Configuration-Session",
                         description="ID of a configuration session of this environment")

@@ -24,11 +24,12 @@ from fornace.api.app import create_app
 from fornace.api.auth import KeystoneAuth, NoAuth
 from fornace.api.trusts import Trusts
 from fornace.api.config import catalog_file, package_limits
-from fornace.api.jobstore import Jobs
+from fornace.api.stores.jobs import Jobs
 from fornace.api.limits import UnitLimits
 from fornace.api.packages.store import Packages
+from fornace.api.messagestore import Outcome
+from fornace.api.stores.store import Store
 from fornace.api.packages.workflows import WorkflowFiles
-from fornace.api.store import Outcome, Store
 from fornace.common import contract
 from fornace.common.broker import Broker
 from fornace.common.consumer import BATCH_SIZE, Consumer, Delivery
@@ -116,17 +117,17 @@ class ApiService:
             if failure is not None:
                 outcomes += [failure] * len(run)
             elif contract.is_job_event(run[0][0]):
-                outcomes += self.jobs.apply_job_events(_pairs(run))
+                outcomes += self.store.job_events.apply_all(_pairs(run))
             else:
                 body, delivery = run[0]
-                outcomes.append(_outcome(self.store.apply_result, body, delivery.message_id))
+                outcomes.append(_outcome(self.store.results.apply, body, delivery.message_id))
         return outcomes
 
     def _on_reports(self, items: Items) -> list[Outcome]:
-        return self.store.add_reports(_pairs(items))
+        return self.store.reports.add_all(_pairs(items))
 
     def _on_job_events(self, items: Items) -> list[Outcome]:
-        return self.jobs.apply_job_events(_pairs(items))
+        return self.store.job_events.apply_all(_pairs(items))
 
     def start_consumers(self) -> Consumer:
         """Consume results, reports and job events in a background thread."""
@@ -167,7 +168,7 @@ def _runs(items: Items, together: Callable[[Any], bool]) -> list[Items]:
 
 def _outcome(store: Callable[[Any, str | None], None], body: Any,
              message_id: str | None) -> Outcome:
-    """What storing one message came to (see :data:`fornace.api.store.Outcome`)."""
+    """What storing one message came to (see :data:`fornace.api.messagestore.Outcome`)."""
     try:
         store(body, message_id)
     except Exception as exc:  # noqa: BLE001 -- the consumer logs, drops or requeues it

@@ -24,7 +24,7 @@ from fornace.api.errors import Forbidden, Unavailable
 from fornace.common.identity import IdentityError, Keystone
 
 if TYPE_CHECKING:   # the store uses this module
-    from fornace.api.store import Context
+    from fornace.api.context import Context
 
 LOG = logging.getLogger(__name__)
 

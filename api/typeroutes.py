@@ -28,7 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from fornace.api import specs
 from fornace.api.errors import ERROR_RESPONSES, Forbidden, NotFound
 from fornace.api.routing import JsonRoute, authorize, permitted, run
-from fornace.api.store import Context
+from fornace.api.context import Context
 from fornace.common.catalog import Catalog, builtin_catalog
 from fornace.common.typeschema import UNITS, FieldSpec, merge
 

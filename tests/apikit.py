@@ -10,8 +10,8 @@ from sqlalchemy import text
 
 from fornace.api.app import create_app
 from fornace.api.auth import NoAuth
-from fornace.api.jobstore import Jobs
-from fornace.api.store import Store
+from fornace.api.stores.jobs import Jobs
+from fornace.api.stores.store import Store
 from fornace.common.catalog import Catalog
 from fornace.common.db.engine import make_engine, session_factory, upgrade
 

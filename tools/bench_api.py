@@ -3,7 +3,7 @@
 
 It creates a database of its own (``fornace_bench`` by default, through the
 ``postgres`` user of 127.0.0.1), brings it to the current schema, seeds
-environments directly through :class:`fornace.api.store.Store` (fast: no HTTP), then
+environments directly through :class:`fornace.api.stores.store.Store` (fast: no HTTP), then
 starts the API server for real in a separate process -- ``fornace api`` by
 default, or ``python -m uvicorn`` on :func:`server_app` with ``--server
 uvicorn --workers N`` -- and drives it over HTTP, open loop: request *i* is
@@ -118,7 +118,7 @@ class Env:
 
 def make_store(url: str):
     from fornace.common.db.engine import make_engine, session_factory
-    from fornace.api.store import Store
+    from fornace.api.stores.store import Store
     engine = make_engine(url)
     return Store(session_factory(engine), lambda body, message_id: None), engine
 
@@ -131,11 +131,11 @@ def finish(store: Any, env_id: str, session_id: str) -> None:
     for service in model.get("services") or []:
         for unit in service.get("units") or []:
             unit["state"] = {"hostname": f"{unit.get('name', 'unit')}.acme.loc"}
-    store.add_report({"id": model["services"][0]["id"] if model.get("services") else None,
+    store.reports.add({"id": model["services"][0]["id"] if model.get("services") else None,
                       "entity": "service" if model.get("services") else None,
-                      "text": "deployment finished", "level": "info",
-                      "environment_id": env_id}, None)
-    store.apply_result(model, None)
+                       "text": "deployment finished", "level": "info",
+                       "environment_id": env_id}, None)
+    store.results.apply(model, None)
 
 
 def seed(url: str, count: int, tenants: int, threads: int = 4) -> list[Env]:
@@ -144,7 +144,7 @@ def seed(url: str, count: int, tenants: int, threads: int = 4) -> list[Env]:
     Of every 20: 5 empty (never deployed), 11 deployed (1-3 services), 3 with
     an open session holding a new service (status ``pending``), 1 deploying.
     """
-    from fornace.api.store import Context
+    from fornace.api.context import Context
     store, engine = make_store(url)
     kinds = (["empty"] * 5 + ["deployed"] * 11 + ["pending"] * 3 + ["deploying"])
     plan = [(f"tenant-{i % tenants}", kinds[i % len(kinds)], i) for i in range(count)]
@@ -153,18 +153,18 @@ def seed(url: str, count: int, tenants: int, threads: int = 4) -> list[Env]:
 
     def one(tenant: str, kind: str, index: int) -> None:
         ctx = Context(tenant_id=tenant, user_id=USER)
-        env = store.create_environment(ctx, f"env-{index:05d}")
+        env = store.environments.create(ctx, f"env-{index:05d}")
         if kind in ("deployed", "pending", "deploying"):
-            session = store.configure(ctx, env["id"])["id"]
+            session = store.config_sessions.open(ctx, env["id"])["id"]
             for n in range(1 + index % 3 if kind == "deployed" else 1):
-                store.post_service(ctx, env["id"], "", web_server(f"web{n}"), session)
+                store.services.post(ctx, env["id"], "", web_server(f"web{n}"), session)
             if kind in ("deployed", "deploying"):
-                store.deploy(ctx, env["id"], session)
+                store.config_sessions.deploy(ctx, env["id"], session)
                 if kind == "deployed":
                     finish(store, env["id"], session)
             if kind == "deployed" and random.Random(index).random() < 0.3:  # a change on top
-                session = store.configure(ctx, env["id"])["id"]
-                store.post_service(ctx, env["id"], "", web_server("extra"), session)
+                session = store.config_sessions.open(ctx, env["id"])["id"]
+                store.services.post(ctx, env["id"], "", web_server("extra"), session)
                 kind = "pending"
         with lock:
             envs.append(Env(env["id"], tenant, kind))

@@ -7,8 +7,8 @@ a transaction of its own, and with several conductors it, not they, was the
 bottleneck.  This applies the same events of a 1000-task job -- 1000
 ``pending`` events (the job's plan), then ``running`` and ``ok`` with log
 lines for each task, fenced with the job's lock token like a conductor's --
-through :meth:`fornace.api.jobstore.Jobs.apply_job_event` (one transaction
-per event, as the consumer did) and :meth:`~fornace.api.jobstore.Jobs.apply_job_events`
+through :meth:`fornace.api.stores.jobevents.JobEvents.apply` (one transaction
+per event, as the consumer did) and :meth:`~fornace.api.stores.jobevents.JobEvents.apply_all`
 (batches of ``--batch``, as it does now), each on a job of its own on
 identical environments (10 services of 100 units, passwords in the
 description as a real one has), and prints events/s, the CPU seconds of this
@@ -168,12 +168,12 @@ def timed(mode: str, count: int, backends: Backends, apply: Callable[[], None]) 
 
 def _one_by_one(jobs: Any, todo: list[tuple[dict[str, Any], str]], batch: int) -> None:
     for body, message_id in todo:      # as the consumer did: a transaction per event
-        jobs.apply_job_event(body, message_id)
+        jobs.apply(body, message_id)
 
 
 def _batches(jobs: Any, todo: list[tuple[dict[str, Any], str]], batch: int) -> None:
     for start in range(0, len(todo), batch):
-        jobs.apply_job_events(todo[start:start + batch])
+        jobs.apply_all(todo[start:start + batch])
 
 
 APPLY = {"one-by-one": _one_by_one, "batches": _batches}
@@ -194,8 +194,7 @@ def stored_rows(sessions: Any, job_id: str) -> list[tuple]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from fornace.api.jobstore import Jobs
-    from fornace.api.store import Store
+    from fornace.api.stores.store import Store
     from fornace.common.db.engine import make_engine, session_factory, upgrade
 
     url = args.url or db_url(args.db_name, args.admin_url)
@@ -206,17 +205,17 @@ def run(args: argparse.Namespace) -> int:
         engine = make_engine(url)
         backends = Backends(engine)
         sessions = session_factory(engine)
-        jobs = Jobs(Store(sessions, lambda body, message_id: None))
+        jobs = Store(sessions, lambda body, message_id: None).job_events
         services, units = args.services, args.tasks // args.services
         print(f"PostgreSQL {url.rsplit('@', 1)[-1]}: {args.events} task events of a "
               f"{args.tasks}-task job ({services} services x {units} units), batches of "
               f"{args.batch}")
         warm = running_job(sessions, engine, services, units)   # caches, connections
         for body, message_id in events(*warm, tasks=50, count=150):
-            jobs.apply_job_event(body, message_id)
+            jobs.apply(body, message_id)
         if "batches" in args.modes:
-            jobs.apply_job_events(events(*running_job(sessions, engine, services, units),
-                                         tasks=50, count=150))
+            jobs.apply_all(events(*running_job(sessions, engine, services, units),
+                                  tasks=50, count=150))
         results: dict[str, list[Run]] = {mode: [] for mode in args.modes}
         same = True
         for _ in range(args.repeat):
@@ -254,7 +253,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--modes", default="one-by-one,batches",
                         type=lambda text: [m for m in text.split(",") if m],
                         help="ways to run, of one-by-one,batches (both; one-by-one alone "
-                             "also runs on a checkout without apply_job_events)")
+                             "also runs on a checkout without batches)")
     parser.add_argument("--db-name", default="fornace_bench_events")
     parser.add_argument("--admin-url", default=ADMIN_URL,
                         help="URL of a database to run CREATE/DROP DATABASE from")

@@ -149,7 +149,7 @@ class Target:
         from fornace.api.app import create_app
         from fornace.api.auth import NoAuth
         from fornace.common.db.engine import make_engine, session_factory, upgrade
-        from fornace.api.store import Store
+        from fornace.api.stores.store import Store
         from schemathesis.python import asgi
 
         url = args.db
@@ -195,9 +195,9 @@ class Target:
             if body.get("id") == env_id and not body.get("deleted"):
                 model = {k: v for k, v in body.items() if k not in ("token", "tenant_id")}
                 for index, (level, entity_id, text) in enumerate(reports):
-                    self.store.add_report(contract.report_body(
+                    self.store.reports.add(contract.report_body(
                         entity_id, "unit", text, level, env_id), f"{message_id}-r{index}")
-                self.store.apply_result(contract.result_body(model), message_id)
+                self.store.results.apply(contract.result_body(model), message_id)
                 return True
         return False
 

@@ -15,7 +15,7 @@ from fastapi import Request
 
 from fornace.api import routing
 from fornace.api.dashboard.login import current_context
-from fornace.api.store import Context
+from fornace.api.context import Context
 
 
 async def caller(request: Request, *actions: str, env_id: str | None = None) -> Context:

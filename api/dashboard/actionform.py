@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fornace.api.dashboard.serviceform import InvalidInput, json_value
-from fornace.api.jobstore import USER_ACTIONS
+from fornace.api.stores.jobs import USER_ACTIONS
 from fornace.common import contract
 from fornace.common.actionparams import ActionError, check_parameters
 from fornace.common.catalog import Catalog

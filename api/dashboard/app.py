@@ -24,10 +24,10 @@ from fornace.api.dashboard.pinpages import router as pin_router
 from fornace.api.dashboard.routes import router
 from fornace.api.dashboard.workflowpages import router as workflow_router
 from fornace.api.errors import ApiError, Unauthorized
-from fornace.api.jobstore import Jobs
+from fornace.api.stores.jobs import Jobs
 from fornace.api.packages.store import Packages
 from fornace.api.policy import Policy
-from fornace.api.store import Store
+from fornace.api.stores.store import Store
 from fornace.api.packages.workflows import WorkflowFiles
 from fornace.common.resources import package_folder
 

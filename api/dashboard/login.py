@@ -27,7 +27,7 @@ from starlette.concurrency import run_in_threadpool
 from fornace.api.auth import IdentityUnreachable, NoAuth
 from fornace.api.dashboard import csrf
 from fornace.api.errors import Unauthorized, Unavailable
-from fornace.api.store import Context
+from fornace.api.context import Context
 
 TOKEN_COOKIE = "fornace_token"
 LOGIN_COOKIE = "fornace_login"

@@ -26,7 +26,7 @@ from fornace.api.dashboard.pages import redirect, render
 from fornace.api.errors import ApiError, BadRequest, NotFound, Unauthorized, Unavailable
 from fornace.api.packages.store import Packages
 from fornace.api.routing import flag
-from fornace.api.store import Context
+from fornace.api.context import Context
 
 router = APIRouter()
 _run = run_in_threadpool

@@ -18,7 +18,7 @@ from fornace.api.auth import KeystoneAuth
 from fornace.api.dashboard.formdata import Form
 from fornace.api.dashboard.login import LoginRequired, authenticate
 from fornace.api.errors import Unavailable
-from fornace.api.store import Context
+from fornace.api.context import Context
 from fornace.common.identity import IdentityError
 
 DEFAULT_DOMAIN = "Default"

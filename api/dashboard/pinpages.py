@@ -43,7 +43,7 @@ async def environment_packages(env_id: str, request: Request) -> Response:
         pinned = pins.list(ctx, env_id)
         names = sorted({p["name"] for p in pins.packages.list(ctx)} -
                        {p["name"] for p in pinned})
-        return pins.store.get_environment(ctx, env_id), pinned, names
+        return pins.store.environments.get(ctx, env_id), pinned, names
     env, pinned, names = await _run(load)
     return render(request, "environment_packages.html", env=env, pins=pinned,
                   names=names)
@@ -63,7 +63,7 @@ async def plan_page(env_id: str, name: str, request: Request) -> Response:
     pins = _pins(request)
     version = request.query_params.get("version") or None
     plan = await _run(pins.plan, ctx, env_id, name, version)
-    env = await _run(pins.store.get_environment, ctx, env_id)
+    env = await _run(pins.store.environments.get, ctx, env_id)
     unchanged = (plan["from"] is not None
                  and plan["from"]["package_id"] == plan["to"]["package_id"])
     return render(request, "package_plan.html", env=env, plan=plan, unchanged=unchanged)

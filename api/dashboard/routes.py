@@ -26,9 +26,10 @@ from fornace.api.dashboard.access import caller
 from fornace.api.dashboard.pages import fragment, redirect, render
 from fornace.api.dashboard.sessions import ensure_session, open_session
 from fornace.api.errors import ApiError, BadRequest, NotFound, Unauthorized
-from fornace.api.jobstore import Jobs
+from fornace.api.stores.jobs import Jobs
 from fornace.api.routing import EnvironmentIn, flag
-from fornace.api.store import BUSY, Store
+from fornace.api.jobstate import BUSY
+from fornace.api.stores.store import Store
 
 router = APIRouter()
 _run = run_in_threadpool
@@ -118,7 +119,7 @@ async def create_environment(request: Request) -> Response:
     except ValidationError as exc:
         problem = "; ".join(e["msg"] for e in exc.errors())
         return redirect(request, "/", f"The environment name is not valid: {problem}", "error")
-    env = await _run(_store(request).create_environment, ctx, name)
+    env = await _run(_store(request).environments.create, ctx, name)
     return redirect(request, _env_path(env["id"]), f"Environment {name} created.")
 
 
@@ -149,7 +150,7 @@ async def deploy(env_id: str, request: Request) -> Response:
     store = _store(request)
 
     def start() -> None:
-        store.deploy(ctx, env_id, ensure_session(store, ctx, env_id), detection)
+        store.config_sessions.deploy(ctx, env_id, ensure_session(store, ctx, env_id), detection)
     return await _attempt(request, _back(form, env_id), "Deployment started.", start)
 
 
@@ -164,7 +165,7 @@ async def abandon(env_id: str, request: Request) -> Response:
 @router.get("/environments/{env_id}/delete")
 async def confirm_delete(env_id: str, request: Request) -> Response:
     ctx = await caller(request, "environment:delete", env_id=env_id)
-    env = await _run(_store(request).get_environment, ctx, env_id)
+    env = await _run(_store(request).environments.get, ctx, env_id)
     return render(request, "confirm_delete.html", env=env, busy=env["status"] in BUSY)
 
 
@@ -174,7 +175,7 @@ async def delete_environment(env_id: str, request: Request) -> Response:
     form = await read_form(request)
     forget = form.get("abandon") == "true"
     try:
-        await _run(_store(request).delete_environment, ctx, env_id, forget)
+        await _run(_store(request).environments.delete, ctx, env_id, forget)
     except Unauthorized:
         raise
     except ApiError as exc:
@@ -194,7 +195,7 @@ async def discard_session(env_id: str, request: Request) -> Response:
         session = open_session(store, ctx, env_id)
         if session is None:
             raise BadRequest("there are no pending changes to discard")
-        store.delete_session(ctx, env_id, session["id"])
+        store.config_sessions.delete(ctx, env_id, session["id"])
     return await _attempt(request, _env_path(env_id), "Pending changes discarded.", discard)
 
 
@@ -212,7 +213,7 @@ async def _form_context(request: Request, ctx: Any, env_id: str, exclude: str | 
     store = _store(request)
 
     def load() -> tuple[dict[str, Any], list[serviceform.ServiceChoice]]:
-        return (store.get_environment(ctx, env_id),
+        return (store.environments.get(ctx, env_id),
                 views.service_choices(store, ctx, env_id, exclude))
     return await _run(load)
 
@@ -246,7 +247,7 @@ async def add_service(env_id: str, request: Request) -> Response:
 
     def save() -> Any:
         session_id = ensure_session(store, ctx, env_id)
-        return store.post_service(ctx, env_id, "/", service, session_id)
+        return store.services.post(ctx, env_id, "/", service, session_id)
     return await _save_service(request, env, spec, form, None, others, errors, save)
 
 
@@ -279,8 +280,8 @@ async def _stored_service(request: Request, ctx: Any, env_id: str,
 
     def load() -> tuple[dict[str, Any], dict[str, Any]]:
         session = open_session(store, ctx, env_id)
-        env = store.get_environment(ctx, env_id)
-        service = store.get_services(ctx, env_id, "/" + service_id,
+        env = store.environments.get(ctx, env_id)
+        service = store.services.get(ctx, env_id, "/" + service_id,
                                      session["id"] if session else None)
         return env, service
     env, service = await _run(load)
@@ -316,7 +317,7 @@ async def update_service(env_id: str, service_id: str, request: Request) -> Resp
 
     def save() -> Any:
         session_id = ensure_session(store, ctx, env_id)
-        return store.put_service(ctx, env_id, "/" + service_id, service, session_id)
+        return store.services.put(ctx, env_id, "/" + service_id, service, session_id)
     return await _save_service(request, env, spec, form, stored, others, errors, save)
 
 
@@ -335,7 +336,7 @@ async def remove_service(env_id: str, service_id: str, request: Request) -> Resp
 
     def remove() -> None:
         session_id = ensure_session(store, ctx, env_id)
-        store.delete_service(ctx, env_id, "/" + service_id, session_id)
+        store.services.delete(ctx, env_id, "/" + service_id, session_id)
     return await _attempt(request, _env_path(env_id),
                           "Service removed in the session: deploy to apply it.", remove)
 
@@ -345,7 +346,7 @@ async def remove_service(env_id: str, service_id: str, request: Request) -> Resp
 @router.get("/environments/{env_id}/actions")
 async def choose_action(env_id: str, request: Request) -> Response:
     ctx = await caller(request, "job:run_action", env_id=env_id)
-    env = await _run(_store(request).get_environment, ctx, env_id)
+    env = await _run(_store(request).environments.get, ctx, env_id)
     return render(request, "choose_action.html", env=env, actions=actionform.actions())
 
 
@@ -359,7 +360,7 @@ def _known_action(name: str) -> None:
 async def action_form(env_id: str, name: str, request: Request) -> Response:
     ctx = await caller(request, "job:run_action", env_id=env_id)
     _known_action(name)
-    env = await _run(_store(request).get_environment, ctx, env_id)
+    env = await _run(_store(request).environments.get, ctx, env_id)
     params = actionform.params_of(name, env, await _catalog(request, env_id))
     return render(request, "action_form.html", env=env, action=name, params=params,
                   doc=actionform.DESCRIPTIONS.get(name, ""), error=None)
@@ -370,7 +371,7 @@ async def run_action(env_id: str, name: str, request: Request) -> Response:
     ctx = await caller(request, "job:run_action", env_id=env_id)
     _known_action(name)
     form = await read_form(request)
-    env = await _run(_store(request).get_environment, ctx, env_id)
+    env = await _run(_store(request).environments.get, ctx, env_id)
     catalog = await _catalog(request, env_id)
     values, params, errors = actionform.read_params(name, form, env, catalog)
     status = 400

@@ -11,7 +11,9 @@ from typing import Any
 
 from sqlalchemy import select
 
-from fornace.api.store import Context, Store, session_view
+from fornace.api.context import Context
+from fornace.api.stores.store import Store
+from fornace.api.views import session_view
 from fornace.common.db.models import ConfigSession
 
 
@@ -29,4 +31,4 @@ def open_session(store: Store, ctx: Context, env_id: str) -> dict[str, Any] | No
 def ensure_session(store: Store, ctx: Context, env_id: str) -> str:
     """The id of the caller's open session, opened now when there is none."""
     session = open_session(store, ctx, env_id)
-    return session["id"] if session is not None else store.configure(ctx, env_id)["id"]
+    return session["id"] if session is not None else store.config_sessions.open(ctx, env_id)["id"]

@@ -12,8 +12,9 @@ import json
 from typing import Any
 
 from fornace.api.errors import NotFound
-from fornace.api.jobstore import Jobs
-from fornace.api.store import Context, Store
+from fornace.api.stores.jobs import Jobs
+from fornace.api.context import Context
+from fornace.api.stores.store import Store
 from fornace.api.packages.workflows import plain_name
 
 
@@ -112,7 +113,7 @@ def trace_of(jobs: Jobs, ctx: Context, env_id: str, job_id: str) -> dict[str, An
 def trace_page(store: Store, jobs: Jobs, ctx: Context, env_id: str,
                job_id: str) -> dict[str, Any]:
     """A job's trace page: its environment, the job, and the rounds (None: no trace)."""
-    env = store.get_environment(ctx, env_id)
+    env = store.environments.get(ctx, env_id)
     job = jobs.get_job(ctx, env_id, job_id)   # 404 for a job that is not there
     document = trace_of(jobs, ctx, env_id, job_id)
     return {"env": env, "job": job, "trace": document,

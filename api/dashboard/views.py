@@ -15,9 +15,11 @@ from fornace.api.dashboard.listing import paginate, query_text
 from fornace.api.dashboard.serviceform import ServiceChoice
 from fornace.api.dashboard.sessions import open_session
 from fornace.api.errors import NotFound
-from fornace.api.jobstore import Jobs
+from fornace.api.stores.jobs import Jobs
 from fornace.api.outputs import environment_outputs
-from fornace.api.store import BUSY, Context, Store
+from fornace.api.jobstate import BUSY
+from fornace.api.context import Context
+from fornace.api.stores.store import Store
 from fornace.common import topology as topology_model
 
 _VOLATILE = ("created", "updated", "status")  # not a change the user made
@@ -48,7 +50,7 @@ def environment_rows(store: Store, jobs: Jobs, ctx: Context, query: str | None =
     whose name contains ``query`` and whose status is ``status``, by name, each
     with its last deployment and the job running on it."""
     query, status = query_text(query), query_text(status)
-    every = store.list_environments(ctx, every_tenant=every_tenant)
+    every = store.environments.list(ctx, every_tenant=every_tenant)
     kept = [env for env in every
             if query.casefold() in env["name"].casefold() and status in ("", env["status"])]
     kept.sort(key=lambda env: (env["name"].casefold(), env["created"] or ""))
@@ -74,7 +76,7 @@ def all_jobs(store: Store, jobs: Jobs, ctx: Context, kind: str | None = None,
     found in the action or the environment's name."""
     kind = kind if kind in JOB_KINDS else "deployments"
     query, state = query_text(query), query_text(state)
-    envs = store.list_environments(ctx)
+    envs = store.environments.list(ctx)
     environment = None
     if env_id:
         environment = next((env for env in envs if env["id"] == env_id), None)
@@ -111,7 +113,7 @@ def service_choices(store: Store, ctx: Context, env_id: str,
     """The environment's services (its session's, when one is open) but
     ``exclude``: what a service may depend on."""
     session = open_session(store, ctx, env_id)
-    env = store.get_environment(ctx, env_id, session["id"] if session else None)
+    env = store.environments.get(ctx, env_id, session["id"] if session else None)
     return [ServiceChoice(str(s["id"]), str(s.get("name") or s["id"]), str(s.get("type")))
             for s in env["services"]
             if isinstance(s, dict) and s.get("id") and str(s["id"]) != exclude]
@@ -120,7 +122,7 @@ def service_choices(store: Store, ctx: Context, env_id: str,
 def environment_overview(store: Store, jobs: Jobs, ctx: Context,
                          env_id: str) -> dict[str, Any]:
     """An environment page: status, services and units, topology, session, jobs."""
-    env = store.get_environment(ctx, env_id)
+    env = store.environments.get(ctx, env_id)
     session = open_session(store, ctx, env_id)
     session_id = session["id"] if session else None
     history = jobs.list_jobs(ctx, env_id)
@@ -140,7 +142,8 @@ def environment_overview(store: Store, jobs: Jobs, ctx: Context,
             "job_counts": {name: len(found) for name, found in kinds.items()},
             "running": running, "topology": graph.render(view, statuses),
             "problems": view["problems"], "outputs": environment_outputs(env),
-            "reports": store.reports(ctx, env_id, last["id"], [])[-15:] if last else []}
+            "reports": (store.reports.of_deployment(ctx, env_id, last["id"], [])[-15:]
+                        if last else [])}
 
 
 def _shown_services(store: Store, ctx: Context, env: dict[str, Any], session_id: str | None,
@@ -148,9 +151,9 @@ def _shown_services(store: Store, ctx: Context, env: dict[str, Any], session_id:
     """The session's services when one is open; while a first deployment runs,
     the services it deploys; else the deployed ones."""
     if session_id:
-        return store.get_environment(ctx, env["id"], session_id)["services"]
+        return store.environments.get(ctx, env["id"], session_id)["services"]
     if env["version"] == 0 and running is not None:
-        for deployment in store.list_deployments(ctx, env["id"]):
+        for deployment in store.reports.deployments(ctx, env["id"]):
             if deployment["id"] == running["id"]:
                 return (deployment["description"] or {}).get("services") or []
     return env["services"]
@@ -213,12 +216,13 @@ def pending_changes(deployed: list[Any], proposed: list[Any]) -> list[dict[str, 
 def job_page(store: Store, jobs: Jobs, ctx: Context, env_id: str,
              job_id: str) -> dict[str, Any]:
     """A job with its tasks and their logs, and the reports it sent."""
-    env = store.get_environment(ctx, env_id)
+    env = store.environments.get(ctx, env_id)
     job = jobs.get_job(ctx, env_id, job_id)
     for task in job["tasks"]:
         task["summary_text"] = summary_text(task.get("summary"))
     return {"env": env, "job": job, "busy": job["finished"] is None,
-            "kind": job_kind(job["action"]), "reports": store.reports(ctx, env_id, job_id, [])}
+            "kind": job_kind(job["action"]),
+            "reports": store.reports.of_deployment(ctx, env_id, job_id, [])}
 
 
 # an older conductor wrote a result list as a Python repr: "ok: ['serving ...']"
@@ -259,8 +263,8 @@ def removal(store: Store, ctx: Context, env_id: str, service_id: str) -> dict[st
     """What removing a service means: the service (as the session or the
     deployment has it), its units, and the services that depend on it."""
     session = open_session(store, ctx, env_id)
-    env = store.get_environment(ctx, env_id)
-    services = store.get_environment(ctx, env_id, session["id"])["services"] if session \
+    env = store.environments.get(ctx, env_id)
+    services = store.environments.get(ctx, env_id, session["id"])["services"] if session \
         else env["services"]
     service = next((s for s in services if isinstance(s, dict)
                     and str(s.get("id")) == service_id), None)

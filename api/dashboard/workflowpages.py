@@ -6,7 +6,7 @@ traced job shown at their lines.
 
 The files are read by :class:`~fornace.api.packages.workflows.WorkflowFiles`; the
 firings come from the job's trace as the API serves it
-(:meth:`~fornace.api.jobstore.Jobs.trace`: masked).  Both pages need
+(:meth:`~fornace.api.stores.jobs.Jobs.trace`: masked).  Both pages need
 ``environment:show`` on the environment, as its own page does.
 """
 from __future__ import annotations
@@ -22,8 +22,9 @@ from fornace.api.dashboard.access import caller
 from fornace.api.dashboard.pages import render
 from fornace.api.dashboard.traceview import place, trace_of
 from fornace.api.errors import Unavailable
-from fornace.api.jobstore import Jobs
-from fornace.api.store import Context, Store
+from fornace.api.stores.jobs import Jobs
+from fornace.api.context import Context
+from fornace.api.stores.store import Store
 from fornace.api.packages.workflows import Problem, WorkflowFile, WorkflowFiles
 
 router = APIRouter()
@@ -104,7 +105,7 @@ def workflows_page(store: Store, jobs: Jobs, files: WorkflowFiles, ctx: Context,
                    env_id: str) -> dict[str, Any]:
     """The list page's values: the environment, a row per file in effect, the
     notes of what could not be read, the traced job."""
-    env = store.get_environment(ctx, env_id)     # 404, or 403 for another project's
+    env = store.environments.get(ctx, env_id)     # 404, or 403 for another project's
     listing = files.listing(env["id"])
     job, fired = _traced_job(files, jobs, ctx, env["id"])
     return {"env": env, "rows": [_row(files, f, fired) for f in listing.files],
@@ -114,7 +115,7 @@ def workflows_page(store: Store, jobs: Jobs, files: WorkflowFiles, ctx: Context,
 def file_page(store: Store, jobs: Jobs, files: WorkflowFiles, ctx: Context, env_id: str,
               name: str) -> dict[str, Any]:
     """One file's page values: its lines, each with its problems and firing."""
-    env = store.get_environment(ctx, env_id)
+    env = store.environments.get(ctx, env_id)
     found, _ = files.file(env["id"], name)
     text, cut = files.text(found)
     problems = files.problems(found)

@@ -23,7 +23,9 @@ from sqlalchemy.orm import Session as DbSession
 from fornace.api.errors import NotFound
 from fornace.api.packages.plan import package_changes
 from fornace.api.packages.store import Packages
-from fornace.api.store import Context, Store, iso
+from fornace.api.context import Context
+from fornace.api.stores.store import Store
+from fornace.api.views import iso
 from fornace.common.db.models import Environment, EnvironmentPackage, Package, utcnow
 from fornace.common.packages.archive import NAME
 

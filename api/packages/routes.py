@@ -20,7 +20,7 @@ from fornace.api.errors import ERROR_RESPONSES, BadRequest
 from fornace.api.packages.pins import Pins
 from fornace.api.packages.store import Packages
 from fornace.api.routing import JsonRoute, flag, parse_json, permitted, run
-from fornace.api.store import Context
+from fornace.api.context import Context
 
 router = APIRouter(route_class=JsonRoute, responses=ERROR_RESPONSES)
 

@@ -28,7 +28,9 @@ from sqlalchemy.orm import Session as DbSession, defer, sessionmaker
 
 from fornace.api.errors import BadRequest, Conflict, Forbidden, NotFound, Unavailable
 from fornace.api.packages.usage import environments_using
-from fornace.api.store import Context, iso, lookup_id
+from fornace.api.context import Context
+from fornace.api.views import iso
+from fornace.api.ids import lookup_id
 from fornace.common.db.models import Package
 from fornace.common.packages.archive import (SUFFIXES, PackageError, PackageLimits,
                                              content_type, read_manifest, unpack)

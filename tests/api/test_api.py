@@ -38,9 +38,9 @@ def deploy(api, env_id, session_id, headers=None):
 
 def finish(api, model, message_id, reports=()):
     for index, (level, entity_id, text) in enumerate(reports):
-        api.store.add_report(contract.report_body(entity_id, "unit", text, level, model["id"]),
-                             f"{message_id}-r{index}")
-    api.store.apply_result(contract.result_body(model), message_id)
+        api.store.reports.add(contract.report_body(entity_id, "unit", text, level, model["id"]),
+                              f"{message_id}-r{index}")
+    api.store.results.apply(contract.result_body(model), message_id)
 
 
 # -- environments -----------------------------------------------------------
@@ -275,10 +275,10 @@ def test_results_and_reports_are_stored_once(api):
     model["temp"] = {"x": 1}
     report = contract.report_body(unit_id, "unit", "Instance web1 created with P@ssw0rd-web",
                                   "info", env["id"])
-    api.store.add_report(report, "rep-1")
-    api.store.add_report(report, "rep-1")  # redelivered
-    api.store.apply_result(contract.result_body(model), message_id)
-    api.store.apply_result(contract.result_body(model), message_id)  # redelivered
+    api.store.reports.add(report, "rep-1")
+    api.store.reports.add(report, "rep-1")  # redelivered
+    api.store.results.apply(contract.result_body(model), message_id)
+    api.store.results.apply(contract.result_body(model), message_id)  # redelivered
     shown = api.client.get(f"/environments/{env['id']}").json()
     assert (shown["version"], shown["status"]) == (1, "ready")
     assert shown["services"][0]["units"][0]["state"] == {"hostname": "web1"}
@@ -338,7 +338,7 @@ def test_abandon_removes_a_busy_environment(api):
     task = contract.parse_task(cleanup)
     assert task.deleted and task.environment_id == env["id"] and task.action == "delete"
     deploy_body, deploy_id = api.published.tasks[-2]
-    api.store.apply_result(contract.result_body(deploy_body), deploy_id)  # late: ignored
+    api.store.results.apply(contract.result_body(deploy_body), deploy_id)  # late: ignored
     finish(api, {"id": env["id"], "name": "env1", "services": {}, "deleted": True},
            cleanup_id)                                                     # ignored too
     assert api.client.get(f"/environments/{env['id']}").status_code == 404
@@ -357,8 +357,8 @@ def test_error_report_after_the_result_still_counts(api):
     add_service(api, env["id"], session, web_server())
     deploy(api, env["id"], session)
     body, message_id = api.published.tasks[-1]
-    api.store.apply_result(contract.result_body(body), message_id)
-    api.store.add_report(contract.report_body("u", "unit", "late", "error", env["id"]), "late")
+    api.store.results.apply(contract.result_body(body), message_id)
+    api.store.reports.add(contract.report_body("u", "unit", "late", "error", env["id"]), "late")
     assert api.client.get(f"/environments/{env['id']}").json()["status"] == "deploy failure"
     deployment = api.client.get(f"/environments/{env['id']}/deployments").json()["deployments"][0]
     assert deployment["state"] == "completed_w_errors"

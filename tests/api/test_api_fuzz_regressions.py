@@ -385,7 +385,7 @@ def test_noauth_ids_of_64_characters_are_fine(db_api):
 
 
 def test_admin_listing_a_tenant_no_row_can_have_is_empty(tmp_path):
-    from fornace.api.store import Context
+    from fornace.api.context import Context
     api = make_api(f"sqlite:///{tmp_path / 'nul.sqlite'}")
     ctx = Context(tenant_id="bad\x00tenant", user_id="root", is_admin=True)
-    assert api.store.list_environments(ctx) == []
+    assert api.store.environments.list(ctx) == []

@@ -10,7 +10,7 @@ from apikit import Published
 from fornace.api import config
 from fornace.api.app import create_app
 from fornace.api.auth import KeystoneAuth, NoAuth
-from fornace.api.store import Store
+from fornace.api.stores.store import Store
 from fornace.common.db.engine import make_engine, session_factory, upgrade
 from services import keystone_url
 

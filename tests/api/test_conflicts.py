@@ -55,7 +55,7 @@ def add(api: Api, env_id: str, session: str, service: dict[str, Any]) -> dict[st
 def finish(api: Api) -> None:
     """The conductor's answer to the last task: the job ends, successfully."""
     body, message_id = api.published.tasks[-1]
-    api.store.apply_result(contract.result_body(copy.deepcopy(body)), message_id)
+    api.store.results.apply(contract.result_body(copy.deepcopy(body)), message_id)
 
 
 def first_deploy(api: Api, name: str = "web") -> Busy:

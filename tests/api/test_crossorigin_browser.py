@@ -119,7 +119,7 @@ def deployed_environment(api) -> str:
                        headers={"X-Configuration-Session": session}).status_code == 200
     assert client.post(f"/environments/{env_id}/sessions/{session}/deploy").status_code == 200
     body, message_id = api.published.tasks[-1]
-    api.store.apply_result(contract.result_body(body), message_id)
+    api.store.results.apply(contract.result_body(body), message_id)
     return env_id
 
 

@@ -92,7 +92,7 @@ def finish(api) -> None:
     """What the conductor sends back at the end of the last job: its final model."""
     body, message_id = api.published.tasks[-1]
     model = {k: v for k, v in body.items() if k not in ("token", "tenant_id", "job")}
-    api.store.apply_result(contract.result_body(model), message_id)
+    api.store.results.apply(contract.result_body(model), message_id)
 
 
 def deployed_env(api, browser: Browser) -> str:
@@ -295,7 +295,7 @@ def test_deploy_shows_progress_live_until_the_job_ends(api, browser):
     assert live["busy"] is True and "deploying" in live["html"]
     job_live = api.client.get(f"/dashboard/environments/{env_id}/jobs/{job_id}/live").json()
     assert job_live["busy"] is True
-    api.jobs.apply_job_event(contract.task_event_body(
+    api.store.job_events.apply(contract.task_event_body(
         env_id, job_id, {"change_id": "01A", "status": "running", "target_name": "web1",
                          "operation": "Deploy", "log": ["step one", "step two"]}), "ev-1")
     job_live = api.client.get(f"/dashboard/environments/{env_id}/jobs/{job_id}/live").json()
@@ -303,7 +303,7 @@ def test_deploy_shows_progress_live_until_the_job_ends(api, browser):
     assert re.search(r"started \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", job_live["html"])
     # the units' node states move with the job's events
     unit_id = body["services"][0]["units"][0]["id"]
-    api.jobs.apply_job_event(contract.task_events_body(
+    api.store.job_events.apply(contract.task_events_body(
         env_id, job_id, [], {unit_id: {"state": "configuring", "local": "pending"}}), "ev-2")
     live = api.client.get(f"/dashboard/environments/{env_id}/live").json()
     assert "configuring" in live["html"]

@@ -16,7 +16,7 @@ import pytest
 from fornace.api import specs
 from fornace.api.dashboard import fieldinfo, serviceform
 from fornace.api.dashboard.sessions import open_session
-from fornace.api.store import Context
+from fornace.api.context import Context
 from fornace.common.catalog import CatalogError, load_catalog
 from fornace.common.resources import BUILTIN_DATA
 from fornace.common.secrets import MASK
@@ -39,7 +39,7 @@ def input_value(page: str, name: str) -> str | None:
 def session_services(api, env_id: str) -> list[dict]:
     """The services of the dashboard user's open session (masked)."""
     session = open_session(api.store, CTX, env_id)
-    return api.store.get_environment(CTX, env_id, session["id"])["services"]
+    return api.store.environments.get(CTX, env_id, session["id"])["services"]
 
 
 def label_of(page: str, name: str) -> str | None:

@@ -28,7 +28,7 @@ def finish_with(api, change: Callable[[dict[str, Any]], None]) -> None:
     body, message_id = api.published.tasks[-1]
     model = {k: v for k, v in body.items() if k not in ("token", "tenant_id", "job")}
     change(model)
-    api.store.apply_result(contract.result_body(model), message_id)
+    api.store.results.apply(contract.result_body(model), message_id)
 
 
 def region(page: str, element_id: str) -> str:
@@ -226,7 +226,7 @@ def test_task_summaries_read_as_text_even_from_an_older_conductor(api, browser):
          "summary": 'ok: {"status":"ok"}'},
     ]
     for index, task in enumerate(events):
-        api.jobs.apply_job_event(contract.task_event_body(env_id, job_id, task), f"ev-{index}")
+        api.store.job_events.apply(contract.task_event_body(env_id, job_id, task), f"ev-{index}")
     page = browser.get(f"/environments/{env_id}/jobs/{job_id}")
     summaries = [html.unescape(s).strip() for s in
                  re.findall(r'<td class="summary long">(.*?)</td>', page, re.S)]

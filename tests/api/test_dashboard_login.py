@@ -22,8 +22,8 @@ import identitykit
 from apikit import Published
 from fornace.api.app import create_app
 from fornace.api.auth import KeystoneAuth
-from fornace.api.jobstore import Jobs
-from fornace.api.store import Store
+from fornace.api.stores.jobs import Jobs
+from fornace.api.stores.store import Store
 from fornace.common.db.engine import make_engine, session_factory, upgrade
 from fornace.common.identity import expiry
 from services import keystone_url

@@ -27,10 +27,11 @@ from fornace.api.auth import NoAuth
 from fornace.api.dashboard import create_dashboard
 from fornace.api.dashboard.packagepages import size_text
 from fornace.api.errors import Unauthorized
-from fornace.api.jobstore import Jobs
+from fornace.api.stores.jobs import Jobs
 from fornace.api.packages.store import Packages
 from fornace.api.policy import Policy, enforcer
-from fornace.api.store import Context, Store
+from fornace.api.context import Context
+from fornace.api.stores.store import Store
 from fornace.common.db.engine import make_engine, session_factory, upgrade
 from fornace.conductor.packages.check import package_checker
 

@@ -55,14 +55,14 @@ def conducted(api, broker_url: str) -> str:
                         continue   # another test's, on the process's in-memory broker
                     seen.append(message_id)
                     if contract.is_job_event(found):
-                        api.jobs.apply_job_event(found, message_id)
+                        api.store.job_events.apply(found, message_id)
                     else:
-                        api.store.apply_result(found, message_id)
+                        api.store.results.apply(found, message_id)
                 return task_id in seen
             wait_for(ended, "the job's result", timeout=60)
             for report, message_id in broker.drain(contract.REPORTS, timeout=0.1):
                 if message_id.startswith(task_id):
-                    api.store.add_report(report, message_id)
+                    api.store.reports.add(report, message_id)
     finally:
         daemon.shutdown()
     return task_id

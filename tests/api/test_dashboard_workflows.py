@@ -27,11 +27,12 @@ from waiting import wait_for
 from fornace.api.app import create_app
 from fornace.api.auth import NoAuth
 from fornace.api.dashboard.workflowpages import firings
-from fornace.api.jobstore import Jobs
-from fornace.api.packages.pins import Pins
+from fornace.api.stores.jobs import Jobs
 from fornace.api.packages.store import Packages
+from fornace.api.packages.pins import Pins
+from fornace.api.context import Context
+from fornace.api.stores.store import Store
 from fornace.api.packages.workflows import WorkflowFiles, plain_name
-from fornace.api.store import Context, Store
 from fornace.common import contract
 from fornace.common.db.engine import make_engine, session_factory, upgrade
 from fornace.common.db.models import Package
@@ -141,8 +142,8 @@ def traced_env(api: Api, browser: Browser, pinned: bool = True) -> tuple[str, st
                            ).status_code == 200
     _, job_id = api.published.tasks[-1]
     document = {**TRACE, "environment_id": env_id, "job_id": job_id, "action": "deploy"}
-    api.jobs.apply_job_event(contract.trace_event_body(env_id, job_id, encode(document)),
-                             f"{job_id}-trace")
+    api.store.job_events.apply(contract.trace_event_body(env_id, job_id, encode(document)),
+                               f"{job_id}-trace")
     return env_id, job_id
 
 

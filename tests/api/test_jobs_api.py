@@ -1,5 +1,6 @@
-"""Jobs through the API: actions, busy refusals, abandon, job events, TSV,
-topology and status views -- on SQLite and on the real PostgreSQL."""
+"""Jobs through the API: actions, busy refusals, abandon, TSV, topology and
+status views (job events, results and reports: test_store_jobevents,
+test_store_results, test_store_reports) -- on SQLite and on the real PostgreSQL."""
 from __future__ import annotations
 
 import copy
@@ -72,7 +73,7 @@ def new_env(client, services=(), name=None):
     session = client.post(f"/environments/{env['id']}/configure").json()["id"]
     for service in services:
         response = client.post(f"/environments/{env['id']}/services/", json=service,
-                                   headers={"X-Configuration-Session": session})
+                               headers={"X-Configuration-Session": session})
         assert response.status_code == 200, response.text
     return env["id"], session
 
@@ -80,9 +81,9 @@ def new_env(client, services=(), name=None):
 def finish(api, message_id, model, reports=()):
     env_id = model["id"]
     for index, (level, text) in enumerate(reports):
-        api.store.add_report(contract.report_body(env_id, "environment", text, level, env_id),
-                             f"{message_id}-report-{index + 1}")
-    api.store.apply_result(contract.result_body(model), message_id)
+        api.store.reports.add(contract.report_body(env_id, "environment", text, level, env_id),
+                              f"{message_id}-report-{index + 1}")
+    api.store.results.apply(contract.result_body(model), message_id)
 
 
 def deployed(api, services=None, change=None):
@@ -114,9 +115,9 @@ def message(response):
 
 
 def event(api, env_id, job_id, change_id, message_id=None, **task):
-    api.jobs.apply_job_event(contract.task_event_body(env_id, job_id,
-                                                      {"change_id": change_id, **task}),
-                             message_id)
+    api.store.job_events.apply(contract.task_event_body(env_id, job_id,
+                                                        {"change_id": change_id, **task}),
+                               message_id)
 
 
 # -- starting jobs -----------------------------------------------------------------------
@@ -134,7 +135,7 @@ def test_an_action_creates_a_job_and_publishes_its_task(api):
     assert message_id == job["id"]
     task = contract.parse_task(body)
     assert (task.job_id, task.action, task.parameters) == (job["id"], "scale",
-                                                          job["parameters"])
+                                                           job["parameters"])
     assert (task.token, task.tenant_id, task.environment_id) == ("tok-9", "t1", env_id)
     assert task.model["services"][0]["adminPassword"] == "P@ssw0rd-web"  # the conductor's
     shown = api.client.get(f"/environments/{env_id}").json()
@@ -332,72 +333,6 @@ def test_the_broker_down_leaves_no_job(api):
     assert api.client.get(f"/environments/{env_id}").json()["status"] == "ready"
 
 
-# -- results of jobs ---------------------------------------------------------------------
-
-def test_a_plan_job_does_not_change_the_description(api):
-    env_id, model = deployed(api)
-    session = api.client.post(f"/environments/{env_id}/configure").json()["id"]
-    job = action(api, env_id, "plan", {"change_detection": "skip"}).json()
-    changed = copy.deepcopy(api.published.tasks[-1][0])
-    changed["services"] = []
-    finish(api, job["id"], changed)
-    shown = api.client.get(f"/environments/{env_id}").json()
-    assert (shown["status"], shown["version"]) == ("pending", 1)  # the session is still valid
-    assert len(shown["services"]) == 2
-    assert api.client.get(f"/environments/{env_id}/sessions/{session}").status_code == 200
-    done = api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()
-    assert (done["state"], done["action"]) == ("success", "plan")
-
-
-def test_other_jobs_store_the_model_and_invalidate_sessions(api):
-    """A check that finds a unit down ends completed_w_errors and stores the
-    units' statuses; the environment's deploy status is not its business."""
-    env_id, model = deployed(api)
-    session = api.client.post(f"/environments/{env_id}/configure").json()["id"]
-    job = action(api, env_id, "check", {}).json()
-    checked = copy.deepcopy(api.published.tasks[-1][0])
-    checked["services"][0]["units"][0]["state"] = {"checked": True}
-    finish(api, job["id"], checked, [("error", "unit unreachable")])
-    shown = api.client.get(f"/environments/{env_id}").json()
-    assert (shown["status"], shown["version"]) == ("ready", 2)
-    assert shown["services"][0]["units"][0]["state"] == {"checked": True}
-    assert api.client.get(f"/environments/{env_id}/sessions/{session}").status_code == 403
-    assert api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()["state"] == \
-        "completed_w_errors"
-
-
-@pytest.mark.parametrize("name, parameters", [
-    ("check", {}), ("execute_operation", {"operation": "restart"})])
-def test_jobs_that_deploy_nothing_keep_the_deploy_status(api, name, parameters):
-    env_id, model = deployed(api)
-    # a failed deployment, then a successful check or operation: still a failed deployment
-    session = api.client.post(f"/environments/{env_id}/configure").json()["id"]
-    api.client.post(f"/environments/{env_id}/sessions/{session}/deploy")
-    body, message_id = api.published.tasks[-1]
-    finish(api, message_id, copy.deepcopy(body), [("error", "web1 failed")])
-    assert api.client.get(f"/environments/{env_id}").json()["status"] == "deploy failure"
-    job = action(api, env_id, name, parameters).json()
-    finish(api, job["id"], copy.deepcopy(api.published.tasks[-1][0]))
-    assert api.client.get(f"/environments/{env_id}").json()["status"] == "deploy failure"
-    # after a good deployment, a failing one leaves it ready
-    session = api.client.post(f"/environments/{env_id}/configure").json()["id"]
-    api.client.post(f"/environments/{env_id}/sessions/{session}/deploy")
-    body, message_id = api.published.tasks[-1]
-    finish(api, message_id, copy.deepcopy(body))
-    job = action(api, env_id, name, parameters).json()
-    finish(api, job["id"], copy.deepcopy(api.published.tasks[-1][0]), [("error", "down")])
-    assert api.client.get(f"/environments/{env_id}").json()["status"] == "ready"
-    assert api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()["state"] == \
-        "completed_w_errors"
-
-
-def test_a_failed_plan_leaves_the_environment_state_as_it_was(api):
-    env_id, model = deployed(api)
-    job = action(api, env_id, "plan", {}).json()
-    finish(api, job["id"], copy.deepcopy(model), [("error", "cannot plan")])
-    assert api.client.get(f"/environments/{env_id}").json()["status"] == "ready"
-
-
 # -- abandon ------------------------------------------------------------------------------
 
 def test_abandon_ends_the_running_job_and_ignores_what_it_sends_later(api):
@@ -420,7 +355,7 @@ def test_abandon_ends_the_running_job_and_ignores_what_it_sends_later(api):
     late = copy.deepcopy(model)
     late["services"] = []
     finish(api, job["id"], late, [("error", "late failure")])
-    api.jobs.apply_job_event(contract.job_event_body(env_id, job["id"], "refused", "x"), "e1")
+    api.store.job_events.apply(contract.job_event_body(env_id, job["id"], "refused", "x"), "e1")
     event(api, env_id, job["id"], "c1", status="ok")  # its task rows may still be stored
     shown = api.client.get(f"/environments/{env_id}").json()
     assert (shown["version"], len(shown["services"]), shown["status"]) == (1, 2, "ready")
@@ -439,88 +374,6 @@ def test_abandoning_a_session_deploy_reopens_the_session(api):
         "open"
     assert api.client.post(f"/environments/{env_id}/sessions/{session}/deploy").status_code \
         == 200
-
-
-# -- job events -------------------------------------------------------------------------------
-
-def test_task_events_are_upserted_and_log_lines_appended(api):
-    env_id, _ = deployed(api)
-    job = action(api, env_id, "check", {}).json()
-    event(api, env_id, job["id"], "A002", target="u2", target_name="web2",
-          operation="check", reason="check", status="pending")
-    event(api, env_id, job["id"], "A001", target="u1", target_name="web1", operation="check",
-          reason="check", status="running", started="2024-05-01T12:00:00Z",
-          log=["connecting", "password is P@ssw0rd-web"])
-    event(api, env_id, job["id"], "A001", status="ok", finished="2024-05-01T12:00:07+02:00",
-          summary="web1 answers, P@ssw0rd-web works", digest="d1", log=["done"])
-    shown = api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()
-    assert [t["change_id"] for t in shown["tasks"]] == ["A001", "A002"]
-    first = shown["tasks"][0]
-    assert first == {"change_id": "A001", "target": "u1", "target_name": "web1",
-                     "operation": "check", "reason": "check", "status": "ok",
-                     "started": "2024-05-01T12:00:00", "finished": "2024-05-01T10:00:07",
-                     "summary": "web1 answers, *** works", "digest": "d1",
-                     "log": ["connecting", "password is ***", "done"]}
-    assert shown["tasks"][1]["log"] == [] and shown["tasks"][1]["status"] == "pending"
-    assert shown["task_counts"] == {"ok": 1, "pending": 1}
-    listed = api.client.get(f"/environments/{env_id}/jobs").json()["jobs"]
-    assert listed[0]["task_counts"] == {"ok": 1, "pending": 1}
-    assert listed[1]["task_counts"] == {}
-
-
-def test_unknown_and_malformed_events_are_dropped(api, caplog):
-    env_id, model = deployed(api)
-    job = action(api, env_id, "check", {}).json()
-    caplog.set_level("INFO", logger="fornace.api.jobstore")
-    event(api, env_id, "no-such-job", "B001", status="ok")
-    event(api, "other-env", job["id"], "B002", status="ok")  # a job of another environment
-    for body in (b"not json", {"kind": "task"}, [1],
-                 {"environment_id": env_id, "job_id": job["id"], "kind": "task",
-                  "task": {"change_id": "B003", "status": "exploded"}},
-                 {"environment_id": env_id, "job_id": job["id"], "kind": "task",
-                  "task": {"change_id": "B004", "started": "yesterday"}},
-                 {"environment_id": env_id, "job_id": job["id"], "kind": "task",
-                  "task": {"change_id": "B" * 65}},
-                 {"environment_id": env_id, "job_id": job["id"], "kind": "task",
-                  "task": {"change_id": "B005", "reason": "r" * 65}},
-                 {"environment_id": env_id, "job_id": "x\x00" * 40, "kind": "task",
-                  "task": {"change_id": "B006"}}):
-        api.jobs.apply_job_event(body, "bad")
-    assert "unknown job 'no-such-job'" in caplog.text
-    assert "not an ISO 8601 time" in caplog.text and "longer than 64" in caplog.text
-    assert api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()["tasks"] == []
-    event(api, env_id, job["id"], "B007", status="ok", summary="nul \x00 here")
-    tasks = api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()["tasks"]
-    assert [t["summary"] for t in tasks] == ["nul \ufffd here"]
-
-
-def test_a_refused_job_ends_and_keeps_why(api):
-    env_id, model = deployed(api)
-    job = action(api, env_id, "check", {}).json()
-    api.jobs.apply_job_event(contract.job_event_body(
-        env_id, job["id"], "refused",
-        f"environment {env_id} is locked by job j0 (conductor c1) since 2024-05-01T12:00:00"),
-        "ev-1")
-    api.jobs.apply_job_event(contract.job_event_body(env_id, job["id"], "running"), "ev-2")
-    done = api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()
-    assert done["state"] == "refused" and done["finished"]
-    assert api.client.get(f"/environments/{env_id}").json()["status"] == "ready"
-    reports = api.client.get(f"/environments/{env_id}/deployments/{job['id']}").json()
-    assert [(r["level"], r["text"]) for r in reports["reports"]] == [
-        ("error", f"environment {env_id} is locked by job j0 (conductor c1) since "
-                  f"2024-05-01T12:00:00")]
-    finish(api, job["id"], dict(copy.deepcopy(model), services=[]))  # a late result: ignored
-    assert api.client.get(f"/environments/{env_id}").json()["version"] == 1
-
-
-def test_a_refused_session_deploy_reopens_the_session(api):
-    env_id, session = new_env(api.client, [web_server()])
-    api.client.post(f"/environments/{env_id}/sessions/{session}/deploy")
-    job_id = api.published.tasks[-1][1]
-    api.jobs.apply_job_event(contract.job_event_body(env_id, job_id, "refused", "locked"), "e")
-    assert api.client.get(f"/environments/{env_id}/sessions/{session}").json()["state"] == \
-        "open"
-    assert api.client.get(f"/environments/{env_id}").json()["status"] == "pending"
 
 
 # -- TSV --------------------------------------------------------------------------------------
@@ -625,10 +478,10 @@ def test_status_moves_with_the_node_states_a_running_job_sends(api):
     assert [s["name"] for s in running["services"]] == ["site", "blog"]
     assert {u["status"]["state"] for u in running["services"][1]["units"]} == {"initial"}
     creating, configuring = blog["units"][0]["id"], site["units"][0]["id"]
-    api.jobs.apply_job_event(contract.task_events_body(
+    api.store.job_events.apply(contract.task_events_body(
         env_id, job_id, [{"change_id": "N001", "status": "running"}],
         {creating: {"state": "creating", "local": "pending"}}), "nodes-1")
-    api.jobs.apply_job_event(contract.task_events_body(
+    api.store.job_events.apply(contract.task_events_body(
         env_id, job_id, [], {configuring: {"state": "configuring", "local": None},
                              creating: {"state": "created", "local": "pending"}}), "nodes-2")
     shown = {u["id"]: u["status"] for s in api.client.get(
@@ -708,8 +561,8 @@ def test_the_results_queue_keeps_results_behind_their_job_events(tmp_path, monke
         if "id" not in body:
             raise contract.ContractError("result message: field 'id' is missing")
 
-    monkeypatch.setattr(service.jobs, "apply_job_events", apply_job_events)
-    monkeypatch.setattr(service.store, "apply_result", apply_result)
+    monkeypatch.setattr(service.store.job_events, "apply_all", apply_job_events)
+    monkeypatch.setattr(service.store.results, "apply", apply_result)
 
     def item(message_id, event=True):
         body = (contract.task_event_body("E", "J", {"change_id": message_id}) if event
@@ -809,11 +662,11 @@ def test_writes_of_a_run_that_lost_the_lock_are_dropped(api):
     assert (old.token, new.token) == (1, 2)
 
     def task_event(change_id, fence):
-        api.jobs.apply_job_event(contract.fenced(contract.task_event_body(
+        api.store.job_events.apply(contract.fenced(contract.task_event_body(
             env_id, job["id"], {"change_id": change_id, "status": "ok"}), fence), change_id)
 
     def report(text, fence):
-        api.store.add_report(contract.fenced(contract.report_body(
+        api.store.reports.add(contract.fenced(contract.report_body(
             env_id, "environment", text, "info", env_id), fence), text)
 
     task_event("from-a", old.token)
@@ -821,268 +674,14 @@ def test_writes_of_a_run_that_lost_the_lock_are_dropped(api):
     report("report of a", old.token)
     report("report of b", new.token)
     late = dict(copy.deepcopy(model), services=[])
-    api.store.apply_result(contract.fenced(contract.result_body(late), old.token), job["id"])
+    api.store.results.apply(contract.fenced(contract.result_body(late), old.token), job["id"])
     shown = api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()
     assert [t["change_id"] for t in shown["tasks"]] == ["from-b"]
     assert shown["state"] == "running"                         # a's result changed nothing
-    api.store.apply_result(contract.fenced(contract.result_body(model), new.token), job["id"])
+    api.store.results.apply(contract.fenced(contract.result_body(model), new.token), job["id"])
     done = api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()
     assert done["state"] == "success"
     texts = [r["text"] for r in
              api.client.get(f"/environments/{env_id}/deployments/{job['id']}").json()["reports"]]
     assert "report of b" in texts and "report of a" not in texts
     assert len(api.client.get(f"/environments/{env_id}").json()["services"]) == 2
-
-
-# -- job events and reports in batches ---------------------------------------------------------
-
-def _two_jobs(api):
-    """Two deployed environments, each running a check job with a lock grant
-    taken over (old token 1, current token 2), and a stored task ``T0``."""
-    import datetime
-    jobs = []
-    now = [datetime.datetime(2030, 1, 1)]
-    lock = JobLock(api.store.sessions.kw["bind"], clock=lambda: now[0])
-    for name in ("one-by-one", "batched"):
-        env_id, _ = deployed(api)
-        job_id = action(api, env_id, "check", {}).json()["id"]
-        old = lock.acquire(env_id, job_id, "conductor-a")
-        now[0] += datetime.timedelta(seconds=120)
-        new = lock.acquire(env_id, job_id, "conductor-b", stale_after=60)
-        event(api, env_id, job_id, "T0", status="running", log=["before the batch"])
-        jobs.append((env_id, job_id, old.token, new.token))
-    return jobs
-
-
-def _events(env_id, job_id, old, new):
-    """Job events as a conductor sends them, with every kind of trouble mixed in."""
-    def task(change_id, fence=new, **fields):
-        return contract.fenced(contract.task_event_body(
-            env_id, job_id, {"change_id": change_id, **fields}), fence)
-
-    bodies = [
-        task("T1", target="u1", target_name="web1", operation="check", reason="check",
-             status="pending"),
-        task("T2", target="u2", status="running", started="2024-05-01T12:00:00Z",
-             log=["connecting", "password is P@ssw0rd-web"]),
-        task("T0", status="ok", log=["after", ""], finished="2024-05-01T12:00:09"),
-        task("T1", status="running", log=["one"]),
-        {"kind": "task"},                                                  # not a job event
-        task("T3", started="yesterday"),                                   # malformed
-        task("T9", status="ok"),
-        task("T4", fence=old, status="ok", log=["from the old run"]),      # fenced off
-        task("B" * 65, status="ok"),                                       # too long
-        task("T2", status="ok", summary="P@ssw0rd-web works", digest="d2", log=["done"],
-             finished="2024-05-01T14:00:07+02:00"),
-        task("T1", log=["two", "three"], summary=None),
-        task("T5\x00", status="error", summary="nul \x00 here"),
-        contract.task_event_body(env_id, "no-such-job", {"change_id": "T6"}),
-        contract.fenced(contract.job_event_body(env_id, job_id, "running"), new),
-        task("T7", status="running", log=["settled by the refusal"]),
-        contract.fenced(contract.job_event_body(env_id, job_id, "refused",
-                                                "refused, P@ssw0rd-web"), new),
-        task("T1", status="ok", log=["after the refusal"]),
-        task("T8", status="pending"),
-    ]
-    bodies[6] = contract.task_event_body(env_id, job_id, {"change_id": "T9", "status": "ok"})
-    return [(body, f"{job_id}-ev-{n}") for n, body in enumerate(bodies)]
-
-
-def _stored(api, env_id, job_id):
-    """The job's tasks, state and reports and the environment's status, with what
-    depends on the moment or the job's id (the tasks its end settled) left out."""
-    job = api.client.get(f"/environments/{env_id}/jobs/{job_id}").json()
-    reports = api.client.get(f"/environments/{env_id}/deployments/{job_id}").json()["reports"]
-    tasks = {}
-    for task in job["tasks"]:
-        if (task["summary"] or "").startswith(f"superseded: job {job_id} "):
-            task.update(finished="(settled)", summary=task["summary"].replace(job_id, "JOB"))
-        tasks[task["change_id"]] = task
-    return (tasks, job["state"], [(r["level"], r["text"]) for r in reports],
-            api.client.get(f"/environments/{env_id}").json()["status"])
-
-
-def test_a_batch_of_job_events_stores_what_one_by_one_stores(api):
-    (env_a, job_a, old_a, new_a), (env_b, job_b, old_b, new_b) = _two_jobs(api)
-    for body, message_id in _events(env_a, job_a, old_a, new_a):
-        api.jobs.apply_job_event(body, message_id)
-    batch = _events(env_b, job_b, old_b, new_b)
-    assert api.jobs.apply_job_events(batch[:7]) == [None] * 7
-    assert api.jobs.apply_job_events(batch[7:]) == [None] * (len(batch) - 7)
-    one_by_one, batched = _stored(api, env_a, job_a), _stored(api, env_b, job_b)
-    assert batched == one_by_one
-    tasks, state, reports, status = batched
-    assert sorted(tasks) == ["T0", "T1", "T2", "T5\ufffd", "T7", "T8", "T9"]
-    assert tasks["T0"]["log"] == ["before the batch", "after", ""]
-    assert tasks["T1"]["log"] == ["one", "two", "three", "after the refusal"]
-    assert (tasks["T1"]["status"], tasks["T1"]["target_name"]) == ("ok", "web1")
-    assert "superseded: job JOB ended (refused)" in tasks["T1"]["summary"]  # then updated
-    assert tasks["T2"] == {"change_id": "T2", "target": "u2", "target_name": None,
-                           "operation": None, "reason": None, "status": "ok",
-                           "started": "2024-05-01T12:00:00", "finished": "2024-05-01T12:00:07",
-                           "summary": "*** works", "digest": "d2",
-                           "log": ["connecting", "password is ***", "done"]}
-    assert tasks["T7"]["status"] == "cancelled"             # open when the job was refused
-    assert tasks["T8"]["status"] == "pending"               # came after it
-    assert state == "refused" and status == "ready"
-    assert reports == [("error", "refused, ***")]
-
-
-def test_a_malformed_event_in_a_batch_does_not_lose_the_others(api, caplog):
-    env_id, _ = deployed(api)
-    job = action(api, env_id, "check", {}).json()["id"]
-    caplog.set_level("INFO", logger="fornace.api.jobstore")
-    items = [(contract.task_event_body(env_id, job, {"change_id": "M1", "status": "ok"}), "a"),
-             (b"not json", "b"),
-             (contract.task_event_body(env_id, job, {"change_id": "M2",
-                                                     "started": "yesterday"}), "c"),
-             (contract.task_event_body(env_id, job, {"change_id": "M3", "log": ["x"]}), "d")]
-    assert api.jobs.apply_job_events(items) == [None] * 4
-    tasks = api.client.get(f"/environments/{env_id}/jobs/{job}").json()["tasks"]
-    assert [(t["change_id"], t["status"], t["log"]) for t in tasks] == [
-        ("M1", "ok", []), ("M3", "pending", ["x"])]
-    assert "job event b dropped" in caplog.text
-    assert f"job event c of job {job} dropped: field 'task.started' is not an ISO 8601 time" \
-        in caplog.text
-    assert "one by one" not in caplog.text      # dropped alone: the batch went through
-
-
-def test_a_tasks_event_is_stored_as_its_task_events_would_be(api, caplog):
-    """Contract 1.4: many tasks of a job in one message, each as a "task" event's
-    task, in order; a malformed task is dropped alone."""
-    envs = [deployed(api)[0] for _ in range(2)]
-    jobs = [action(api, env_id, "check", {}).json()["id"] for env_id in envs]
-    changes = [{"change_id": "S1", "status": "running", "log": ["a"]},
-               {"change_id": "S2", "status": "ok", "summary": "P@ssw0rd-web is set"},
-               {"change_id": "S3", "started": "yesterday"},
-               {"change_id": "S1", "status": "ok", "log": ["b"]}]
-    for change in changes:                                  # the first job: one by one
-        event(api, envs[0], jobs[0], **change)
-    caplog.set_level("INFO", logger="fornace.api.jobstore")
-    body = contract.task_events_body(envs[1], jobs[1], changes)
-    assert api.jobs.apply_job_events([(body, "many"), (contract.task_event_body(
-        envs[1], jobs[1], {"change_id": "S2", "log": ["c"]}), "one")]) == [None, None]
-    assert f"job event many (task 2) of job {jobs[1]} dropped: field 'task.started'" \
-        in caplog.text
-    stored = [[(t["change_id"], t["status"], t["summary"], t["log"]) for t in
-               api.client.get(f"/environments/{env_id}/jobs/{job}").json()["tasks"]]
-              for env_id, job in zip(envs, jobs)]
-    assert stored[1] == [("S1", "ok", None, ["a", "b"]), ("S2", "ok", "*** is set", ["c"])]
-    assert stored[0] == [("S1", "ok", None, ["a", "b"]), ("S2", "ok", "*** is set", [])]
-
-
-def test_a_batch_the_database_refuses_is_stored_one_by_one(api, caplog, monkeypatch):
-    """A task row inserted by another consumer between the batch's select and its
-    insert (an IntegrityError): the events are stored one by one instead, the
-    concurrent row updated, its log lines kept in order."""
-    from fornace.api import jobstore
-
-    env_id, _ = deployed(api)
-    job = action(api, env_id, "check", {}).json()["id"]
-    event(api, env_id, job, "R1", status="running", log=["first"])
-    found = jobstore._EventBatch._rows
-    blind = []
-
-    def rows(self):      # the first batch does not see R1: it was inserted "meanwhile"
-        blind.append(len(self.events))
-        return {} if len(blind) == 1 else found(self)
-
-    monkeypatch.setattr(jobstore._EventBatch, "_rows", rows)
-    caplog.set_level("INFO", logger="fornace.api")
-    items = [(contract.task_event_body(env_id, job, {"change_id": "R1", "log": ["second"]}),
-              "e1"),
-             (contract.task_event_body(env_id, job, {"change_id": "R2", "status": "ok"}), "e2"),
-             (contract.task_event_body(env_id, job, {"change_id": "R1", "status": "ok",
-                                                     "log": ["third"]}), "e3")]
-    assert api.jobs.apply_job_events(items) == [None, None, None]
-    assert blind == [3, 1, 1, 1]
-    assert "storing 3 job events in one transaction failed (IntegrityError" in caplog.text
-    tasks = api.client.get(f"/environments/{env_id}/jobs/{job}").json()["tasks"]
-    assert [(t["change_id"], t["status"], t["log"]) for t in tasks] == [
-        ("R1", "ok", ["first", "second", "third"]), ("R2", "ok", [])]
-
-
-def test_an_event_failing_alone_stops_the_batch_there_and_loses_nothing(api, monkeypatch):
-    """One by one, the first event that still fails is given back with those
-    after it (untried, so they come again in order); those before are stored."""
-    from fornace.api import jobstore
-
-    env_id, _ = deployed(api)
-    job = action(api, env_id, "check", {}).json()["id"]
-    fields = jobstore.task_fields
-    broken = RuntimeError("the database went away")
-
-    def failing(task, secrets):
-        if task["change_id"] == "F2":
-            raise broken
-        return fields(task, secrets)
-
-    monkeypatch.setattr(jobstore, "task_fields", failing)
-    items = [(contract.task_event_body(env_id, job, {"change_id": f"F{n}", "log": [f"l{n}"]}),
-              f"e{n}") for n in range(1, 4)]
-    assert api.jobs.apply_job_events(items) == [None, broken, broken]
-    with pytest.raises(RuntimeError, match="went away"):       # alone, it raises as before
-        api.jobs.apply_job_event(*items[1])
-    tasks = api.client.get(f"/environments/{env_id}/jobs/{job}").json()["tasks"]
-    assert [t["change_id"] for t in tasks] == ["F1"]
-    monkeypatch.setattr(jobstore, "task_fields", fields)       # redelivered, it works
-    assert api.jobs.apply_job_events(items[1:]) == [None, None]
-    tasks = api.client.get(f"/environments/{env_id}/jobs/{job}").json()["tasks"]
-    assert [(t["change_id"], t["log"]) for t in tasks] == [
-        ("F1", ["l1"]), ("F2", ["l2"]), ("F3", ["l3"])]
-
-
-def test_reports_in_a_batch(api, monkeypatch, caplog):
-    from fornace.api import store as store_module
-
-    env_id, model = deployed(api)
-    job = action(api, env_id, "check", {}).json()["id"]
-
-    def report(text, level="info"):
-        return contract.report_body(env_id, "environment", text, level, env_id)
-
-    api.store.add_report(report("stored before"), f"{job}-report-0")
-    items = [(report("one"), f"{job}-report-1"),
-             (report("two, P@ssw0rd-web"), f"{job}-report-2"),
-             (report("one"), f"{job}-report-1"),                  # redelivered in the batch
-             ({"text": "garbage"}, "bad"),
-             (report("stored before"), f"{job}-report-0"),        # redelivered
-             (report("three", "warning"), f"{job}-report-3")]
-    outcomes = api.store.add_reports(items)
-    assert [type(o).__name__ for o in outcomes] == [
-        "NoneType", "NoneType", "NoneType", "ContractError", "NoneType", "NoneType"]
-    shown = api.client.get(f"/environments/{env_id}/deployments/{job}").json()["reports"]
-    assert [(r["level"], r["text"]) for r in shown] == [
-        ("info", "stored before"), ("info", "one"), ("info", "two, ***"),
-        ("warning", "three")]
-
-    # a report stored by another consumer after the batch looked: one by one, stored once
-    monkeypatch.setattr(store_module, "stored_message_ids", lambda db, ids: set())
-    caplog.set_level("INFO", logger="fornace.api.store")
-    assert api.store.add_reports([(report("four"), f"{job}-report-4"),
-                                  (report("three", "warning"), f"{job}-report-3")]) == \
-        [None, None]
-    assert "one by one" in caplog.text and f"report {job}-report-3 already stored" in caplog.text
-    shown = api.client.get(f"/environments/{env_id}/deployments/{job}").json()["reports"]
-    assert [r["text"] for r in shown] == ["stored before", "one", "two, ***", "three", "four"]
-
-
-def test_a_running_jobs_secrets_mask_every_batch_of_its_reports_and_events(api):
-    """Its secrets are read once and kept while it runs: later batches are masked too."""
-    env_id, session = new_env(api.client, [web_server()])
-    assert api.client.post(f"/environments/{env_id}/sessions/{session}/deploy").status_code \
-        == 200
-    body, message_id = api.published.tasks[-1]
-    secret = body["services"][0]["adminPassword"]
-    for batch in range(3):   # three batches: the first reads the secrets, the others keep them
-        api.store.add_reports([(contract.report_body(env_id, "environment",
-                                                     f"batch {batch}: password {secret}",
-                                                     "info", env_id),
-                                f"{message_id}-report-{batch + 1}")])
-        event(api, env_id, message_id, f"T{batch}", status="running",
-              summary=f"with {secret}", log=[f"line {secret}"])
-    reports = api.client.get(f"/environments/{env_id}/deployments/{message_id}").text
-    job = api.client.get(f"/environments/{env_id}/jobs/{message_id}").text
-    for text in (reports, job):
-        assert secret not in text
-    assert reports.count("password ***") == 3 and job.count("with ***") == 3

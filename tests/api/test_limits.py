@@ -110,7 +110,7 @@ def deployed(api, *services):
     assert api.client.post(f"/environments/{env_id}/sessions/{session_id}/deploy"
                            ).status_code == 200
     body, message_id = api.published.tasks[-1]
-    api.store.apply_result(contract.result_body(body), message_id)
+    api.store.results.apply(contract.result_body(body), message_id)
     return env_id, {s["name"]: s["id"] for s in body["services"]}
 
 

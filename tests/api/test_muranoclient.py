@@ -66,8 +66,8 @@ def test_sessions_services_deploy_and_reports(served):
 
     body, message_id = api.published.tasks[-1]
     unit_id = body["services"][0]["units"][0]["id"]
-    api.store.add_report(contract.report_body(unit_id, "unit", "created", "info", env.id), "r1")
-    api.store.apply_result(contract.result_body(body), message_id)
+    api.store.reports.add(contract.report_body(unit_id, "unit", "created", "info", env.id), "r1")
+    api.store.results.apply(contract.result_body(body), message_id)
 
     deployments = client.deployments.list(env.id)
     assert [d.id for d in deployments] == [message_id]

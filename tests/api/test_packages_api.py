@@ -15,9 +15,10 @@ from packagekit import package_files, tar_of, zip_of
 from services import postgres_url
 from fornace.api.app import create_app
 from fornace.api.auth import NoAuth
-from fornace.api.jobstore import Jobs
+from fornace.api.stores.jobs import Jobs
 from fornace.api.packages.store import Packages
-from fornace.api.store import Context, Store
+from fornace.api.context import Context
+from fornace.api.stores.store import Store
 from fornace.common.db.engine import make_engine, session_factory, upgrade
 from fornace.common.packages.archive import PackageLimits
 from fornace.conductor.packages.check import package_checker

@@ -23,14 +23,15 @@ from oslo_policy import policy as oslo_policy
 
 import identitykit
 from apikit import Api, Published, make_api
-from fornace.api import app as app_module, jobroutes, policy
+from fornace.api import jobroutes, muranoroutes, policy
 from fornace.api.packages import routes as packageroutes
 from fornace.api.app import create_app
 from fornace.api.auth import KeystoneAuth
 from fornace.api.errors import Unauthorized
-from fornace.api.jobstore import Jobs
+from fornace.api.stores.jobs import Jobs
 from fornace.api.server import ApiService
-from fornace.api.store import Context, Store
+from fornace.api.context import Context
+from fornace.api.stores.store import Store
 from fornace.cli.main import build_conf
 from fornace.common.db.engine import make_engine, session_factory, upgrade
 from test_dashboard import Browser, create_env, deployed_env, site_form
@@ -133,7 +134,7 @@ def test_the_rules_and_their_defaults():
 def _route_rules() -> dict[tuple[str, str], str]:
     """(method, path) -> the rule each JSON route checks (its ``permitted`` dependency)."""
     found = {}
-    for route in (app_module.router.routes + jobroutes.router.routes
+    for route in (muranoroutes.router.routes + jobroutes.router.routes
                   + packageroutes.router.routes):
         assert isinstance(route, APIRoute)
         checks = [d.call for d in route.dependant.dependencies

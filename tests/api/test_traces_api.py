@@ -37,8 +37,8 @@ def a_trace(leak: str = "") -> dict:
 
 
 def send(api, env_id, job_id, document, message_id="m-trace"):
-    api.jobs.apply_job_event(contract.trace_event_body(env_id, job_id, encode(document)),
-                             message_id)
+    api.store.job_events.apply(contract.trace_event_body(env_id, job_id, encode(document)),
+                               message_id)
 
 
 def test_a_trace_is_stored_compressed_and_read_back_masked(api):
@@ -80,8 +80,8 @@ def test_traces_that_are_not_traces_are_dropped(api, caplog):
     not_json = {"encoding": "zlib+base64", "size": 3,
                 "data": base64.b64encode(zlib.compress(b"{{{")).decode()}
     for number, trace in enumerate((not_zlib, not_json)):
-        api.jobs.apply_job_event({"environment_id": env_id, "job_id": job_id, "kind": "trace",
-                                  "trace": trace}, f"bad-{number}")
+        api.store.job_events.apply({"environment_id": env_id, "job_id": job_id, "kind": "trace",
+                                    "trace": trace}, f"bad-{number}")
     assert "is not zlib data" in caplog.text and "is not JSON once expanded" in caplog.text
     assert api.client.get(f"/environments/{env_id}/jobs/{job_id}/trace").status_code == 404
 

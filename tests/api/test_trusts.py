@@ -11,7 +11,7 @@ from sqlalchemy import update
 import identitykit
 from apikit import Published
 from fornace.api.app import create_app
-from fornace.api.store import Store
+from fornace.api.stores.store import Store
 from fornace.api.trusts import Trusts
 from fornace.common.db.engine import make_engine, session_factory, upgrade
 from fornace.common.db.models import Environment

@@ -113,7 +113,7 @@ def test_alice_deploys_through_a_trust_bob_sees_nothing_delete_removes_the_trust
         expect(bob_page.locator("main")).not_to_contain_text(name)
         assert bob_page.goto(env_url).status == 403
         bob = identitykit.login("bob")
-        listed = api.app.state.store.list_environments(
+        listed = api.app.state.store.environments.list(
             api.app.state.auth.context({"x-auth-token": bob.token}))
         assert env_id not in [e["id"] for e in listed]
 

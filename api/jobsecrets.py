@@ -1,0 +1,45 @@
+"""The secrets a job's reports, task events and trace may quote: found in the
+descriptions it was given, masked before anything it sends is stored.
+
+Those of a running job are kept for a while: its reports and task changes
+come in batch after batch, and finding them means reading and walking the
+environment's and the session's descriptions (megabytes for a thousand
+units).  While the job runs neither changes what it was sent.
+"""
+from __future__ import annotations
+
+import collections
+import threading
+import time
+
+from sqlalchemy.orm import Session as DbSession
+
+from fornace.common.db.models import ConfigSession, Deployment, Environment
+from fornace.common.secrets import find_secrets
+
+_SECRETS_KEPT = 30.0    # seconds a running job's secrets are kept between two batches
+_secrets_lock = threading.Lock()
+_secrets_kept: collections.OrderedDict = collections.OrderedDict()   # job id -> (time, set)
+
+
+def job_secrets(db: DbSession, deployment: Deployment) -> set[str]:
+    """The secrets a job's reports and logs may quote (masked before storing);
+    a running job's are kept :data:`_SECRETS_KEPT` seconds between two batches."""
+    now = time.monotonic()
+    if deployment.finished is None:
+        with _secrets_lock:
+            kept = _secrets_kept.get(deployment.id)
+            if kept is not None and now - kept[0] < _SECRETS_KEPT:
+                return set(kept[1])
+    secrets: set[str] = set()
+    for owner in (db.get(Environment, deployment.environment_id),
+                  db.get(ConfigSession, deployment.session_id or "")):
+        if owner is not None:
+            find_secrets(owner.description, secrets)
+    if deployment.finished is None:
+        with _secrets_lock:
+            _secrets_kept[deployment.id] = (now, frozenset(secrets))
+            _secrets_kept.move_to_end(deployment.id)
+            while len(_secrets_kept) > 64:
+                _secrets_kept.popitem(last=False)
+    return secrets

@@ -1,0 +1,89 @@
+"""A job's hold on its environment: the running job, the busy conflict, and
+what a job's end leaves behind (its open tasks, its session, the
+environment's state).
+
+One conflict rule: a call that would change a busy environment (one whose
+job runs: open a session, edit its services, deploy, rename, delete without
+abandon, run an action) is a 409 naming the running job (:func:`busy_error`).
+"""
+from __future__ import annotations
+
+import datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session as DbSession, defer
+
+from fornace.api.errors import Conflict
+from fornace.api.views import utc
+from fornace.common.db.models import ConfigSession, Deployment, Environment, JobTask
+
+BUSY = ("deploying", "deleting")
+# jobs that look at or operate what is deployed without deploying: how they end
+# is their own state; the environment keeps the deploy status it had
+NOT_DEPLOYING = ("plan", "check", "execute_operation")
+UNSETTLED = ("pending", "running")
+# a job's description (the model it was given) is not read to store what it sends
+LIGHT_JOB = [defer(Deployment.description), defer(Deployment.parameters)]
+
+
+def running_job(db: DbSession, env_id: str) -> Deployment | None:
+    """The environment's job that has not ended (the latest, should there be two)."""
+    return db.scalars(select(Deployment).where(
+        Deployment.environment_id == env_id, Deployment.finished.is_(None)).order_by(
+        Deployment.started.desc())).first()
+
+
+def busy_message(env_name: str, job: Deployment) -> str:
+    return (f"environment {env_name} is busy: job {job.id} ({job.kind}) running since "
+            f"{utc(job.started)}; wait for it to end or abandon it")
+
+
+def busy_error(db: DbSession, env: Environment) -> Conflict:
+    """The 409 of a change refused because ``env`` runs a job: the message and the
+    error's ``job`` and ``environment`` fields name them (the command line builds
+    its own advice from those)."""
+    where = {"id": env.id, "name": env.name}
+    job = running_job(db, env.id)
+    if job is None:     # the state says busy, yet no job runs: say what is known
+        return Conflict(f"environment {env.name} is {env.state}; wait for it to end",
+                        environment=where)
+    return Conflict(busy_message(env.name, job), environment=where,
+                    job={"id": job.id, "kind": job.kind, "started": utc(job.started)})
+
+
+def refuse_if_busy(db: DbSession, env: Environment) -> None:
+    """A 409 naming the running job when ``env`` is busy (deploying, deleting)."""
+    if env.state in BUSY:
+        raise busy_error(db, env)
+
+
+def settled_state(db: DbSession, env_id: str, job_id: str) -> str:
+    """The state of an environment after a job that deployed nothing (a plan, a
+    check, an operation, a refused job, an abandoned plan): what the last job
+    that did deploy left."""
+    last = db.scalars(select(Deployment).where(
+        Deployment.environment_id == env_id, Deployment.id != job_id,
+        Deployment.finished.is_not(None), Deployment.kind.not_in(NOT_DEPLOYING),
+        Deployment.state != "refused").order_by(Deployment.started.desc())).first()
+    if last is None or last.state not in ("completed_w_errors", "abandoned"):
+        return "ready"
+    return "delete failure" if last.kind == "delete" else "deploy failure"
+
+
+def settle_tasks(db: DbSession, job: Deployment, now: datetime.datetime) -> int:
+    """Close the task rows a job left open when it ends (a conductor that died or
+    lost its lock never finished them): ``cancelled``, with why; how many."""
+    return db.execute(update(JobTask).where(
+        JobTask.deployment_id == job.id, JobTask.status.in_(UNSETTLED)).values(
+        status="cancelled", finished=now, updated=now,
+        summary=f"superseded: job {job.id} ended ({job.state}) while this task was still "
+                f"open (the run that started it stopped)")).rowcount
+
+
+def reopen_session(db: DbSession, job: Deployment, now: datetime.datetime) -> None:
+    """The session of a job that did not run to its end can be deployed again
+    (the environment's version did not change)."""
+    if job.session_id:
+        db.execute(update(ConfigSession).where(
+            ConfigSession.id == job.session_id, ConfigSession.state == "deploying").values(
+            state="open", updated=now))

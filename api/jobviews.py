@@ -1,0 +1,90 @@
+"""The views of jobs: a job, its tasks (also as TSV), and the status of each
+service and unit of an environment as a job moves it."""
+from __future__ import annotations
+
+import datetime
+from typing import Any, Iterable
+
+from fornace.api.outputs import endpoints
+from fornace.api.views import iso
+from fornace.common.db.models import Deployment, JobTask
+from fornace.common.modelview import service_type
+from fornace.common.secrets import find_secrets, masked
+
+TSV_COLUMNS = ("change_id", "job_id", "action", "status", "reason", "target", "target_name",
+               "operation", "started", "finished", "summary")
+
+
+def job_view(job: Deployment, counts: dict[str, int] | None = None) -> dict[str, Any]:
+    # stored masked (kept_parameters); masked again on the way out, as service fields
+    # are: a row written by an older version or another writer leaks no secret either
+    return {"id": job.id, "environment_id": job.environment_id, "action": job.kind,
+            "parameters": masked(job.parameters or {}), "state": job.state,
+            "started": iso(job.started), "finished": iso(job.finished),
+            "created": iso(job.created), "updated": iso(job.updated),
+            "task_counts": counts or {}}
+
+
+def kept_parameters(parameters: dict[str, Any], description: Any) -> dict[str, Any]:
+    """What a job stores (and shows) of its parameters: every secret field masked
+    (``adminPassword``, ``token``, ... at any depth), and the environment's secrets
+    and the parameters' own wherever a value quotes them (a command line)."""
+    return masked(parameters, find_secrets(parameters, find_secrets(description)))
+
+
+def task_view(task: JobTask) -> dict[str, Any]:
+    return {"change_id": task.change_id, "target": task.target,
+            "target_name": task.target_name, "operation": task.operation,
+            "reason": task.reason, "status": task.status, "started": iso(task.started),
+            "finished": iso(task.finished), "summary": task.summary, "digest": task.digest,
+            "log": task.log.split("\n") if task.log else []}
+
+
+def tsv_field(value: Any) -> str:
+    """One TSV cell: None is empty; backslash, tab and line breaks escaped."""
+    if value is None:
+        return ""
+    if isinstance(value, datetime.datetime):
+        value = iso(value)
+    return (str(value).replace("\\", "\\\\").replace("\t", "\\t")
+            .replace("\n", "\\n").replace("\r", "\\r"))
+
+
+def tsv(rows: Iterable[Iterable[Any]]) -> str:
+    lines = ["\t".join(TSV_COLUMNS)]
+    lines.extend("\t".join(tsv_field(value) for value in row) for row in rows)
+    return "\n".join(lines) + "\n"
+
+
+def _default_status(deployed: bool) -> dict[str, Any]:
+    """What a unit or service without a conductor-kept status shows: not created
+    yet before the first deployment; after it, nobody knows."""
+    return {"local": "unknown" if deployed else "pending", "state": "initial"}
+
+
+def _with_status(item: dict[str, Any], deployed: bool,
+                 live: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    status = item.get("status")
+    shown = masked(status) if isinstance(status, dict) else _default_status(deployed)
+    now = (live or {}).get(str(item.get("id")))
+    if now:   # what the running job told since it began
+        shown.update({k: v for k, v in now.items() if k in ("state", "local") and v})
+    return shown
+
+
+def services_status(description: dict[str, Any], deployed: bool,
+                    live: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Per service and unit its status; ``live``: the node states a running
+    job sent (by id), shown over those of ``description``."""
+    services = []
+    for service in description.get("services") or []:
+        if not isinstance(service, dict):
+            continue
+        units = [{"id": u.get("id"), "name": u.get("name"),
+                  "status": _with_status(u, deployed, live), **endpoints(u)}
+                 for u in service.get("units") or [] if isinstance(u, dict)]
+        services.append({"id": service.get("id"), "name": service.get("name"),
+                         "type": service_type(service),
+                         "status": _with_status(service, deployed, live), **endpoints(service),
+                         "units": units})
+    return services

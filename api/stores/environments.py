@@ -1,0 +1,183 @@
+"""Environments: list, create, show, rename and delete (Murano 0.2).
+
+Names are unique within a tenant (a name taken is a 409 naming the
+environment that has it: :mod:`fornace.api.namelocks`); a busy environment
+cannot be renamed nor deleted but by abandoning its job
+(:mod:`fornace.api.jobstate`).  Deleting a deployed environment is a job of
+action ``delete``.
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import delete, exists, select, update
+from sqlalchemy.orm import Session as DbSession
+
+from fornace.api import specs
+from fornace.api.context import Context, allowed, session_allowed
+from fornace.api.errors import Forbidden
+from fornace.api.ids import could_be_id, lookup_id
+from fornace.api.jobstate import BUSY, busy_error, refuse_if_busy
+from fornace.api.namelocks import lock_names, refuse_taken_name
+from fornace.api.trusts import Delegation
+from fornace.api.views import env_row_view, env_view
+from fornace.common import contract
+from fornace.common.db import locks
+from fornace.common.db.models import (ConfigSession, Deployment, Environment, JobLock, new_id,
+                                      utcnow)
+from fornace.common.secrets import masked
+
+if TYPE_CHECKING:
+    from fornace.api.stores.store import Store
+
+LOG = logging.getLogger(__name__)
+
+# The view of an environment and whether it has a session of its current
+# version still open (then its status is "pending" unless it is busy).
+_ENV_VIEW_COLUMNS = (Environment.id, Environment.name, Environment.created, Environment.updated,
+                     Environment.tenant_id, Environment.version, Environment.state)
+_PENDING = exists().where(ConfigSession.environment_id == Environment.id,
+                          ConfigSession.state == "open",
+                          ConfigSession.version == Environment.version).label("pending")
+
+
+def shown_status(state: str, pending: bool) -> str:
+    """The status users see: busy states first, then an open session ("pending")."""
+    return state if state in BUSY else "pending" if pending else state
+
+
+class Environments:
+    """The environments of ``store``'s database."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._sessions = store.sessions
+
+    def list(self, ctx: Context, tenant_id: str | None = None,
+             every_tenant: bool = False) -> list[dict[str, Any]]:
+        """The environments of the caller's project, of ``tenant_id``, or of every
+        project; another project's are the cloud admin's to list (``ctx.is_admin``)."""
+        tenant = ctx.tenant_id if tenant_id is None else tenant_id
+        if (every_tenant or tenant != ctx.tenant_id) and not ctx.is_admin:
+            raise Forbidden("listing other projects' environments is for the cloud admin")
+        if not every_tenant and not could_be_id(tenant):  # a ?tenant= no row can have
+            return []
+        query = select(*_ENV_VIEW_COLUMNS, _PENDING)
+        if not every_tenant:
+            query = query.where(Environment.tenant_id == tenant)
+        # One query, only the columns of the view (not the descriptions), no ORM
+        # objects: a tenant may have hundreds of environments.
+        with self.store.read() as db:
+            rows = db.execute(query.order_by(Environment.created))
+            return [env_row_view(env_id, name, created, updated, tenant_id, version,
+                                 shown_status(state, pending))
+                    for env_id, name, created, updated, tenant_id, version, state, pending
+                    in rows]
+
+    def create(self, ctx: Context, name: str) -> dict[str, Any]:
+        """A new empty environment; 409 when the tenant has one of that name."""
+        with self._sessions.begin() as db:
+            lock_names(db, ctx.tenant_id)
+            refuse_taken_name(db, ctx.tenant_id, name)
+            env_id = new_id()
+            env = Environment(id=env_id, name=name, tenant_id=ctx.tenant_id, version=0,
+                              state="ready",
+                              description={"id": env_id, "name": name, "services": []})
+            db.add(env)
+            db.flush()
+            return env_view(env, "ready")
+
+    def get(self, ctx: Context, env_id: str, session_id: str | None = None) -> dict[str, Any]:
+        """The environment and its services (a session's, with ``session_id``), masked."""
+        with self.store.read() as db:
+            # the environment and whether it is pending in one query, no ORM object
+            env = db.execute(select(*Environment.__table__.c, _PENDING).where(
+                Environment.id == lookup_id(env_id, "environment"))).first()
+            allowed(ctx, env_id, env)
+            description = env.description
+            if session_id:
+                session = session_allowed(ctx, env, session_id, db.execute(
+                    select(*ConfigSession.__table__.c).where(
+                        ConfigSession.id == lookup_id(session_id, "session"))).first(),
+                    editable=False)
+                description = session.description
+            view = env_view(env, shown_status(env.state, env.pending))
+            view["services"] = specs.masked_view(description.get("services") or [],
+                                                 self.store.catalog_of(db, env.id))
+            return view
+
+    def update(self, ctx: Context, env_id: str, name: str) -> dict[str, Any]:
+        """Rename; 409 while a job runs (its result would bring the old name
+        back into the description) or when another environment has the name."""
+        with self._sessions.begin() as db:
+            env = self.store.environment(db, ctx, env_id, lock=True)
+            refuse_if_busy(db, env)
+            if name != env.name:
+                lock_names(db, env.tenant_id)
+                refuse_taken_name(db, env.tenant_id, name, but=env.id)
+            env.name = name
+            env.description = {**env.description, "name": name}
+            env.updated = utcnow()
+            db.flush()
+            return env_view(env, _status(db, env))
+
+    def delete(self, ctx: Context, env_id: str, abandon: bool = False) -> None:
+        """Tear down (send a deletion task) or, never deployed, just forget.
+
+        With ``abandon`` the environment is forgotten at once, whatever runs:
+        its running job's lock is revoked (its conductor stops it at its next
+        step) and a clean-up deletion task still goes out, so a conductor
+        removes what was made for it (its stack: instances, local-cloud
+        processes); what that task reports back is ignored.  Without it, a
+        busy environment is a 409 naming its running job.
+        """
+        with self.store.delegated(ctx, env_id, deleting=True) as delegation:
+            self._delete(ctx, env_id, abandon, delegation)
+
+    def _delete(self, ctx: Context, env_id: str, abandon: bool,
+                delegation: Delegation) -> None:
+        with self._sessions.begin() as db:
+            env = self.store.environment(db, ctx, env_id, lock=True)
+            if env.version == 0 and env.state == "ready":
+                db.execute(delete(JobLock).where(JobLock.environment_id == env.id))
+                db.delete(env)
+                return
+            if abandon:
+                locks.revoke(db, env.id)   # the row (and its token) stays: fencing
+                cleanup = contract.deletion_task_body(env.id, env.name, ctx.token,
+                                                      env.tenant_id, job_id=new_id(),
+                                                      trust_id=delegation.trust_id)
+                db.delete(env)
+            else:
+                refuse_if_busy(db, env)
+                previous = env.state
+                claimed = db.execute(update(Environment).where(
+                    Environment.id == env.id, Environment.state.not_in(BUSY)).values(
+                    state="deleting", updated=utcnow())).rowcount
+                if claimed != 1:    # a job started since it was read
+                    raise busy_error(db, env)
+                deployment = Deployment(id=new_id(), environment_id=env.id,
+                                        tenant_id=env.tenant_id, kind="delete", parameters={},
+                                        description=masked(env.description))
+                db.add(deployment)
+                self.store.keep_trust(env, delegation)
+                body = contract.deletion_task_body(env.id, env.name, ctx.token, env.tenant_id,
+                                                   job_id=deployment.id,
+                                                   trust_id=delegation.trust_id)
+        if abandon:
+            try:
+                self.store.publish(cleanup, cleanup["job"]["id"])
+            except Exception as exc:  # the environment is gone either way: say what is left
+                LOG.error("environment %s abandoned, but its clean-up task could not be sent "
+                          "(%s): its stack stays until it is removed by hand", env_id, exc)
+            return
+        self.store.send_task(body, deployment.id, env_id, previous)
+
+
+def _status(db: DbSession, env: Environment) -> str:
+    """The status shown of an environment read as an ORM object."""
+    if env.state in BUSY:
+        return env.state
+    return shown_status(env.state, db.scalar(select(_PENDING).where(
+        Environment.id == env.id)))

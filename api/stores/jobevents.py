@@ -1,0 +1,376 @@
+"""Job events: what a conductor sends of a job as it runs (``job-events``,
+and on the results queue), stored as the job's task rows, its node states,
+its trace, or its refusal.
+
+Events come in batches (:mod:`fornace.api.messagestore`, the loop reports
+and results share): one transaction looks each job, lock token and task row
+up once, merges the events of each task and writes the rows at the end
+(:class:`_EventBatch`).  Within an event, what the table cannot hold (a task
+field too long, a time that is not one: :class:`MalformedEvent`) or a trace
+that is not one is dropped alone, and said why; events of an unknown job or
+of a run that lost the environment's lock (:mod:`fornace.api.fencing`) are
+dropped the same way.
+"""
+from __future__ import annotations
+
+import datetime
+import functools
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Sequence
+
+from sqlalchemy import bindparam, func, insert, select, tuple_, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session as DbSession
+
+from fornace.api.fencing import fenced, lock_tokens
+from fornace.api.ids import could_be_id
+from fornace.api.jobsecrets import job_secrets
+from fornace.api.jobstate import (BUSY, LIGHT_JOB, reopen_session, settle_tasks,
+                                  settled_state)
+from fornace.api.messagestore import Message, Outcome, store_message, store_messages
+from fornace.api.traces import store_trace
+from fornace.common import contract
+from fornace.common.db.models import Deployment, Environment, JobTask, Status, new_id, utcnow
+from fornace.common.secrets import mask_text
+
+if TYPE_CHECKING:
+    from fornace.api.stores.store import Store
+
+LOG = logging.getLogger(__name__)
+
+# longest value of each text column of job_tasks (longer: the event is malformed)
+_LIMITS = {"change_id": 64, "target": 255, "target_name": 255, "operation": 255,
+           "reason": 64, "digest": 128}
+_TEXT_FIELDS = ("target", "target_name", "operation", "reason", "status", "summary", "digest")
+
+
+class MalformedEvent(ValueError):
+    """A task event the contract lets through but the table cannot hold."""
+
+
+@dataclass
+class TaskFields:
+    """The columns a task event sets (only those present in it) and its new log lines."""
+
+    values: dict[str, Any]
+    lines: list[str]
+
+
+def _clean(text: str) -> str:
+    return text.replace("\x00", "\ufffd")  # PostgreSQL text cannot hold NUL
+
+
+def _timestamp(name: str, value: str) -> datetime.datetime:
+    try:
+        moment = datetime.datetime.fromisoformat(value)
+    except ValueError:
+        raise MalformedEvent(f"field 'task.{name}' is not an ISO 8601 time") from None
+    if moment.tzinfo is not None:
+        moment = moment.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+    return moment
+
+
+def task_fields(task: dict[str, Any], secrets: set[str]) -> TaskFields:
+    """The columns of a task event, checked against the table and masked."""
+    values: dict[str, Any] = {}
+    for name in _TEXT_FIELDS:
+        if name in task:
+            value = task[name]
+            if isinstance(value, str):
+                value = _clean(value)
+                if name in _LIMITS and len(value) > _LIMITS[name]:
+                    raise MalformedEvent(f"field 'task.{name}' is longer than "
+                                         f"{_LIMITS[name]} characters")
+            values[name] = value
+    if values.get("summary"):
+        values["summary"] = mask_text(values["summary"], secrets)
+    for name in ("started", "finished"):
+        if name in task:
+            values[name] = _timestamp(name, task[name]) if task[name] else None
+    lines = [mask_text(_clean(line), secrets) for line in task.get("log") or []]
+    return TaskFields(values, lines)
+
+
+def _change_id(task: dict[str, Any]) -> str:
+    """The key of a task event's row (MalformedEvent if the column cannot hold it)."""
+    change_id = _clean(task["change_id"])
+    if len(change_id) > _LIMITS["change_id"]:
+        raise MalformedEvent(f"field 'task.change_id' is longer than "
+                             f"{_LIMITS['change_id']} characters")
+    return change_id
+
+
+_TASKS = JobTask.__table__
+# what a new row holds where no event of the batch set a value
+_NEW_ROW = {"target": None, "target_name": None, "operation": None, "reason": None,
+            "status": "pending", "started": None, "finished": None, "summary": None,
+            "digest": None}
+Event = tuple[contract.JobEvent, str | None]   # (event, message id)
+# job events that change task rows: one task, or many (contract 1.4)
+TASK_KINDS = ("task", "tasks")
+
+
+def _task_changes(event: contract.JobEvent) -> list[dict[str, Any]]:
+    """The task changes a job event carries, in order (none for a job state)."""
+    if event.kind == "task":
+        return [event.task or {}]
+    if event.kind == "tasks":
+        return list(event.tasks or [])
+    return []
+
+
+@dataclass
+class _TaskWrite:
+    """What the events of one batch do to one task row, merged in their order:
+    later values win, log lines pile up -- as the same events one by one would."""
+
+    deployment_id: str
+    row_id: str | None          # None: the row is new
+    values: dict[str, Any] = field(default_factory=dict)
+    lines: list[str] = field(default_factory=list)
+
+    def add(self, fields: TaskFields) -> None:
+        self.values.update(fields.values)
+        self.lines.extend(fields.lines)
+
+    def new_row(self, key: tuple[str, str], row_id: str,
+                now: datetime.datetime) -> dict[str, Any]:
+        return {**_NEW_ROW, **self.values, "id": row_id, "deployment_id": self.deployment_id,
+                "environment_id": key[0], "change_id": key[1],
+                "log": "\n".join(self.lines) if self.lines else None,
+                "created": now, "updated": now}
+
+    def changes(self, now: datetime.datetime) -> dict[str, Any]:
+        """The parameters of :func:`_update_statement` for this row."""
+        params = {f"v_{name}": value for name, value in self.values.items()}
+        params.update(v_id=self.row_id, v_updated=now)
+        if self.lines:
+            params["v_log"] = "\n".join(self.lines)
+        return params
+
+    @property
+    def shape(self) -> tuple[tuple[str, ...], bool]:
+        """Rows of one shape are updated by one statement (executemany)."""
+        return tuple(sorted(self.values)), bool(self.lines)
+
+
+@functools.lru_cache(maxsize=256)
+def _update_statement(names: tuple[str, ...], with_log: bool) -> Any:
+    """UPDATE of the columns ``names`` (and ``updated``) of the row ``v_id``; log
+    lines are appended in SQL, so that concurrent appends lose no line."""
+    values: dict[str, Any] = {name: bindparam(f"v_{name}", type_=_TASKS.c[name].type)
+                              for name in names}
+    values["updated"] = bindparam("v_updated", type_=_TASKS.c.updated.type)
+    if with_log:
+        values["log"] = (func.coalesce(_TASKS.c.log + "\n", "")
+                         + bindparam("v_log", type_=_TASKS.c.log.type))
+    return update(_TASKS).where(_TASKS.c.id == bindparam("v_id")).values(values)
+
+
+class _EventBatch:
+    """Job events stored in one transaction.
+
+    One event per transaction made the API, not the conductors, the bottleneck
+    of large deployments (~3 events per agent command): the job, its lock
+    token and its secrets were looked up again for every event, and each task
+    row selected and written alone.  A batch looks each job, token and row up
+    once, merges the events of each task and writes the rows at the end; a
+    ``refused`` job event first writes what came before it, since ending the
+    job settles its open tasks.  One event alone is a batch of one: a single
+    piece of code stores both.  A ``tasks`` event (many tasks of a job in one
+    message, contract 1.4) is stored as its tasks' ``task`` events would be.
+    """
+
+    def __init__(self, db: DbSession, events: Sequence[Event]) -> None:
+        self.db = db
+        self.events = events
+        self.jobs = self._jobs()
+        self.tokens = lock_tokens(db, {job.environment_id for job in self.jobs.values()}
+                                  if any(e.fence is not None for e, _ in events) else ())
+        self.rows = self._rows()
+        self.secrets: dict[str, set[str]] = {}
+        self.writes: dict[tuple[str, str], _TaskWrite] = {}
+
+    @staticmethod
+    def _needs_job(event: contract.JobEvent) -> bool:
+        """Task events, traces and refusals change rows of their job; the rest is logged."""
+        return event.kind in TASK_KINDS or event.kind == "trace" or event.state == "refused"
+
+    def _jobs(self) -> dict[str, Deployment]:
+        ids = {e.job_id for e, _ in self.events if self._needs_job(e) and could_be_id(e.job_id)}
+        if not ids:
+            return {}
+        return {job.id: job for job in self.db.scalars(select(Deployment).where(
+            Deployment.id.in_(ids)).options(*LIGHT_JOB))}
+
+    def _rows(self) -> dict[tuple[str, str], str]:
+        """(environment, change id) -> id of the task rows the batch's events name."""
+        keys = set()
+        for event, _ in self.events:
+            job = self.jobs.get(event.job_id)
+            if job is None or job.environment_id != event.environment_id:
+                continue
+            for task in _task_changes(event):
+                try:
+                    keys.add((job.environment_id, _change_id(task)))
+                except MalformedEvent:
+                    continue   # said when the event comes
+        if not keys:
+            return {}
+        found = self.db.execute(select(JobTask.environment_id, JobTask.change_id, JobTask.id)
+                                .where(tuple_(JobTask.environment_id, JobTask.change_id)
+                                       .in_(sorted(keys))))
+        return {(env_id, change_id): row_id for env_id, change_id, row_id in found}
+
+    # -- the events, in order -----------------------------------------------------
+    def store(self) -> None:
+        for event, message_id in self.events:
+            if event.kind in TASK_KINDS:
+                self._tasks(event, message_id)
+            elif event.kind == "trace":
+                self._trace(event, message_id)
+            else:
+                self._job_state(event, message_id)
+        self._write()
+
+    def _job(self, event: contract.JobEvent, message_id: str | None) -> Deployment | None:
+        """The event's job; None (and said why) for an unknown one or a stale sender."""
+        job = self.jobs.get(event.job_id)
+        if job is None or job.environment_id != event.environment_id:
+            LOG.info("job event %s for unknown job %.80r of environment %.80r dropped",
+                     message_id, event.job_id, event.environment_id)
+            return None
+        if fenced(self.tokens.get(job.environment_id), job.environment_id, event.fence,
+                  f"job event {message_id}"):
+            return None
+        return job
+
+    def _tasks(self, event: contract.JobEvent, message_id: str | None) -> None:
+        job = self._job(event, message_id)
+        if job is None:
+            return
+        for number, task in enumerate(_task_changes(event)):
+            try:
+                change_id = _change_id(task)
+                fields = task_fields(task, self._secrets(job))
+            except MalformedEvent as exc:   # that task alone
+                which = f" (task {number})" if event.kind == "tasks" else ""
+                LOG.warning("job event %s%s of job %s dropped: %s", message_id, which,
+                            event.job_id, exc)
+                continue
+            self._merge(job, change_id, fields)
+        if event.nodes:   # contract 1.5: the node states that moved
+            job.nodes = {**(job.nodes or {}), **event.nodes}
+
+    def _merge(self, job: Deployment, change_id: str, fields: TaskFields) -> None:
+        key = (job.environment_id, change_id)
+        write = self.writes.get(key)
+        if write is None:
+            write = self.writes[key] = _TaskWrite(job.id, self.rows.get(key))
+        write.add(fields)
+
+    def _secrets(self, job: Deployment) -> set[str]:
+        if job.id not in self.secrets:
+            self.secrets[job.id] = job_secrets(self.db, job)
+        return self.secrets[job.id]
+
+    def _trace(self, event: contract.JobEvent, message_id: str | None) -> None:
+        """A job's trace (contract 1.7): kept compressed, replacing an earlier copy."""
+        job = self._job(event, message_id)
+        if job is None:
+            return
+        try:
+            stored = store_trace(self.db, job, event.trace or {})
+        except contract.ContractError as exc:   # that event alone
+            LOG.warning("job event %s (trace of job %s) dropped: %s", message_id, job.id, exc)
+            return
+        LOG.info("job %s: trace stored (%d bytes, %d compressed)", job.id, stored.size,
+                 stored.stored)
+
+    def _job_state(self, event: contract.JobEvent, message_id: str | None) -> None:
+        if event.state != "refused":  # results end jobs; the rest is informative
+            LOG.debug("job event %s: job %s is %s", message_id, event.job_id, event.state)
+            return
+        job = self._job(event, message_id)
+        if job is None:
+            return
+        if job.finished is not None:
+            LOG.info("job event %s: job %s already ended (%s); refusal ignored",
+                     message_id, job.id, job.state)
+            return
+        self._write()       # the tasks it settles include those of the events before
+        _refuse(self.db, job, event.summary)
+
+    # -- writing ------------------------------------------------------------------
+    def _write(self) -> None:
+        """Insert the new task rows (one executemany) and update the others (one
+        executemany per shape of change)."""
+        if not self.writes:
+            return
+        now = utcnow()
+        new: list[dict[str, Any]] = []
+        changed: dict[tuple[tuple[str, ...], bool], list[dict[str, Any]]] = {}
+        for key, write in self.writes.items():
+            if write.row_id is None:
+                row_id = self.rows[key] = new_id()
+                new.append(write.new_row(key, row_id, now))
+            else:
+                changed.setdefault(write.shape, []).append(write.changes(now))
+        if new:
+            self.db.execute(insert(_TASKS), new)
+        for shape, params in changed.items():
+            self.db.execute(_update_statement(*shape), params)
+        self.writes.clear()
+
+
+class JobEvents:
+    """The ``job-events`` consumer's store, on the tables of ``store``."""
+
+    def __init__(self, store: Store) -> None:
+        self._sessions = store.sessions
+
+    def apply(self, body: Any, message_id: str | None) -> None:
+        """Store one ``job-events`` message (what stopped it is raised)."""
+        store_message(self.apply_all, body, message_id)
+
+    def apply_all(self, messages: Sequence[Message]) -> list[Outcome]:
+        """Store ``job-events`` messages (``[(body, message id)]``, in arrival
+        order) in one transaction (see :class:`_EventBatch`); one outcome per
+        message (:func:`fornace.api.messagestore.store_messages`)."""
+        return store_messages(messages, _parse, self._store_events, self._store_event,
+                              "job events")
+
+    def _store_events(self, events: Sequence[Event]) -> None:
+        with self._sessions.begin() as db:
+            _EventBatch(db, events).store()
+
+    def _store_event(self, event: Event) -> None:
+        for attempt in range(2):
+            try:
+                self._store_events([event])
+                return
+            except IntegrityError:  # another consumer inserted the same task first
+                if attempt:
+                    raise
+                LOG.info("job event %s: task inserted concurrently, updating it", event[1])
+
+
+def _parse(body: Any, message_id: str | None) -> Event:
+    return contract.parse_job_event(body), message_id
+
+
+def _refuse(db: DbSession, job: Deployment, summary: str) -> None:
+    """The conductor would not run the job (the environment was locked): it
+    ends as ``refused``, the environment as it was, the reason kept as a report."""
+    now = utcnow()
+    job.state, job.finished, job.updated = "refused", now, now
+    settle_tasks(db, job, now)
+    text = mask_text(summary, job_secrets(db, job)) or f"job {job.id} was refused"
+    db.add(Status(id=new_id(), deployment_id=job.id, entity="environment",
+                  entity_id=job.environment_id, level="error", text=text))
+    env = db.get(Environment, job.environment_id)
+    if env is not None and env.state in BUSY:
+        env.state, env.updated = settled_state(db, env.id, job.id), now
+    reopen_session(db, job, now)
+

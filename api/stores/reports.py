@@ -1,0 +1,207 @@
+"""Reports: what the conductor says of a job as it runs (``task-reports``),
+stored as ``statuses`` rows, and the Murano 0.2 views of them: the
+deployments of an environment, a deployment's reports, the last status of
+each service.
+
+Reports come in batches (:mod:`fornace.api.messagestore`): stored in one
+transaction, masked with their job's secrets, once each (a redelivered
+report is not stored again), dropped when their run lost the environment's
+lock (:mod:`fornace.api.fencing`) or their job was abandoned.
+"""
+from __future__ import annotations
+
+import datetime
+import logging
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session as DbSession
+
+from fornace.api.context import Context
+from fornace.api.errors import NotFound
+from fornace.api.fencing import fenced, lock_tokens
+from fornace.api.ids import could_be_id, lookup_id
+from fornace.api.jobsecrets import job_secrets
+from fornace.api.jobstate import LIGHT_JOB, NOT_DEPLOYING, running_job
+from fornace.api.messagestore import Message, Outcome, store_message, store_messages
+from fornace.api.views import deployment_view, report_view
+from fornace.common import contract
+from fornace.common.db.models import Deployment, Environment, Status, new_id, utcnow
+from fornace.common.secrets import mask_text, masked
+
+if TYPE_CHECKING:
+    from fornace.api.stores.store import Store
+
+LOG = logging.getLogger(__name__)
+
+Parsed = tuple[contract.Report, int | None, str | None]   # (report, fence, message id)
+
+
+class Reports:
+    """The reports of ``store``'s jobs, and the 0.2 deployments they belong to."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._sessions = store.sessions
+
+    # -- reading ---------------------------------------------------------------
+    def deployments(self, ctx: Context, env_id: str | None = None) -> list[dict[str, Any]]:
+        """The jobs of the caller's project (of one environment), as 0.2 deployments."""
+        with self._sessions() as db:
+            query = select(Deployment).where(Deployment.tenant_id == ctx.tenant_id)
+            if env_id is not None:
+                self.store.environment(db, ctx, env_id)
+                query = query.where(Deployment.environment_id == env_id)
+            return [deployment_view(d) for d in db.scalars(
+                query.order_by(Deployment.started.desc()))]
+
+    def of_deployment(self, ctx: Context, env_id: str, deployment_id: str,
+                      service_ids: list[str]) -> list[dict[str, Any]]:
+        """A deployment's reports (of the given services and their units), in order."""
+        with self._sessions() as db:
+            env = self.store.environment(db, ctx, env_id)
+            deployment = db.get(Deployment, lookup_id(deployment_id, "deployment"))
+            if deployment is None or deployment.environment_id != env.id:
+                raise NotFound(f"deployment {deployment_id} not found in environment {env_id}")
+            query = select(Status).where(Status.deployment_id == deployment.id)
+            if service_ids:
+                query = query.where(Status.entity_id.in_(
+                    {i for i in _entities_of(deployment.description, service_ids)
+                     if could_be_id(i)}))
+            return [report_view(s) for s in db.scalars(query.order_by(Status.created))]
+
+    def last_status(self, ctx: Context, env_id: str,
+                    session_id: str | None = None) -> dict[str, Any]:
+        """Per entity (service, unit) the last report of the latest job."""
+        with self._sessions() as db:
+            env = self.store.environment(db, ctx, env_id)
+            if session_id:
+                self.store.config_session(db, ctx, env, session_id, editable=False)
+            deployment = db.scalars(select(Deployment).where(
+                Deployment.environment_id == env.id).order_by(
+                Deployment.started.desc())).first()
+            latest: dict[str, Any] = {}
+            if deployment is not None:
+                for status in db.scalars(select(Status).where(
+                        Status.deployment_id == deployment.id).order_by(Status.created)):
+                    if status.entity_id:
+                        latest[status.entity_id] = report_view(status)
+            return latest
+
+    # -- from the conductor ------------------------------------------------------
+    def add(self, body: Any, message_id: str | None) -> None:
+        """Store a status row (task-reports); a redelivered report is stored once."""
+        store_message(self.add_all, body, message_id)
+
+    def add_all(self, messages: Sequence[Message]) -> list[Outcome]:
+        """Store reports (``[(body, message id)]``, in arrival order) in one
+        transaction: a consumer storing them one by one spends its time on
+        transactions and lookups (lock token, job, secrets) that a batch shares.
+        One outcome per report (:func:`fornace.api.messagestore.store_messages`)."""
+        return store_messages(messages, _parse, self._store_reports, self._store_report,
+                              "reports")
+
+    def _store_report(self, report: Parsed) -> None:
+        try:
+            self._store_reports([report])
+        except IntegrityError:  # the same report stored by a concurrent consumer
+            LOG.info("report %s already stored", report[2])
+
+    def _store_reports(self, reports: Sequence[Parsed]) -> None:
+        with self._sessions.begin() as db:
+            tokens = lock_tokens(db, {report.environment_id for report, fence, _ in reports
+                                      if fence is not None})
+            seen = stored_message_ids(db, [message_id for _, _, message_id in reports])
+            secrets: dict[str, set[str]] = {}
+            rows: list[Status] = []
+            for report, fence, message_id in reports:
+                if fenced(tokens.get(report.environment_id), report.environment_id, fence,
+                          f"report {message_id}"):
+                    continue
+                if message_id and message_id in seen:
+                    continue
+                row = _status_row(db, report, message_id, secrets)
+                if row is not None:
+                    rows.append(row)
+                    seen.add(message_id)
+            # in arrival order, whatever the clock's resolution: reports are listed by time
+            now = utcnow()
+            for number, row in enumerate(rows):
+                row.created = row.updated = now + datetime.timedelta(microseconds=number)
+            db.add_all(rows)
+
+
+def _parse(body: Any, message_id: str | None) -> Parsed:
+    return contract.parse_report(body), contract.fence_of(body, "report"), message_id
+
+
+def stored_message_ids(db: DbSession, message_ids: Iterable[str | None]) -> set[str | None]:
+    """Which of these reports are stored already (redelivered), in one query."""
+    wanted = {message_id for message_id in message_ids if message_id}
+    if not wanted:
+        return set()
+    return set(db.scalars(select(Status.message_id).where(Status.message_id.in_(wanted))))
+
+
+def _status_row(db: DbSession, report: contract.Report, message_id: str | None,
+                secrets: dict[str, set[str]]) -> Status | None:
+    """The status row of a report (None: dropped, and said why); ``secrets``
+    caches each job's secrets for the batch."""
+    deployment = _report_job(db, report.environment_id, message_id)
+    if deployment is None:
+        LOG.info("report %s for unknown environment %s dropped", message_id,
+                 report.environment_id)
+        return None
+    if deployment.state == "abandoned":
+        LOG.info("report %s of abandoned job %s ignored", message_id, deployment.id)
+        return None
+    if deployment.id not in secrets:
+        secrets[deployment.id] = job_secrets(db, deployment)
+    known = secrets[deployment.id]
+    details = report.details
+    if details is not None and not isinstance(details, str):
+        details = str(masked(details, known))
+    if report.level == "error" and deployment.state == "success":
+        _late_error(db, deployment)
+    return Status(id=new_id(), deployment_id=deployment.id, message_id=message_id,
+                  entity=report.entity, entity_id=None if report.id is None else str(report.id),
+                  text=mask_text(report.text, known),
+                  details=mask_text(details, known) if details else details,
+                  level=report.level)
+
+
+def _report_job(db: DbSession, env_id: str, message_id: str | None) -> Deployment | None:
+    """The job a report belongs to.
+
+    The conductor names reports ``<job id>-report-<n>``: that job, when it is
+    one of the environment's (so a late report of an abandoned job is not
+    pinned on the job that runs now); else the running or the latest job.
+    """
+    if message_id and "-report-" in message_id:
+        job_id = message_id.rsplit("-report-", 1)[0]
+        named = db.get(Deployment, job_id, options=LIGHT_JOB) if could_be_id(job_id) else None
+        if named is not None and named.environment_id == env_id:
+            return named
+    return running_job(db, env_id) or db.scalars(select(Deployment).where(
+        Deployment.environment_id == env_id).order_by(Deployment.started.desc())).first()
+
+
+def _late_error(db: DbSession, deployment: Deployment) -> None:
+    """An error report that arrived after the result (two queues, no common order)."""
+    deployment.state = "completed_w_errors"
+    env = db.get(Environment, deployment.environment_id)
+    if env is not None and env.state == "ready" and deployment.kind != "delete" \
+            and deployment.kind not in NOT_DEPLOYING:
+        env.state = "deploy failure"
+
+
+def _entities_of(description: dict, service_ids: list[str]) -> set[str]:
+    """The given services and their units (reports name either)."""
+    wanted = set(service_ids)
+    for service in description.get("services") or []:
+        if isinstance(service, dict) and service.get("id") in service_ids:
+            for unit in service.get("units") or []:
+                if isinstance(unit, dict) and unit.get("id"):
+                    wanted.add(unit["id"])
+    return wanted

@@ -1,0 +1,99 @@
+"""Results: the final model a job sends back (``task-results``), which ends
+the job and updates its environment.
+
+Every job but a ``plan`` stores the model and bumps the version (open
+sessions then become invalid: they were opened on what the job changed); a
+plan only previews, so the environment is left as it was.  A delete job
+that went well removes the environment.  A redelivered result, one for a
+job that ended already, or one from a run that lost the environment's lock
+(:mod:`fornace.api.fencing`) changes nothing.
+"""
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any, Sequence
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session as DbSession
+
+from fornace.api.fencing import fenced_off
+from fornace.api.jobstate import NOT_DEPLOYING, running_job, settle_tasks, settled_state
+from fornace.api.messagestore import Message, Outcome, store_message, store_messages
+from fornace.common import contract
+from fornace.common.db.models import ConfigSession, Deployment, Environment, Status, utcnow
+
+if TYPE_CHECKING:
+    from fornace.api.stores.store import Store
+
+LOG = logging.getLogger(__name__)
+
+Parsed = tuple[dict[str, Any], int | None, str | None]   # (model, fence, message id)
+
+
+class Results:
+    """The results of ``store``'s jobs."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._sessions = store.sessions
+
+    def apply(self, body: Any, message_id: str | None) -> None:
+        """Store a final model (task-results); a redelivered result changes nothing."""
+        store_message(self.apply_all, body, message_id)
+
+    def apply_all(self, messages: Sequence[Message]) -> list[Outcome]:
+        """Store results (``[(body, message id)]``, in arrival order), one outcome
+        each (:func:`fornace.api.messagestore.store_messages`)."""
+        return store_messages(messages, _parse, self._store_results,
+                              lambda result: self._store_results([result]), "results")
+
+    def _store_results(self, results: Sequence[Parsed]) -> None:
+        with self._sessions.begin() as db:
+            for model, fence, message_id in results:
+                _store_result(db, model, fence, message_id)
+
+
+def _parse(body: Any, message_id: str | None) -> Parsed:
+    return contract.parse_result(body), contract.fence_of(body, "result"), message_id
+
+
+def _store_result(db: DbSession, model: dict[str, Any], fence: int | None,
+                  message_id: str | None) -> None:
+    if fenced_off(db, model["id"], fence, f"result {message_id}"):
+        return
+    deployment = db.get(Deployment, message_id) if message_id else None
+    if deployment is None:
+        deployment = running_job(db, model["id"])
+    if deployment is None or deployment.finished is not None:
+        LOG.info("result %s for environment %s: no running deployment, ignored",
+                 message_id, model["id"])
+        return
+    env = db.get(Environment, deployment.environment_id)
+    errors = db.scalar(select(func.count()).select_from(Status).where(
+        Status.deployment_id == deployment.id, Status.level == "error"))
+    now = utcnow()
+    deployment.finished = now
+    deployment.updated = now
+    deployment.state = "completed_w_errors" if errors else "success"
+    settle_tasks(db, deployment, now)
+    if env is None:
+        return
+    if deployment.kind == "delete":
+        if errors:
+            env.state, env.updated = "delete failure", now
+        else:
+            db.delete(env)
+        return
+    if deployment.kind == "plan":
+        env.state, env.updated = settled_state(db, env.id, deployment.id), now
+        return
+    env.description = model
+    env.version += 1
+    env.state = (settled_state(db, env.id, deployment.id)
+                 if deployment.kind in NOT_DEPLOYING
+                 else "deploy failure" if errors else "ready")
+    env.updated = now
+    if deployment.session_id:
+        db.execute(update(ConfigSession).where(
+            ConfigSession.id == deployment.session_id).values(
+            state="deployed", updated=now))

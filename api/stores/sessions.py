@@ -1,0 +1,118 @@
+"""Configuration sessions (Murano 0.2): open one on an environment, show it,
+delete it, and deploy it -- a job of action ``deploy``.
+
+A session is a copy of the environment's description that its user edits
+(:mod:`.services`); it is valid while the environment keeps the version it
+was opened on.  Deploying claims the environment and the session with
+conditional UPDATEs, so two concurrent deploys cannot both win.
+"""
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import update
+
+from fornace.api.context import Context
+from fornace.api.errors import BadRequest, Forbidden
+from fornace.api.jobstate import BUSY, busy_error, refuse_if_busy
+from fornace.api.packages.usage import task_packages
+from fornace.api.trusts import Delegation
+from fornace.api.views import session_view
+from fornace.common import contract
+from fornace.common.actionparams import ActionError, check_parameters
+from fornace.common.db.models import ConfigSession, Deployment, Environment, new_id, utcnow
+from fornace.common.secrets import masked
+
+if TYPE_CHECKING:
+    from fornace.api.stores.store import Store
+
+
+class ConfigSessions:
+    """The configuration sessions of ``store``'s environments."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self._sessions = store.sessions
+
+    def open(self, ctx: Context, env_id: str) -> dict[str, Any]:
+        """A new session on the environment's description (409 while it is busy)."""
+        with self._sessions.begin() as db:
+            env = self.store.environment(db, ctx, env_id, lock=True)
+            refuse_if_busy(db, env)
+            session = ConfigSession(id=new_id(), environment_id=env.id, user_id=ctx.user_id,
+                                    version=env.version, state="open",
+                                    description=copy.deepcopy(env.description))
+            db.add(session)
+            db.flush()
+            return session_view(session)
+
+    def get(self, ctx: Context, env_id: str, session_id: str) -> dict[str, Any]:
+        with self._sessions() as db:
+            env = self.store.environment(db, ctx, env_id)
+            session = self.store.config_session(db, ctx, env, session_id, editable=False)
+            if session.state == "open" and session.version != env.version:
+                raise Forbidden(f"session {session_id} is invalid: environment {env_id} "
+                                f"changed since it was opened")
+            return session_view(session)
+
+    def delete(self, ctx: Context, env_id: str, session_id: str) -> None:
+        with self._sessions.begin() as db:
+            env = self.store.environment(db, ctx, env_id)
+            session = self.store.config_session(db, ctx, env, session_id, editable=False)
+            if session.state == "deploying":    # its deployment is the job that runs
+                raise busy_error(db, env)
+            db.delete(session)
+
+    def deploy(self, ctx: Context, env_id: str, session_id: str,
+               change_detection: str | None = None) -> None:
+        """Deploy a session: a job of action ``deploy`` (``change_detection``
+        defaults to ``evaluate``; a bad value is a 400)."""
+        given = {} if change_detection is None else {"change_detection": change_detection}
+        try:
+            parameters = check_parameters("deploy", given, {}, self.store.catalog)
+        except ActionError as exc:
+            raise BadRequest(str(exc)) from None
+        with self.store.delegated(ctx, env_id) as delegation:
+            body, job_id, previous = self._claim_deploy(ctx, env_id, session_id, parameters,
+                                                        delegation)
+            self.store.send_task(body, job_id, env_id, previous, session_id)
+
+    def _claim_deploy(self, ctx: Context, env_id: str, session_id: str,
+                      parameters: dict[str, Any],
+                      delegation: Delegation) -> tuple[dict, str, str]:
+        """Mark the environment and its session deploying and record the job: the
+        task's body, the job's id and the environment's state before."""
+        with self._sessions.begin() as db:
+            # the environment, then the session (so no edit of it is half-seen): the
+            # order every transaction that locks both takes
+            env = self.store.environment(db, ctx, env_id, lock=True)
+            session = self.store.config_session(db, ctx, env, session_id, editable=False,
+                                                lock=True)
+            refuse_if_busy(db, env)
+            if session.state != "open":
+                raise Forbidden(f"session {session_id} is already {session.state}")
+            if session.version != env.version:
+                raise Forbidden(f"session {session_id} is invalid: another session was "
+                                f"deployed since it was opened")
+            previous = env.state
+            claimed = db.execute(update(Environment).where(
+                Environment.id == env.id, Environment.version == session.version,
+                Environment.state.not_in(BUSY)).values(
+                state="deploying", updated=utcnow())).rowcount
+            if claimed != 1:    # a job started since it was read
+                raise busy_error(db, env)
+            db.execute(update(ConfigSession).where(ConfigSession.id == session.id).values(
+                state="deploying", updated=utcnow()))
+            deployment = Deployment(id=new_id(), environment_id=env.id,
+                                    tenant_id=env.tenant_id, session_id=session.id,
+                                    kind="deploy", parameters=parameters,
+                                    description=masked(session.description))
+            db.add(deployment)
+            self.store.keep_trust(env, delegation)
+            body = contract.task_body(session.description, ctx.token, env.tenant_id,
+                                      job=contract.job_section(deployment.id, "deploy",
+                                                               parameters),
+                                      trust_id=delegation.trust_id,
+                                      packages=task_packages(db, env.id))
+        return body, deployment.id, previous

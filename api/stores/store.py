@@ -1,0 +1,219 @@
+"""The API's database, and what every store on it shares.
+
+A :class:`Store` holds the database, the type catalog, the unit limits, the
+trusts (keystone mode) and the task publisher, and gives each store the
+lookups they all make: an environment or a configuration session, checked
+against the caller's :class:`~fornace.api.context.Context` (another
+tenant's is a 403 but for the cloud admin, a missing one a 404), an
+environment's catalog, and starting a job (its trust, its task).
+
+It holds one store per concern, each in a module of its own:
+:attr:`~Store.environments` (:mod:`.environments`),
+:attr:`~Store.config_sessions` (:mod:`.sessions`: opening, deploying),
+:attr:`~Store.services` (:mod:`.services`), :attr:`~Store.reports`
+(:mod:`.reports`: the 0.2 deployments and their reports), and what the
+conductor sends back: :attr:`~Store.results` (:mod:`.results`) and
+:attr:`~Store.job_events` (:mod:`.jobevents`) beside the reports, all
+three stored by one loop (:mod:`fornace.api.messagestore`).  The jobs users
+start (:mod:`.jobs`), workflow packages and pins are built on a Store the
+same way, by the app.
+
+Changes that must not be half-stored happen in one transaction; starting a
+job is claimed with conditional UPDATEs so two concurrent jobs cannot both
+win.
+"""
+from __future__ import annotations
+
+import contextlib
+import logging
+from typing import Any, Callable, Iterator
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session as DbSession, sessionmaker
+
+from fornace.api.context import Context, allowed, session_allowed
+from fornace.api.errors import BadRequest, Unavailable
+from fornace.api.ids import could_be_id, lookup_id
+from fornace.api.limits import UnitLimits
+from fornace.api.packages.usage import package_types
+from fornace.api.stores.environments import Environments
+from fornace.api.stores.jobevents import JobEvents
+from fornace.api.stores.reports import Reports
+from fornace.api.stores.results import Results
+from fornace.api.stores.services import Services
+from fornace.api.stores.sessions import ConfigSessions
+from fornace.api.trusts import Delegation, Trusts
+from fornace.common.catalog import Catalog, catalog_with, load_catalog
+from fornace.common.db.models import ConfigSession, Deployment, Environment
+from fornace.common.resources import BUILTIN_DATA
+
+LOG = logging.getLogger(__name__)
+
+Publisher = Callable[[dict, str], None]  # (task body, message id)
+
+
+class Store:
+    """The database and the lookups every store makes; one store per concern."""
+
+    def __init__(self, sessions: sessionmaker, publish: Publisher,
+                 catalog: Catalog | None = None, limits: UnitLimits | None = None,
+                 trusts: Trusts | None = None) -> None:
+        self._sessions = sessions
+        self._publish = publish
+        # keystone mode: the trusts jobs act with (None: tasks carry no trust)
+        self.trusts = trusts
+        # caps on the units of a service and of an environment (sessions, scale jobs)
+        self.limits = limits if limits is not None else UnitLimits()
+        # the type catalog the conductor uses: job parameters are checked against it
+        self.catalog = catalog if catalog is not None else load_catalog(
+            BUILTIN_DATA / "types.json")
+        self._catalogs: dict[tuple[str, ...], Catalog] = {}   # see catalog_of
+        # The hot reads (list and show an environment) use a plain connection
+        # without a transaction: no ORM session, no BEGIN/ROLLBACK round trips.
+        # Nothing changes for them: they write nothing, and under READ COMMITTED
+        # (PostgreSQL's default) each statement sees the latest committed data
+        # whether or not it is in a transaction; SQLite does not begin one
+        # before a SELECT anyway.
+        engine = sessions.kw.get("bind")
+        self._reader = (engine.execution_options(isolation_level="AUTOCOMMIT")
+                        if engine is not None else None)
+        self.environments = Environments(self)
+        self.config_sessions = ConfigSessions(self)
+        self.services = Services(self)
+        self.reports = Reports(self)
+        self.results = Results(self)
+        self.job_events = JobEvents(self)
+
+    @property
+    def sessions(self) -> sessionmaker:
+        """The factory of database sessions (ORM), for the stores' transactions."""
+        return self._sessions
+
+    def read(self) -> Any:
+        """A connection for reads (or an ORM session if the factory has no engine)."""
+        return self._reader.connect() if self._reader is not None else self._sessions()
+
+    # -- catalogs ------------------------------------------------------------
+    def catalog_of(self, db: Any, env_id: str) -> Catalog:
+        """The catalog of an environment: the API's, with the types of the workflow
+        packages it is pinned to (remembered per set of package versions)."""
+        layers = package_types(db, env_id)
+        if not layers:
+            return self.catalog
+        key = tuple(package_id for package_id, _types in layers)
+        catalog = self._catalogs.get(key)
+        if catalog is None:
+            catalog = self.catalog
+            for _package_id, types in layers:
+                catalog = catalog_with(catalog, types)
+            if len(self._catalogs) >= 64:
+                self._catalogs.clear()
+            self._catalogs[key] = catalog
+        return catalog
+
+    def environment_catalog(self, env_id: str) -> Catalog:
+        """:meth:`catalog_of` an environment, on a connection of its own (the
+        caller checked the access already)."""
+        with self.read() as db:
+            return self.catalog_of(db, lookup_id(env_id, "environment"))
+
+    # -- checked lookups ---------------------------------------------------------
+    def environment(self, db: DbSession, ctx: Context, env_id: str,
+                    lock: bool = False) -> Environment:
+        """The environment ``env_id``, if the caller may use it (404, 403)."""
+        query = select(Environment).where(Environment.id == lookup_id(env_id, "environment"))
+        if lock:
+            query = query.with_for_update()
+        return allowed(ctx, env_id, db.scalars(query).first())
+
+    def tenant_of(self, env_id: str) -> str | None:
+        """The project ``env_id`` belongs to (None: no such environment): the
+        target a cloud admin's call on another project's environment is checked
+        against (:mod:`fornace.api.policy`)."""
+        if not could_be_id(env_id):
+            return None
+        with self.read() as db:
+            return db.execute(select(Environment.tenant_id).where(
+                Environment.id == env_id)).scalar()
+
+    def config_session(self, db: DbSession, ctx: Context, env: Environment,
+                       session_id: str | None, editable: bool,
+                       lock: bool = False) -> ConfigSession:
+        """The configuration session named by the header, checked; with ``lock``
+        (PostgreSQL) the other transactions that lock it wait until this one ends."""
+        if not session_id:
+            raise BadRequest("the X-Configuration-Session header is required")
+        return session_allowed(ctx, env, session_id,
+                               db.get(ConfigSession, lookup_id(session_id, "session"),
+                                      with_for_update=lock or None),
+                               editable)
+
+    def description(self, db: DbSession, ctx: Context, env: Environment,
+                    session_id: str | None) -> dict[str, Any]:
+        """The environment's description, or with ``session_id`` that session's
+        (checked, as :meth:`config_session` does, but not to be changed)."""
+        if not session_id:
+            return env.description
+        return self.config_session(db, ctx, env, session_id, editable=False).description
+
+    # -- starting a job ------------------------------------------------------------
+    @contextlib.contextmanager
+    def delegated(self, ctx: Context, env_id: str, deleting: bool = False,
+                  create: bool = True) -> Iterator[Delegation]:
+        """The trust the job ``ctx`` starts in the block acts with (keystone mode:
+        :mod:`fornace.api.trusts`); one made for it is undone when the block fails
+        (and the environment's previous one restored), the one it replaced is
+        deleted when it succeeds.  The block stores it with :meth:`keep_trust`.
+        Without ``create`` (or for the deletion of a never deployed environment)
+        only the environment's current trust is passed on."""
+        with self._sessions() as db:
+            env = self.environment(db, ctx, env_id)
+            trust_id, trustor_id = env.trust_id, env.trustor_id
+            forgotten = deleting and env.version == 0   # nothing on the cloud to act on
+        if self.trusts is None or forgotten or not create:
+            yield Delegation(trust_id, trustor_id)
+            return
+        delegation = self.trusts.for_job(ctx, trust_id, trustor_id)
+        try:
+            yield delegation
+        except BaseException:
+            if delegation.created:
+                with self._sessions.begin() as db:
+                    db.execute(update(Environment).where(
+                        Environment.id == env_id,
+                        Environment.trust_id == delegation.trust_id).values(
+                        trust_id=delegation.replaced,
+                        trustor_id=delegation.replaced_trustor))
+                self.trusts.discard(delegation.trust_id)
+            raise
+        if delegation.replaced:
+            self.trusts.discard(delegation.replaced)
+
+    @staticmethod
+    def keep_trust(env: Environment, delegation: Delegation) -> None:
+        """Store on the environment a trust made for the job being started."""
+        if delegation.created:
+            env.trust_id, env.trustor_id = delegation.trust_id, delegation.trustor_id
+
+    def publish(self, body: dict, message_id: str) -> None:
+        """Publish a task as it is (no claim to undo: see :meth:`send_task`)."""
+        self._publish(body, message_id)
+
+    def send_task(self, body: dict, message_id: str, env_id: str, previous: str,
+                  session_id: str | None = None) -> None:
+        """Publish a task; if the broker refuses, undo the claim (nothing half-done)."""
+        try:
+            self._publish(body, message_id)
+        except Exception as exc:
+            LOG.error("environment %s: cannot publish task %s: %s", env_id, message_id, exc)
+            with self._sessions.begin() as db:
+                db.execute(update(Environment).where(Environment.id == env_id).values(
+                    state=previous))
+                if session_id:
+                    db.execute(update(ConfigSession).where(
+                        ConfigSession.id == session_id).values(state="open"))
+                deployment = db.get(Deployment, message_id)
+                if deployment is not None:
+                    db.delete(deployment)
+            raise Unavailable("the task queue is unavailable; nothing was started, "
+                              "try again later") from None

@@ -1,0 +1,114 @@
+"""The one loop that stores results, reports and job events
+(:mod:`fornace.api.messagestore`): contract errors set aside, the rest in one
+transaction, one by one when that fails, stopping at the first failure; what
+the database refuses alone set aside."""
+from __future__ import annotations
+
+import pytest
+from sqlalchemy.exc import DataError
+
+from fornace.api.messagestore import store_all, store_message, store_messages
+from fornace.common.contract import ContractError
+
+
+class Recorder:
+    """A store that records its calls; ``broken`` items fail, alone or in a batch."""
+
+    def __init__(self, broken: set = frozenset(), batch_fails: bool = False) -> None:
+        self.broken = broken
+        self.batch_fails = batch_fails
+        self.together_calls: list[list] = []
+        self.alone_calls: list = []
+        self.stored: list = []
+
+    def together(self, items):
+        self.together_calls.append(list(items))
+        if self.batch_fails or self.broken & set(items):
+            raise RuntimeError("the batch failed")
+        self.stored += items
+
+    def alone(self, item):
+        self.alone_calls.append(item)
+        if item in self.broken:
+            raise RuntimeError(f"{item} failed")
+        self.stored.append(item)
+
+
+def parse(body, message_id):
+    if not isinstance(body, str):
+        raise ContractError(f"message {message_id}: body must be a string")
+    return body
+
+
+def test_bodies_the_contract_refuses_are_set_aside_with_their_reason():
+    store = Recorder()
+    outcomes = store_messages([("a", "1"), (7, "2"), ("c", "3")], parse, store.together,
+                              store.alone, "things")
+    assert outcomes[0] is None and outcomes[2] is None
+    assert isinstance(outcomes[1], ContractError)
+    assert str(outcomes[1]) == "message 2: body must be a string"
+    assert store.together_calls == [["a", "c"]]       # the others, in one transaction
+    assert store.alone_calls == []
+
+
+def test_a_batch_that_fails_is_stored_one_by_one(caplog):
+    store = Recorder(batch_fails=True)
+    assert store_all(["a", "b", "c"], store.together, store.alone, "things") == [None] * 3
+    assert store.alone_calls == ["a", "b", "c"] and store.stored == ["a", "b", "c"]
+    assert "storing 3 things in one transaction failed (RuntimeError: the batch failed)" \
+        in caplog.text
+
+
+def test_one_by_one_the_first_failure_stops_the_rest_untried():
+    store = Recorder(broken={"b"})
+    outcomes = store_messages([("a", "1"), (0, "x"), ("b", "2"), ("c", "3")], parse,
+                              store.together, store.alone, "things")
+    assert outcomes[0] is None
+    assert isinstance(outcomes[1], ContractError)     # a bad message is no failure
+    assert isinstance(outcomes[2], RuntimeError) and outcomes[3] is outcomes[2]
+    assert store.alone_calls == ["a", "b"]            # "c" comes again after "b"
+    assert store.stored == ["a"]
+
+
+def test_a_single_message_is_stored_alone():
+    store = Recorder()
+    assert store_all(["a"], store.together, store.alone, "things") == [None]
+    assert store.together_calls == [] and store.alone_calls == ["a"]
+    assert store_all([], store.together, store.alone, "things") == []
+
+
+def test_one_message_raises_what_stopped_it():
+    store = Recorder(broken={"b"})
+
+    def batch(messages):
+        return store_messages(messages, parse, store.together, store.alone, "things")
+
+    store_message(batch, "a", "1")
+    with pytest.raises(ContractError, match="body must be a string"):
+        store_message(batch, None, "2")
+    with pytest.raises(RuntimeError, match="b failed"):
+        store_message(batch, "b", "3")
+    assert store.stored == ["a"]
+
+
+def test_an_item_the_database_refuses_alone_is_set_aside_and_the_rest_go_on():
+    """A value its column cannot hold would be refused at every redelivery, and
+    keep what comes behind it waiting for ever: it is set aside with the
+    driver's reason (not the statement's parameters), the next items stored."""
+    refused = DataError("INSERT INTO statuses ...", {"text": "P@ssw0rd"},
+                        Exception("value too long for type character varying(64)\nmore"))
+    stored = []
+
+    def together(items):
+        raise refused
+
+    def alone(item):
+        if item == "long":
+            raise refused
+        stored.append(item)
+
+    outcomes = store_all(["a", "long", "c"], together, alone, "things")
+    assert outcomes[0] is None and outcomes[2] is None and stored == ["a", "c"]
+    assert isinstance(outcomes[1], ContractError)
+    assert str(outcomes[1]) == ("the database cannot hold its values: value too long for "
+                                "type character varying(64)")
