@@ -14,7 +14,7 @@ import time
 
 from sqlalchemy.orm import Session as DbSession
 
-from fornace.common.db.models import ConfigSession, Deployment, Environment
+from fornace.common.db.models import ConfigSession, Job, Environment
 from fornace.common.secrets import find_secrets
 
 _SECRETS_KEPT = 30.0    # seconds a running job's secrets are kept between two batches
@@ -22,7 +22,7 @@ _secrets_lock = threading.Lock()
 _secrets_kept: collections.OrderedDict = collections.OrderedDict()   # job id -> (time, set)
 
 
-def job_secrets(db: DbSession, deployment: Deployment) -> set[str]:
+def job_secrets(db: DbSession, deployment: Job) -> set[str]:
     """The secrets a job's reports and logs may quote (masked before storing);
     a running job's are kept :data:`_SECRETS_KEPT` seconds between two batches."""
     now = time.monotonic()

@@ -15,7 +15,7 @@ from sqlalchemy.orm import Session as DbSession, defer
 
 from fornace.api.errors import Conflict
 from fornace.api.views import utc
-from fornace.common.db.models import ConfigSession, Deployment, Environment, JobTask
+from fornace.common.db.models import ConfigSession, Job, Environment, JobTask
 
 BUSY = ("deploying", "deleting")
 # jobs that look at or operate what is deployed without deploying: how they end
@@ -23,17 +23,17 @@ BUSY = ("deploying", "deleting")
 NOT_DEPLOYING = ("plan", "check", "execute_operation")
 UNSETTLED = ("pending", "running")
 # a job's description (the model it was given) is not read to store what it sends
-LIGHT_JOB = [defer(Deployment.description), defer(Deployment.parameters)]
+LIGHT_JOB = [defer(Job.description), defer(Job.parameters)]
 
 
-def running_job(db: DbSession, env_id: str) -> Deployment | None:
+def running_job(db: DbSession, env_id: str) -> Job | None:
     """The environment's job that has not ended (the latest, should there be two)."""
-    return db.scalars(select(Deployment).where(
-        Deployment.environment_id == env_id, Deployment.finished.is_(None)).order_by(
-        Deployment.started.desc())).first()
+    return db.scalars(select(Job).where(
+        Job.environment_id == env_id, Job.finished.is_(None)).order_by(
+        Job.started.desc())).first()
 
 
-def busy_message(env_name: str, job: Deployment) -> str:
+def busy_message(env_name: str, job: Job) -> str:
     return (f"environment {env_name} is busy: job {job.id} ({job.kind}) running since "
             f"{utc(job.started)}; wait for it to end or abandon it")
 
@@ -61,16 +61,16 @@ def settled_state(db: DbSession, env_id: str, job_id: str) -> str:
     """The state of an environment after a job that deployed nothing (a plan, a
     check, an operation, a refused job, an abandoned plan): what the last job
     that did deploy left."""
-    last = db.scalars(select(Deployment).where(
-        Deployment.environment_id == env_id, Deployment.id != job_id,
-        Deployment.finished.is_not(None), Deployment.kind.not_in(NOT_DEPLOYING),
-        Deployment.state != "refused").order_by(Deployment.started.desc())).first()
+    last = db.scalars(select(Job).where(
+        Job.environment_id == env_id, Job.id != job_id,
+        Job.finished.is_not(None), Job.kind.not_in(NOT_DEPLOYING),
+        Job.state != "refused").order_by(Job.started.desc())).first()
     if last is None or last.state not in ("completed_w_errors", "abandoned"):
         return "ready"
     return "delete failure" if last.kind == "delete" else "deploy failure"
 
 
-def settle_tasks(db: DbSession, job: Deployment, now: datetime.datetime) -> int:
+def settle_tasks(db: DbSession, job: Job, now: datetime.datetime) -> int:
     """Close the task rows a job left open when it ends (a conductor that died or
     lost its lock never finished them): ``cancelled``, with why; how many."""
     return db.execute(update(JobTask).where(
@@ -80,7 +80,7 @@ def settle_tasks(db: DbSession, job: Deployment, now: datetime.datetime) -> int:
                 f"open (the run that started it stopped)")).rowcount
 
 
-def reopen_session(db: DbSession, job: Deployment, now: datetime.datetime) -> None:
+def reopen_session(db: DbSession, job: Job, now: datetime.datetime) -> None:
     """The session of a job that did not run to its end can be deployed again
     (the environment's version did not change)."""
     if job.session_id:

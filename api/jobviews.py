@@ -7,7 +7,7 @@ from typing import Any, Iterable
 
 from fornace.api.outputs import endpoints
 from fornace.api.views import iso
-from fornace.common.db.models import Deployment, JobTask
+from fornace.common.db.models import Job, JobTask
 from fornace.common.modelview import service_type
 from fornace.common.secrets import find_secrets, masked
 
@@ -15,7 +15,7 @@ TSV_COLUMNS = ("change_id", "job_id", "action", "status", "reason", "target", "t
                "operation", "started", "finished", "summary")
 
 
-def job_view(job: Deployment, counts: dict[str, int] | None = None) -> dict[str, Any]:
+def job_view(job: Job, counts: dict[str, int] | None = None) -> dict[str, Any]:
     # stored masked (kept_parameters); masked again on the way out, as service fields
     # are: a row written by an older version or another writer leaks no secret either
     return {"id": job.id, "environment_id": job.environment_id, "action": job.kind,

@@ -22,7 +22,7 @@ from fornace.api.specs import declared_secrets
 from fornace.api.context import Context
 from fornace.api.stores.store import Store
 from fornace.api.ids import lookup_id
-from fornace.common.db.models import Deployment
+from fornace.common.db.models import Job
 from fornace.common.secrets import find_secrets, masked
 
 router = APIRouter(route_class=JsonRoute, responses=ERROR_RESPONSES)
@@ -47,7 +47,7 @@ def environment_model(store: Store, ctx: Context, env_id: str, session_id: str |
         keys = declared_secrets(store.catalog_of(db, env.id))
         secrets = find_secrets(env.description, keys=keys)
         if job_id:
-            job = db.get(Deployment, lookup_id(job_id, "job"))
+            job = db.get(Job, lookup_id(job_id, "job"))
             if job is None or job.environment_id != env.id:
                 raise NotFound(f"job {job_id} not found in environment {env_id}")
             model = job.description     # stored masked; masked again below

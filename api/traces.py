@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy.orm import Session as DbSession
 
 from fornace.common import contract
-from fornace.common.db.models import Deployment, JobTrace, utcnow
+from fornace.common.db.models import Job, JobTrace, utcnow
 from fornace.common.secrets import masked
 
 
@@ -25,7 +25,7 @@ class BadTrace(ValueError):
     """Stored or sent bytes that are not a trace document."""
 
 
-def store_trace(db: DbSession, job: Deployment, trace: dict[str, Any]) -> JobTrace:
+def store_trace(db: DbSession, job: Job, trace: dict[str, Any]) -> JobTrace:
     """Keep the (checked) ``trace`` of a trace event for ``job``; raises
     ContractError when its data is not base64 or not a trace once expanded."""
     data = contract.trace_data(trace)

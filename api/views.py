@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime
 from typing import Any
 
-from fornace.common.db.models import ConfigSession, Deployment, Status
+from fornace.common.db.models import ConfigSession, Job, Status
 
 
 def iso(value: datetime.datetime | None) -> str | None:
@@ -40,7 +40,7 @@ def session_view(session: ConfigSession) -> dict[str, Any]:
             "user_id": session.user_id, "version": session.version, "state": session.state}
 
 
-def deployment_view(deployment: Deployment) -> dict[str, Any]:
+def deployment_view(deployment: Job) -> dict[str, Any]:
     return {"id": deployment.id, "environment_id": deployment.environment_id,
             "state": deployment.state, "started": iso(deployment.started),
             "finished": iso(deployment.finished), "created": iso(deployment.created),

@@ -103,7 +103,7 @@ def description(env_id: str, services: int, units: int) -> dict[str, Any]:
 
 def running_job(sessions: Any, engine: Any, services: int, units: int) -> tuple[str, str, int]:
     """A deployed environment running a deploy job that holds the lock: (env, job, token)."""
-    from fornace.common.db.models import Deployment, Environment, new_id
+    from fornace.common.db.models import Job, Environment, new_id
     from fornace.conductor.jobs.lock import JobLock
     env_id, job_id = new_id(), new_id()
     model = description(env_id, services, units)
@@ -111,7 +111,7 @@ def running_job(sessions: Any, engine: Any, services: int, units: int) -> tuple[
         db.add(Environment(id=env_id, name=model["name"], tenant_id="bench", version=1,
                            state="deploying", description=model))
         db.flush()
-        db.add(Deployment(id=job_id, environment_id=env_id, tenant_id="bench", kind="deploy",
+        db.add(Job(id=job_id, environment_id=env_id, tenant_id="bench", kind="deploy",
                           parameters={}, description=model))
     grant = JobLock(engine).acquire(env_id, job_id, "bench-conductor")
     return env_id, job_id, grant.token

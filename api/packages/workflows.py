@@ -28,7 +28,7 @@ from sqlalchemy import select
 
 from fornace.api.errors import NotFound
 from fornace.api.packages.usage import task_packages
-from fornace.common.db.models import Deployment, JobTrace, Package
+from fornace.common.db.models import Job, JobTrace, Package
 from fornace.common.packages.archive import PackageError, PackageLimits
 from fornace.common.packages.checks import WorkflowCheck
 from fornace.common.packages.layers import (DATA_FOLDER, InEffect, Layer, in_effect,
@@ -124,10 +124,10 @@ class WorkflowFiles:
     def last_traced_job(self, env_id: str) -> str | None:
         """The id of the environment's latest job that has a trace (None: none has)."""
         with self.sessions() as db:
-            return db.scalar(select(Deployment.id)
-                             .join(JobTrace, JobTrace.deployment_id == Deployment.id)
-                             .where(Deployment.environment_id == env_id)
-                             .order_by(Deployment.started.desc(), Deployment.created.desc())
+            return db.scalar(select(Job.id)
+                             .join(JobTrace, JobTrace.deployment_id == Job.id)
+                             .where(Job.environment_id == env_id)
+                             .order_by(Job.started.desc(), Job.created.desc())
                              .limit(1))
 
     # -- reading and checking -----------------------------------------------------

@@ -24,7 +24,7 @@ from fornace.api.trusts import Delegation
 from fornace.api.views import env_row_view, env_view
 from fornace.common import contract
 from fornace.common.db import locks
-from fornace.common.db.models import (ConfigSession, Deployment, Environment, JobLock, new_id,
+from fornace.common.db.models import (ConfigSession, Job, Environment, JobLock, new_id,
                                       utcnow)
 from fornace.common.secrets import masked
 
@@ -157,7 +157,7 @@ class Environments:
                     state="deleting", updated=utcnow())).rowcount
                 if claimed != 1:    # a job started since it was read
                     raise busy_error(db, env)
-                deployment = Deployment(id=new_id(), environment_id=env.id,
+                deployment = Job(id=new_id(), environment_id=env.id,
                                         tenant_id=env.tenant_id, kind="delete", parameters={},
                                         description=masked(env.description))
                 db.add(deployment)

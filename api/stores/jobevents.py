@@ -31,7 +31,7 @@ from fornace.api.jobstate import (BUSY, LIGHT_JOB, reopen_session, settle_tasks,
 from fornace.api.messagestore import Message, Outcome, store_message, store_messages
 from fornace.api.traces import store_trace
 from fornace.common import contract
-from fornace.common.db.models import Deployment, Environment, JobTask, Status, new_id, utcnow
+from fornace.common.db.models import Job, Environment, JobTask, Status, new_id, utcnow
 from fornace.common.secrets import mask_text
 
 if TYPE_CHECKING:
@@ -197,12 +197,12 @@ class _EventBatch:
         """Task events, traces and refusals change rows of their job; the rest is logged."""
         return event.kind in TASK_KINDS or event.kind == "trace" or event.state == "refused"
 
-    def _jobs(self) -> dict[str, Deployment]:
+    def _jobs(self) -> dict[str, Job]:
         ids = {e.job_id for e, _ in self.events if self._needs_job(e) and could_be_id(e.job_id)}
         if not ids:
             return {}
-        return {job.id: job for job in self.db.scalars(select(Deployment).where(
-            Deployment.id.in_(ids)).options(*LIGHT_JOB))}
+        return {job.id: job for job in self.db.scalars(select(Job).where(
+            Job.id.in_(ids)).options(*LIGHT_JOB))}
 
     def _rows(self) -> dict[tuple[str, str], str]:
         """(environment, change id) -> id of the task rows the batch's events name."""
@@ -234,7 +234,7 @@ class _EventBatch:
                 self._job_state(event, message_id)
         self._write()
 
-    def _job(self, event: contract.JobEvent, message_id: str | None) -> Deployment | None:
+    def _job(self, event: contract.JobEvent, message_id: str | None) -> Job | None:
         """The event's job; None (and said why) for an unknown one or a stale sender."""
         job = self.jobs.get(event.job_id)
         if job is None or job.environment_id != event.environment_id:
@@ -263,14 +263,14 @@ class _EventBatch:
         if event.nodes:   # contract 1.5: the node states that moved
             job.nodes = {**(job.nodes or {}), **event.nodes}
 
-    def _merge(self, job: Deployment, change_id: str, fields: TaskFields) -> None:
+    def _merge(self, job: Job, change_id: str, fields: TaskFields) -> None:
         key = (job.environment_id, change_id)
         write = self.writes.get(key)
         if write is None:
             write = self.writes[key] = _TaskWrite(job.id, self.rows.get(key))
         write.add(fields)
 
-    def _secrets(self, job: Deployment) -> set[str]:
+    def _secrets(self, job: Job) -> set[str]:
         if job.id not in self.secrets:
             self.secrets[job.id] = job_secrets(self.db, job)
         return self.secrets[job.id]
@@ -360,7 +360,7 @@ def _parse(body: Any, message_id: str | None) -> Event:
     return contract.parse_job_event(body), message_id
 
 
-def _refuse(db: DbSession, job: Deployment, summary: str) -> None:
+def _refuse(db: DbSession, job: Job, summary: str) -> None:
     """The conductor would not run the job (the environment was locked): it
     ends as ``refused``, the environment as it was, the reason kept as a report."""
     now = utcnow()

@@ -34,7 +34,7 @@ from fornace.common import contract, topology
 from fornace.common.actionparams import ActionError, check_parameters, select_units
 from fornace.common.catalog import Catalog
 from fornace.common.db import locks
-from fornace.common.db.models import (Deployment, Environment, JobTask, JobTrace, Status,
+from fornace.common.db.models import (Job, Environment, JobTask, JobTrace, Status,
                                       new_id, utcnow)
 from fornace.common.secrets import masked
 
@@ -90,7 +90,7 @@ class Jobs:
                                f"before running {action}")
             previous = env.state
             self._claim(db, env)
-            job = Deployment(id=new_id(), environment_id=env.id, tenant_id=env.tenant_id,
+            job = Job(id=new_id(), environment_id=env.id, tenant_id=env.tenant_id,
                              kind=action, parameters=kept_parameters(parameters, description),
                              description=masked(description))
             db.add(job)
@@ -130,9 +130,9 @@ class Jobs:
         with self._sessions() as db:
             env = self.store.environment(db, ctx, env_id)
             counts = _task_counts(db, JobTask.environment_id == env.id)
-            jobs = db.scalars(select(Deployment).where(
-                Deployment.environment_id == env.id).order_by(
-                Deployment.started.desc(), Deployment.created.desc()))
+            jobs = db.scalars(select(Job).where(
+                Job.environment_id == env.id).order_by(
+                Job.started.desc(), Job.created.desc()))
             return [job_view(job, counts.get(job.id)) for job in jobs]
 
     def get_job(self, ctx: Context, env_id: str, job_id: str) -> dict[str, Any]:
@@ -167,16 +167,16 @@ class Jobs:
             else:
                 where = JobTask.deployment_id == self._job(db, ctx, env_id, job_id).id
             rows = db.execute(select(
-                JobTask.change_id, JobTask.deployment_id, Deployment.kind, JobTask.status,
+                JobTask.change_id, JobTask.deployment_id, Job.kind, JobTask.status,
                 JobTask.reason, JobTask.target, JobTask.target_name, JobTask.operation,
                 JobTask.started, JobTask.finished, JobTask.summary).join(
-                Deployment, Deployment.id == JobTask.deployment_id).where(where).order_by(
+                Job, Job.id == JobTask.deployment_id).where(where).order_by(
                 JobTask.change_id))
             return tsv(rows)
 
-    def _job(self, db: DbSession, ctx: Context, env_id: str, job_id: str) -> Deployment:
+    def _job(self, db: DbSession, ctx: Context, env_id: str, job_id: str) -> Job:
         env = self.store.environment(db, ctx, env_id)
-        job = db.get(Deployment, lookup_id(job_id, "job"))
+        job = db.get(Job, lookup_id(job_id, "job"))
         if job is None or job.environment_id != env.id:
             raise NotFound(f"job {job_id} not found in environment {env_id}")
         return job
@@ -242,7 +242,7 @@ class Jobs:
             return job_view(job)
 
     @staticmethod
-    def _after_abandon(db: DbSession, env: Environment, job: Deployment) -> str:
+    def _after_abandon(db: DbSession, env: Environment, job: Job) -> str:
         if job.kind in NOT_DEPLOYING:  # it deployed nothing
             return settled_state(db, env.id, job.id)
         return "delete failure" if job.kind == "delete" else "deploy failure"

@@ -27,7 +27,7 @@ from fornace.api.jobstate import LIGHT_JOB, NOT_DEPLOYING, running_job
 from fornace.api.messagestore import Message, Outcome, store_message, store_messages
 from fornace.api.views import deployment_view, report_view
 from fornace.common import contract
-from fornace.common.db.models import Deployment, Environment, Status, new_id, utcnow
+from fornace.common.db.models import Job, Environment, Status, new_id, utcnow
 from fornace.common.secrets import mask_text, masked
 
 if TYPE_CHECKING:
@@ -49,19 +49,19 @@ class Reports:
     def deployments(self, ctx: Context, env_id: str | None = None) -> list[dict[str, Any]]:
         """The jobs of the caller's project (of one environment), as 0.2 deployments."""
         with self._sessions() as db:
-            query = select(Deployment).where(Deployment.tenant_id == ctx.tenant_id)
+            query = select(Job).where(Job.tenant_id == ctx.tenant_id)
             if env_id is not None:
                 self.store.environment(db, ctx, env_id)
-                query = query.where(Deployment.environment_id == env_id)
+                query = query.where(Job.environment_id == env_id)
             return [deployment_view(d) for d in db.scalars(
-                query.order_by(Deployment.started.desc()))]
+                query.order_by(Job.started.desc()))]
 
     def of_deployment(self, ctx: Context, env_id: str, deployment_id: str,
                       service_ids: list[str]) -> list[dict[str, Any]]:
         """A deployment's reports (of the given services and their units), in order."""
         with self._sessions() as db:
             env = self.store.environment(db, ctx, env_id)
-            deployment = db.get(Deployment, lookup_id(deployment_id, "deployment"))
+            deployment = db.get(Job, lookup_id(deployment_id, "deployment"))
             if deployment is None or deployment.environment_id != env.id:
                 raise NotFound(f"deployment {deployment_id} not found in environment {env_id}")
             query = select(Status).where(Status.deployment_id == deployment.id)
@@ -78,9 +78,9 @@ class Reports:
             env = self.store.environment(db, ctx, env_id)
             if session_id:
                 self.store.config_session(db, ctx, env, session_id, editable=False)
-            deployment = db.scalars(select(Deployment).where(
-                Deployment.environment_id == env.id).order_by(
-                Deployment.started.desc())).first()
+            deployment = db.scalars(select(Job).where(
+                Job.environment_id == env.id).order_by(
+                Job.started.desc())).first()
             latest: dict[str, Any] = {}
             if deployment is not None:
                 for status in db.scalars(select(Status).where(
@@ -171,7 +171,7 @@ def _status_row(db: DbSession, report: contract.Report, message_id: str | None,
                   level=report.level)
 
 
-def _report_job(db: DbSession, env_id: str, message_id: str | None) -> Deployment | None:
+def _report_job(db: DbSession, env_id: str, message_id: str | None) -> Job | None:
     """The job a report belongs to.
 
     The conductor names reports ``<job id>-report-<n>``: that job, when it is
@@ -180,14 +180,14 @@ def _report_job(db: DbSession, env_id: str, message_id: str | None) -> Deploymen
     """
     if message_id and "-report-" in message_id:
         job_id = message_id.rsplit("-report-", 1)[0]
-        named = db.get(Deployment, job_id, options=LIGHT_JOB) if could_be_id(job_id) else None
+        named = db.get(Job, job_id, options=LIGHT_JOB) if could_be_id(job_id) else None
         if named is not None and named.environment_id == env_id:
             return named
-    return running_job(db, env_id) or db.scalars(select(Deployment).where(
-        Deployment.environment_id == env_id).order_by(Deployment.started.desc())).first()
+    return running_job(db, env_id) or db.scalars(select(Job).where(
+        Job.environment_id == env_id).order_by(Job.started.desc())).first()
 
 
-def _late_error(db: DbSession, deployment: Deployment) -> None:
+def _late_error(db: DbSession, deployment: Job) -> None:
     """An error report that arrived after the result (two queues, no common order)."""
     deployment.state = "completed_w_errors"
     env = db.get(Environment, deployment.environment_id)

@@ -20,7 +20,7 @@ from fornace.api.fencing import fenced_off
 from fornace.api.jobstate import NOT_DEPLOYING, running_job, settle_tasks, settled_state
 from fornace.api.messagestore import Message, Outcome, store_message, store_messages
 from fornace.common import contract
-from fornace.common.db.models import ConfigSession, Deployment, Environment, Status, utcnow
+from fornace.common.db.models import ConfigSession, Job, Environment, Status, utcnow
 
 if TYPE_CHECKING:
     from fornace.api.stores.store import Store
@@ -61,7 +61,7 @@ def _store_result(db: DbSession, model: dict[str, Any], fence: int | None,
                   message_id: str | None) -> None:
     if fenced_off(db, model["id"], fence, f"result {message_id}"):
         return
-    deployment = db.get(Deployment, message_id) if message_id else None
+    deployment = db.get(Job, message_id) if message_id else None
     if deployment is None:
         deployment = running_job(db, model["id"])
     if deployment is None or deployment.finished is not None:

@@ -21,7 +21,7 @@ from fornace.api.trusts import Delegation
 from fornace.api.views import session_view
 from fornace.common import contract
 from fornace.common.actionparams import ActionError, check_parameters
-from fornace.common.db.models import ConfigSession, Deployment, Environment, new_id, utcnow
+from fornace.common.db.models import ConfigSession, Job, Environment, new_id, utcnow
 from fornace.common.secrets import masked
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ class ConfigSessions:
                 raise busy_error(db, env)
             db.execute(update(ConfigSession).where(ConfigSession.id == session.id).values(
                 state="deploying", updated=utcnow()))
-            deployment = Deployment(id=new_id(), environment_id=env.id,
+            deployment = Job(id=new_id(), environment_id=env.id,
                                     tenant_id=env.tenant_id, session_id=session.id,
                                     kind="deploy", parameters=parameters,
                                     description=masked(session.description))

@@ -44,7 +44,7 @@ from fornace.api.stores.services import Services
 from fornace.api.stores.sessions import ConfigSessions
 from fornace.api.trusts import Delegation, Trusts
 from fornace.common.catalog import Catalog, catalog_with, load_catalog
-from fornace.common.db.models import ConfigSession, Deployment, Environment
+from fornace.common.db.models import ConfigSession, Job, Environment
 from fornace.common.resources import BUILTIN_DATA
 
 LOG = logging.getLogger(__name__)
@@ -212,7 +212,7 @@ class Store:
                 if session_id:
                     db.execute(update(ConfigSession).where(
                         ConfigSession.id == session_id).values(state="open"))
-                deployment = db.get(Deployment, message_id)
+                deployment = db.get(Job, message_id)
                 if deployment is not None:
                     db.delete(deployment)
             raise Unavailable("the task queue is unavailable; nothing was started, "

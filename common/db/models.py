@@ -2,8 +2,9 @@
 
 An environment keeps its deployed description (the object model) as JSON;
 a configuration session keeps a working copy that users edit until they
-deploy it.  Deployments keep a *masked* copy of what was deployed, and
-status rows are the reports the conductor sent while it ran.
+deploy it.  A job (a deployment, a deletion or another lifecycle action)
+keeps a *masked* copy of the model it ran on, and status rows are the
+reports the conductor sent while it ran.
 """
 from __future__ import annotations
 
@@ -58,7 +59,12 @@ class ConfigSession(Base):
     updated: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
 
 
-class Deployment(Base):
+class Job(Base):
+    """One job of an environment: a deployment, a deletion or another action.
+
+    The table keeps Murano 0.2's name: its rows are what ``GET
+    .../deployments`` lists, and its id columns elsewhere are ``deployment_id``.
+    """
     __tablename__ = "deployments"
 
     id: Mapped[str] = mapped_column(String(64), primary_key=True, default=new_id)

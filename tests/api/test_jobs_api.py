@@ -14,7 +14,7 @@ from sqlalchemy import select
 from waiting import wait_for
 from fornace.api.server import ApiService
 from fornace.common.db.engine import alembic_config, make_engine, upgrade
-from fornace.common.db.models import Deployment, JobLock as LockRow, new_id
+from fornace.common.db.models import Job, JobLock as LockRow, new_id
 from apikit import make_api, reset_postgres, web_server
 from fornace.cli.main import build_conf
 from fornace.common import contract
@@ -193,7 +193,7 @@ def test_secret_action_parameters_never_come_back_in_any_job_view(api):
     finish(api, message_id, model)
     # a row written by another writer (or before masking): masked on the way out too
     with api.store.sessions.begin() as db:
-        row = db.get(Deployment, job_id)
+        row = db.get(Job, job_id)
         kwargs = {**row.parameters["operation_kwargs"], "apiPassword": "Raw-Secret-9"}
         row.parameters = {**row.parameters, "operation_kwargs": kwargs}
     views = [response.text] + [api.client.get(path).text for path in (
@@ -601,7 +601,7 @@ def test_upgrade_from_0001_keeps_deployments(tmp_path):
     upgrade(url)
     with engine.begin() as conn:
         conn.execute(text("UPDATE deployments SET kind = 'execute_operation'"))
-        row = conn.execute(select(Deployment.kind, Deployment.parameters)).one()
+        row = conn.execute(select(Job.kind, Job.parameters)).one()
         assert tuple(row) == ("execute_operation", None)
         assert conn.execute(select(LockRow)).all() == []
     engine.dispose()

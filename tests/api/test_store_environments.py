@@ -7,7 +7,7 @@ import pytest
 
 from fornace.api.context import Context
 from fornace.api.errors import Conflict, Forbidden, NotFound, Unavailable
-from fornace.common.db.models import Deployment, Environment
+from fornace.common.db.models import Job, Environment
 from test_jobs_api import _api, deployed
 
 ALICE = Context("t1", "u1")
@@ -85,7 +85,7 @@ def test_deleting_a_deployed_environment_is_a_delete_job(api):
     with pytest.raises(Conflict, match=f"job {job_id} \\(delete\\) running since"):
         api.store.environments.update(ALICE, env_id, "other")
     with api.store.sessions() as db:
-        assert db.get(Deployment, job_id).kind == "delete"
+        assert db.get(Job, job_id).kind == "delete"
 
 
 def test_a_delete_the_broker_refuses_leaves_the_environment_as_it_was(api):
@@ -95,7 +95,7 @@ def test_a_delete_the_broker_refuses_leaves_the_environment_as_it_was(api):
         api.store.environments.delete(ALICE, env_id)
     assert api.store.environments.get(ALICE, env_id)["status"] == "ready"
     with api.store.sessions() as db:
-        kinds = [d.kind for d in db.query(Deployment).filter_by(environment_id=env_id)]
+        kinds = [d.kind for d in db.query(Job).filter_by(environment_id=env_id)]
     assert kinds == ["deploy"]                         # the delete job was undone
 
 

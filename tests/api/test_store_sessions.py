@@ -7,7 +7,7 @@ import pytest
 
 from fornace.api.context import Context
 from fornace.api.errors import BadRequest, Conflict, Forbidden, NotFound, Unavailable
-from fornace.common.db.models import ConfigSession, Deployment
+from fornace.common.db.models import ConfigSession, Job
 from test_jobs_api import _api, finish
 from apikit import web_server
 
@@ -58,7 +58,7 @@ def test_deploying_claims_the_environment_and_the_session(api):
     with pytest.raises(Conflict, match=f"job {job_id}"):   # its deployment runs
         api.store.config_sessions.delete(ALICE, env_id, session_id)
     with api.store.sessions() as db:
-        job = db.get(Deployment, job_id)
+        job = db.get(Job, job_id)
         assert (job.kind, job.session_id) == ("deploy", session_id)
         assert job.description["services"][0]["adminPassword"] == "***"   # kept masked
 
@@ -86,7 +86,7 @@ def test_a_deploy_the_broker_refuses_leaves_everything_as_it_was(api):
     assert api.store.config_sessions.get(ALICE, env_id, session_id)["state"] == "open"
     assert api.store.environments.get(ALICE, env_id)["status"] == "pending"
     with api.store.sessions() as db:
-        assert db.query(Deployment).count() == 0
+        assert db.query(Job).count() == 0
     api.published.fail = False
     api.store.config_sessions.deploy(ALICE, env_id, session_id)     # and it can go again
     assert len(api.published.tasks) == 1

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import delete, func, select
 
 from fornace.common import contract
-from fornace.common.db.models import Deployment, JobTrace
+from fornace.common.db.models import Job, JobTrace
 from fornace.conductor.dsl.pending import Action
 from fornace.conductor.jobs.tracing import JobTrace as Recorder, encode
 from test_jobs_api import _api, deployed
@@ -90,6 +90,6 @@ def test_a_trace_goes_with_its_job(api):
     env_id, job_id = deploy_job(api)
     send(api, env_id, job_id, a_trace())
     with api.store._sessions.begin() as db:
-        db.execute(delete(Deployment).where(Deployment.id == job_id))
+        db.execute(delete(Job).where(Job.id == job_id))
     with api.store._sessions() as db:
         assert db.scalar(select(func.count()).select_from(JobTrace)) == 0
