@@ -151,7 +151,7 @@ def main() -> int:
     for group in circles(graph):
         print(f"  circle: {' '.join(sorted(group))}")
     for source, target in upward:
-        print(f"  against the floors: {source} -> {target}")
+        print(f"  inside a circle: {source} -> {target}")
     return 0
 
 
