@@ -5,7 +5,7 @@ batches.
 One rule for contract errors: a body the contract refuses cannot be stored
 and never will be; it is set aside with its :class:`ContractError` (the
 reason) as its outcome, and the consumer logs and drops it (acked, so never
-retried), as :class:`fornace.common.broker.Consumer` documents.  The others
+retried), as :class:`fornace.common.consumer.Consumer` documents.  The others
 are stored in one transaction; when that fails, one by one
 (:func:`store_all`), so that one message never loses the others.  One
 that the database refuses alone (a value its column cannot hold) is set

@@ -119,8 +119,7 @@ class ApiService:
             elif contract.is_job_event(run[0][0]):
                 outcomes += self.store.job_events.apply_all(_pairs(run))
             else:
-                body, delivery = run[0]
-                outcomes.append(_outcome(self.store.results.apply, body, delivery.message_id))
+                outcomes += self.store.results.apply_all(_pairs(run))
         return outcomes
 
     def _on_reports(self, items: Items) -> list[Outcome]:
@@ -164,16 +163,6 @@ def _runs(items: Items, together: Callable[[Any], bool]) -> list[Items]:
         else:
             runs.append([item])
     return runs
-
-
-def _outcome(store: Callable[[Any, str | None], None], body: Any,
-             message_id: str | None) -> Outcome:
-    """What storing one message came to (see :data:`fornace.api.messagestore.Outcome`)."""
-    try:
-        store(body, message_id)
-    except Exception as exc:  # noqa: BLE001 -- the consumer logs, drops or requeues it
-        return exc
-    return None
 
 
 def _failure(outcomes: Sequence[Outcome]) -> Exception | None:

@@ -32,7 +32,7 @@ from fornace.conductor.jobs.lock import AlreadyDone, Grant, JobLock, LockHeld, R
 from fornace.conductor.jobs.records import JobRecorder
 from fornace.conductor.jobs.tracing import TRACE_BYTES, JobTrace, encode
 from fornace.conductor.packages.jobdata import (JobData, PackageData, PackageUnavailable,
-                                                 database_reader)
+                                                database_reader)
 from fornace.conductor.session import Settings
 from fornace.conductor.templates import TemplateStore
 from fornace.conductor.workflowfiles import load_workflows

@@ -15,7 +15,7 @@ Two runs, each after a short warm-up that is not counted:
 * ``mixed``: list environments, show environment, configure (open a session),
   post a service to the session, deploy the session.  A small "conductor"
   thread of this process completes each deployment half a second later
-  (``Store.apply_result``), so environments go back to ``ready`` and can be
+  (``store.results.apply``), so environments go back to ``ready`` and can be
   configured again.
 * ``read``: only show and list.  The verdict line is about this run: p99
   under 20 ms for show and for list at the target rate, with no errors.

@@ -118,7 +118,8 @@ def inbox_push(url: str) -> float:
 
 
 def consumer_stop(url: str) -> float:
-    from fornace.common.broker import Broker, Consumer
+    from fornace.common.broker import Broker
+    from fornace.common.consumer import Consumer
     stop = threading.Event()
     consumer = Consumer(Broker(url), {"bench-idle-" + uuid.uuid4().hex[:8]: lambda b, d: None},
                         stop)
@@ -135,7 +136,8 @@ def consumer_stop(url: str) -> float:
 def conductor_stop(url: str) -> float:
     """A job waiting an hour for a silent agent: from the conductor's stop to its end."""
     from fornace.common import contract
-    from fornace.common.broker import Broker, Delivery
+    from fornace.common.broker import Broker
+    from fornace.common.consumer import Delivery
     from fornace.conductor.daemon import Conductor, ConductorSettings, Interrupted
     from fornace.conductor.executors.simulator import SimulatedCloud
     from fornace.conductor.session import Settings

@@ -86,7 +86,6 @@ class WorkflowFiles:
         self.sessions = sessions
         self.data_dir = Path(data_dir)
         self.check = check
-        self.limits = limits
         self.keep = keep
         self._versions: PackageLoader[Path] = PackageLoader(
             limits, keep, prefix="fornace-workflowfiles-")
@@ -185,7 +184,7 @@ class WorkflowFiles:
             try:
                 found.append((ref, self._versions.get(ref, archives.get)))
             except PackageError as exc:
-                notes.append(f"package {ref['name']} {ref['version']}: {exc}")
+                notes.append(f"{package_source(ref)}: {exc}")
         return found
 
 

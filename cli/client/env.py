@@ -9,7 +9,7 @@ from fornace.cli.client.confirm import DECLINED, add_yes_option, confirmed, exte
 from fornace.cli.client.follow import follow_or_return, newest_job
 from fornace.cli.client.http import ApiClient, ClientError
 from fornace.cli.client.formats import (add_format_option, emit, format_of, local_time,
-                                       print_json, print_table)
+                                        print_json, print_table)
 from fornace.cli.client.service import service_rows
 from fornace.cli.client.session import Sessions
 

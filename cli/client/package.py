@@ -20,7 +20,7 @@ from fornace.cli.client.common import OK, add_command, add_group, dispatch, exit
 from fornace.cli.client.confirm import DECLINED, add_yes_option, confirmed
 from fornace.cli.client.http import ApiClient, ClientError
 from fornace.cli.client.formats import (add_format_option, emit, format_of, local_time,
-                                       print_json, print_table)
+                                        print_json, print_table)
 from fornace.common.errors import FornaceError
 from fornace.common.packages.archive import SUFFIXES, PackageError, content_type, pack
 

@@ -16,7 +16,7 @@ from fornace.cli.client.common import OK, add_command, find_environment
 from fornace.cli.client.confirm import DECLINED, add_yes_option, confirmed
 from fornace.cli.client.http import ApiClient
 from fornace.cli.client.formats import (add_format_option, emit, format_of, local_time,
-                                       print_json, print_table)
+                                        print_json, print_table)
 
 
 def add_parsers(actions: Any) -> None:

@@ -28,7 +28,7 @@ from fornace.cli.client.common import (OK, add_command, add_group, dispatch, fin
                                        find_service, key_values, note)
 from fornace.cli.client.confirm import DECLINED, add_yes_option, confirmed, plural
 from fornace.cli.client.formats import (add_format_option, cell, emit, format_of,
-                                       print_json, print_table)
+                                        print_json, print_table)
 from fornace.cli.client.http import ApiClient
 from fornace.cli.client.session import Sessions
 from fornace.cli.client.type import ServerTypes, check_changed, check_new

@@ -11,7 +11,7 @@ from typing import Any
 
 from fornace.common.errors import WorkflowError
 from fornace.conductor.dsl.engine import Evaluator, function
-from fornace.conductor.dsl.functions.values import _text
+from fornace.conductor.dsl.functions.values import as_text
 from fornace.conductor.dsl.pending import DELETE_STACK, SEND_COMMAND, UPDATE_STACK, Action
 from fornace.conductor.dsl.scope import Frame
 from fornace.conductor.dsl.xmlload import Node
@@ -88,7 +88,7 @@ def send_command(ev: Evaluator, node: Node, frame: Frame) -> None:
     except (TypeError, ValueError):
         raise WorkflowError(f"<send-command>: timeout {timeout!r} is not a number") from None
     _queue(ev, node, frame, SEND_COMMAND, template=_template(ev, node, frame),
-           service=_text(service), unit=_text(unit),
+           service=as_text(service), unit=as_text(unit),
            mappings=_dict_arg(ev, node, frame, "mappings"),
            timeout=seconds if seconds is not None else ev.context.agent_timeout)
 
@@ -103,5 +103,5 @@ def report(ev: Evaluator, node: Node, frame: Frame) -> None:
         raise WorkflowError(f"<report>: level {level!r} is not info, warning or error")
     entity = ev.arg(node, frame, "entity")
     ev.context.report(entity=entity, id=ev.arg(node, frame, "id"),
-                      text=_text(text) if text is not None else "",
+                      text=as_text(text) if text is not None else "",
                       level=level, details=ev.arg(node, frame, "details"))

@@ -8,7 +8,7 @@ from urllib.parse import quote
 
 from fornace.common.contract import agent_queue, results_queue as result_queue
 from fornace.conductor.dsl.engine import Evaluator, function
-from fornace.conductor.dsl.functions.values import _text
+from fornace.conductor.dsl.functions.values import as_text
 from fornace.conductor.dsl.scope import Frame
 from fornace.conductor.dsl.xmlload import Node
 
@@ -18,8 +18,8 @@ def generate_hostname(ev: Evaluator, node: Node, frame: Frame) -> str:
     pattern = ev.arg(node, frame, "pattern")
     service_id = ev.arg(node, frame, "service_id")
     return ev.context.hostnames.generate(
-        _text(pattern) if pattern else None,
-        _text(service_id) if service_id is not None else None)
+        as_text(pattern) if pattern else None,
+        as_text(service_id) if service_id is not None else None)
 
 
 @function("prepare-user-data", params=("hostname", "service", "unit", "template", "initFile"))
@@ -31,12 +31,12 @@ def prepare_user_data(ev: Evaluator, node: Node, frame: Frame) -> str:
     ``data/`` folder renders unchanged.
     """
     context = ev.context
-    env_id = _text(context.model.get("id", ""))
-    service = _text(ev.arg(node, frame, "service") or "")
-    unit = _text(ev.arg(node, frame, "unit") or "")
-    hostname = _text(ev.arg(node, frame, "hostname") or "")
-    template = _text(ev.arg(node, frame, "template") or "Default")
-    init_file = _text(ev.arg(node, frame, "initFile") or "init.ps1")
+    env_id = as_text(context.model.get("id", ""))
+    service = as_text(ev.arg(node, frame, "service") or "")
+    unit = as_text(ev.arg(node, frame, "unit") or "")
+    hostname = as_text(ev.arg(node, frame, "hostname") or "")
+    template = as_text(ev.arg(node, frame, "template") or "Default")
+    init_file = as_text(ev.arg(node, frame, "initFile") or "init.ps1")
     broker = context.broker_settings()
     values = {
         "RABBITMQ_HOST": broker["host"],
@@ -80,5 +80,5 @@ def _fill(text: str, values: dict[str, object]) -> str:
     itself looks like a placeholder, a password say, is not replaced again)."""
     def value(match: re.Match[str]) -> str:
         name = match.group(1)
-        return _text(values[name]) if name in values else match.group(0)
+        return as_text(values[name]) if name in values else match.group(0)
     return _PLACEHOLDER.sub(value, text)

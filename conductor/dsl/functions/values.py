@@ -26,14 +26,14 @@ def null_(ev: Evaluator, node: Node, frame: Frame) -> None:
     return None
 
 
-def _text(value: Any) -> str:
+def as_text(value: Any) -> str:
     """``str()`` as Python shows it, the 0.2 behaviour (None → 'None')."""
     return value if isinstance(value, str) else str(value)
 
 
 @function("text")
 def text_(ev: Evaluator, node: Node, frame: Frame) -> str:
-    return _text(ev.content(node, frame))
+    return as_text(ev.content(node, frame))
 
 
 @function("int")
@@ -42,7 +42,7 @@ def int_(ev: Evaluator, node: Node, frame: Frame) -> int:
     if isinstance(value, bool):
         return int(value)
     try:
-        return int(value if isinstance(value, (int, float)) else _text(value).strip())
+        return int(value if isinstance(value, (int, float)) else as_text(value).strip())
     except ValueError:   # not digits, or more than Python reads (4300)
         raise WorkflowError(f"<int>: {shortened(repr(value), 100)} is not an integer "
                             f"(of at most {INT_MAX_DIGITS} digits)") from None
@@ -60,7 +60,7 @@ def map_(ev: Evaluator, node: Node, frame: Frame) -> dict:
         key = ev.arg(item, frame, "name")
         if key is None:
             raise WorkflowError(f"<{item.tag}> in <map> has no name", item.file, item.line)
-        result[_text(key)] = ev.content(item, frame)
+        result[as_text(key)] = ev.content(item, frame)
     return result
 
 
