@@ -556,13 +556,16 @@ def test_the_results_queue_keeps_results_behind_their_job_events(tmp_path, monke
         calls.append(("events", [m for _, m in pairs]))
         return [broken if m in failing else None for _, m in pairs]
 
-    def apply_result(body, message_id):
-        calls.append(("result", message_id))
-        if "id" not in body:
-            raise contract.ContractError("result message: field 'id' is missing")
+    def apply_results(pairs):
+        outcomes = []
+        for body, message_id in pairs:
+            calls.append(("result", message_id))
+            outcomes.append(None if "id" in body else
+                            contract.ContractError("result message: field 'id' is missing"))
+        return outcomes
 
     monkeypatch.setattr(service.store.job_events, "apply_all", apply_job_events)
-    monkeypatch.setattr(service.store.results, "apply", apply_result)
+    monkeypatch.setattr(service.store.results, "apply_all", apply_results)
 
     def item(message_id, event=True):
         body = (contract.task_event_body("E", "J", {"change_id": message_id}) if event
