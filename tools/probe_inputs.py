@@ -36,6 +36,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import http.client
+import http.cookies
+import io
 import json
 import os
 import re
@@ -45,7 +47,10 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.parse
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
@@ -318,12 +323,14 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def api_process(root: Path, fornace: list[str]) -> Iterator[int]:
+def api_process(root: Path, fornace: list[str], database: str | None = None,
+                broker: str | None = None) -> Iterator[int]:
     port = free_port()
     config = root / "api.conf"
     config.write_text(f"[api]\nstate_dir = {root / 'api-state'}\n"
-                      f"[broker]\nurl = filesystem://{root / 'broker'}\n"
-                      f"[conductor]\ncloud_dir = {root / 'cloud'}\n")
+                      f"[broker]\nurl = {broker or 'filesystem://' + str(root / 'broker')}\n"
+                      f"[conductor]\ncloud_dir = {root / 'cloud'}\n"
+                      + (f"[database]\nconnection = {database}\n" if database else ""))
     log = open(root / "api.log", "wb")
     # the API with a conductor and the local cloud: actions need a deployed environment
     process = subprocess.Popen([*fornace, "--config-file", str(config), "up", "--host",
@@ -366,14 +373,15 @@ class Api:
         self.port = port
 
     def call(self, method: str, path: str, body: bytes | str | object | None = None,
-             headers: dict[str, str] | None = None, tenant: str = "probe-a") -> Answer:
+             headers: dict[str, str] | None = None, tenant: str = "probe-a",
+             prefix: str = "/v1") -> Answer:
         sent = {"X-Tenant-Id": tenant, **(headers or {})}
         if body is not None and not isinstance(body, (bytes, str)):
             body = json.dumps(body)
             sent.setdefault("Content-Type", "application/json")
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
         try:
-            connection.request(method, "/v1" + path, body=body, headers=sent)
+            connection.request(method, prefix + path, body=body, headers=sent)
             response = connection.getresponse()
             return Answer(response.status, dict(response.getheaders()), response.read())
         finally:
@@ -554,6 +562,370 @@ def api_cases(api: Api) -> Iterator[tuple[str, Callable[[], Verdict]]]:
     yield "password in a service", secret_in_service
 
 
+# ============================================================ packages, names, dashboard, messages
+
+def archive(files: dict[str, bytes | str]) -> bytes:
+    """A zip of ``files`` (a workflow package as a tenant uploads it)."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as made:
+        for name, data in files.items():
+            made.writestr(name, data if isinstance(data, bytes) else data.encode())
+    return buffer.getvalue()
+
+
+def package(name: str, version: str = "1.0.0", types: dict | None = None,
+            workflow: str | None = None, **raw: bytes | str) -> bytes:
+    files: dict[str, bytes | str] = {
+        "package.json": json.dumps({"name": name, "version": version}, indent=2),
+        "workflows/Probe.xml": workflow or PACKAGE_WORKFLOW}
+    if types is not None:
+        files["types.json"] = json.dumps({"types": types}, indent=2)
+    files.update(raw)
+    return archive(files)
+
+
+PACKAGE_WORKFLOW = """<workflow>
+  <rule match="$[?(not @.temp.probed)]" desc="probe">
+    <set path="temp.probed"><true/></set>
+  </rule>
+</workflow>
+"""
+# a report quoting a service's note: a NUL there is what PostgreSQL refuses to store
+TELLING_WORKFLOW = """<workflow>
+  <rule match="$.services[?(@.note and not @.temp.told)]" desc="tell">
+    <set path="temp.told"><true/></set>
+    <report entity="environment"><parameter name="id"><select path="/id"/></parameter>
+      <parameter name="text"><select path="note"/></parameter></report>
+  </rule>
+</workflow>
+"""
+ZIP = {"Content-Type": "application/zip"}
+
+
+def note_type(**fields: dict) -> dict:
+    return {"extends": "linuxService", "schema": {"properties": fields}}
+
+
+def nested_properties(depth: int) -> dict:
+    schema: dict = {"type": "string"}
+    for _ in range(depth):
+        schema = {"type": "object", "properties": {"x": schema}}
+    return schema
+
+
+def located(answer: Answer, statuses: set[int], where: str) -> Verdict:
+    """:func:`refused`, and the error names ``where`` (a file, a field)."""
+    verdict = refused(answer, statuses)
+    if verdict.clean and where not in answer.body.decode("utf-8", "replace"):
+        return Verdict(False, f"{verdict.detail} (does not name {where})")
+    return verdict
+
+
+def using(api: Api, name: str, tenant: str = "probe-a") -> tuple[str, str]:
+    """A new environment of ``tenant`` pinned to package ``name``, and a session of it."""
+    env_id = api.call("POST", "/environments", {"name": f"uses-{name}"}, tenant=tenant).json()["id"]
+    pinned = api.call("PUT", f"/environments/{env_id}/packages/{name}", {}, tenant=tenant)
+    if pinned.status != 200:
+        raise RuntimeError(f"pinning {name}: {pinned.status} {pinned.body[:200]!r}")
+    session = api.call("POST", f"/environments/{env_id}/configure", tenant=tenant).json()["id"]
+    return env_id, session
+
+
+def note_service(type_name: str, **fields: object) -> dict:
+    return {"name": "note", "type": type_name, "osImage": {"name": "local", "type": "linux"},
+            "units": [], **fields}
+
+
+def package_cases(api: Api) -> Iterator[tuple[str, Callable[[], Verdict]]]:
+    upload = lambda data, tenant="probe-a": api.call(  # noqa: E731
+        "POST", "/packages", data, ZIP, tenant=tenant)
+    # -- regular expressions
+    bomb = upload(package("probe-bomb", types={"bombNote": note_type(
+        code={"type": "string", "pattern": "^(a+)+$"})}))
+
+    def bounded_bomb() -> Verdict:
+        if bomb.status != 201:
+            return refused(bomb, {400})
+        env_id, session = using(api, "probe-bomb")
+        timings: dict[str, float] = {}
+
+        def bombing() -> None:
+            started = time.monotonic()
+            try:
+                timings["status"] = api.call(
+                    "POST", f"/environments/{env_id}/services",
+                    note_service("bombNote", code="a" * 40 + "!"),
+                    {"X-Configuration-Session": session}).status
+            except OSError:
+                timings["status"] = 0   # no answer in time
+            timings["bomb"] = time.monotonic() - started
+        thread = threading.Thread(target=bombing)
+        thread.start()
+        time.sleep(0.1)   # the bomb first
+        started = time.monotonic()
+        other = api.call("GET", "/environments", tenant="probe-b")
+        timings["other"] = time.monotonic() - started
+        thread.join()
+        ok = (timings["status"] == 400 and other.status == 200 and timings["bomb"] < 2
+              and timings["other"] < 2)
+        return Verdict(ok, f"{timings['status']} in {timings['bomb'] * 1000:.0f} ms; another "
+                           f"tenant's request {timings['other'] * 1000:.0f} ms")
+    yield "regex bomb pattern (^(a+)+$) on 41 characters", bounded_bomb
+    yield "invalid pattern in types.json", lambda: located(upload(package(
+        "probe-badpattern", types={"badNote": note_type(
+            code={"type": "string", "pattern": "([a-"})})), {400}, "types.json:")
+    yield "backreference pattern (no linear engine runs it)", lambda: located(upload(package(
+        "probe-backref", types={"refNote": note_type(
+            code={"type": "string", "pattern": "^(a+)\\1$"})})), {400}, "types.json:")
+    # -- nesting
+    deep = "[" * 5000 + "]" * 5000
+    yield "package.json nested 5000 deep", lambda: located(upload(archive({
+        "package.json": '{"name": "probe-deep", "version": "1.0.0", "x": ' + deep + "}",
+        "workflows/Probe.xml": PACKAGE_WORKFLOW})), {400}, "package.json")
+    yield "types.json nested 5000 deep", lambda: located(upload(package(
+        "probe-deeptypes", **{"types.json": '{"types": {"x": ' + deep + "}}"})), {400},
+        "types.json")
+    yield "400 levels of properties", lambda: located(upload(package(
+        "probe-deepschema", types={"deepNote": note_type(x=nested_properties(400))})),
+        {400}, "types.json")
+    yield "workflow XML nested 5000 deep", lambda: located(upload(package(
+        "probe-deepxml", workflow="<workflow>" + "<true>" * 5000 + "</true>" * 5000
+        + "</workflow>")), {400}, "Probe.xml")
+    # -- names belong to the project that first uploaded them
+    private = upload(package("probe-mine", "1.0.0"))
+
+    def taken(version: str) -> Answer:
+        return upload(package("probe-mine", version), tenant="probe-b")
+
+    def squatted() -> Verdict:
+        if private.status != 201:
+            return Verdict(False, f"the first upload failed: {private.status}")
+        verdict = refused(taken("2.0.0"), {403, 409})
+        listed = api.call("GET", "/packages", tenant="probe-b").body
+        if b"probe-mine" in listed:
+            return Verdict(False, "another project lists the private package")
+        return verdict
+    yield "another project takes the next version of my name", squatted
+
+    def no_hint() -> Verdict:
+        existing, other = taken("1.0.0"), taken("9.9.9")
+        same = (existing.status == other.status and existing.body.replace(b"1.0.0", b"V")
+                == other.body.replace(b"9.9.9", b"V"))
+        return Verdict(same and existing.status in (403, 409),
+                       f"{existing.status} / {other.status}: "
+                       f"{'the same answer' if same else 'TELLS WHICH VERSIONS EXIST'}")
+    yield "another project learns which private versions exist", no_hint
+    if private.status == 201:
+        package_id = private.json()["id"]
+        yield "another project reads my private package", lambda: refused(api.call(
+            "GET", f"/packages/{package_id}", tenant="probe-b"), {404})
+        yield "another project downloads my private package", lambda: refused(api.call(
+            "GET", f"/packages/{package_id}/download", tenant="probe-b"), {404})
+
+
+def name_cases(api: Api) -> Iterator[tuple[str, Callable[[], Verdict]]]:
+    env_id = api.call("POST", "/environments", {"name": "probe-names"}).json()["id"]
+    session = api.call("POST", f"/environments/{env_id}/configure").json()["id"]
+    into = {"X-Configuration-Session": session}
+    services = f"/environments/{env_id}/services"
+    for name, service, where in [
+        ("NUL in a service name", site(name="we\x00b"), "name"),
+        ("control character in a service name", site(name="we\x1bb"), "name"),
+        ("service id of 10,000 characters", site(name="n1", id="s" * 10_000), "id"),
+        ("service id with a slash", site(name="n2", id="../../x"), "id"),
+        ("unit id of 300 characters", {**site(name="n3"), "units": [{"id": "u" * 300}]},
+         "units"),
+        ("NUL in a unit name", {**site(name="n4"), "units": [{"name": "a\x00b"}]}, "units"),
+    ]:
+        yield name, lambda s=service, w=where: located(api.call("POST", services, s, into),
+                                                       {400}, w)
+    yield "environment name of 10,000 characters", lambda: located(api.call(
+        "POST", "/environments", {"name": "e" * 10_000}), {400, 413}, "name")
+
+
+def secret_cases(api: Api) -> Iterator[tuple[str, Callable[[], Verdict]]]:
+    """A field its package declares secret (``writeOnly``): masked everywhere."""
+    uploaded = api.call("POST", "/packages", package("probe-secret", types={
+        "secretNote": note_type(token={"type": "string", "writeOnly": True, "minLength": 40})}),
+        ZIP)
+
+    def invalid_echoed() -> Verdict:
+        if uploaded.status != 201:
+            return refused(uploaded, set())
+        env_id, session = using(api, "probe-secret")
+        return refused(api.call("POST", f"/environments/{env_id}/services",
+                                note_service("secretNote", token=SECRET),
+                                {"X-Configuration-Session": session}), {400})
+    yield "an invalid secret field is not echoed", invalid_echoed
+
+    def deployed_masked() -> Verdict:
+        if uploaded.status != 201:
+            return refused(uploaded, set())
+        env_id, session = using(api, "probe-secret")
+        value = SECRET + "-" * 30
+        added = api.call("POST", f"/environments/{env_id}/services",
+                         note_service("secretNote", token=value),
+                         {"X-Configuration-Session": session})
+        if added.status != 200:
+            return Verdict(False, f"the service was refused: {added.status} {added.body[:200]!r}")
+        api.call("POST", f"/environments/{env_id}/sessions/{session}/deploy")
+        wait_until(lambda: api.call("GET", f"/environments/{env_id}").json()["status"]
+                   not in ("deploying", "pending"), 120, "the deployment")
+        bodies = {path: api.call("GET", path).body for path in (
+            f"/environments/{env_id}/deployments", f"/environments/{env_id}",
+            f"/environments/{env_id}/services", f"/environments/{env_id}/jobs")}
+        bodies["unversioned deployments"] = api.call(
+            "GET", f"/environments/{env_id}/deployments", prefix="").body
+        leaks = [path for path, body in bodies.items() if SECRET.encode() in body]
+        return Verdict(not leaks, f"shown in {', '.join(leaks)}" if leaks else
+                       f"masked in {len(bodies)} answers")
+    yield "a package's secret field after a deployment", deployed_masked
+
+
+def poison_cases(api: Api) -> Iterator[tuple[str, Callable[[], Verdict]]]:
+    """A report that cannot be stored (a NUL, on PostgreSQL) beside another tenant's deployment."""
+    types = {"poisonNote": note_type(note={"type": "string"})}
+    made = [api.call("POST", "/packages", package(name, types=types, workflow=TELLING_WORKFLOW),
+                     ZIP, tenant=tenant) for name, tenant in (("probe-poison", "probe-a"),
+                                                              ("probe-honest", "probe-b"))]
+
+    def beside() -> Verdict:
+        if any(answer.status != 201 for answer in made):
+            return Verdict(False, f"uploads: {[answer.status for answer in made]}")
+        started = []
+        for name, tenant, note in (("probe-poison", "probe-a", "poi\x00son"),
+                                   ("probe-honest", "probe-b", "honest report")):
+            env_id, session = using(api, name, tenant)
+            added = api.call("POST", f"/environments/{env_id}/services",
+                             note_service("poisonNote", note=note),
+                             {"X-Configuration-Session": session}, tenant=tenant)
+            if added.status == 400 and tenant == "probe-a":
+                continue   # refused at the door: nothing to poison with
+            if added.status != 200:
+                return Verdict(False, f"{tenant}'s service: {added.status} {added.body[:200]!r}")
+            api.call("POST", f"/environments/{env_id}/sessions/{session}/deploy", tenant=tenant)
+            started.append((env_id, tenant))
+        for env_id, tenant in started:
+            wait_until(lambda: api.call("GET", f"/environments/{env_id}", tenant=tenant)
+                       .json()["status"] not in ("deploying", "pending"), 120, "the deployments")
+        honest, tenant = started[-1]
+        [deployment] = api.call("GET", f"/environments/{honest}/deployments",
+                                tenant=tenant).json()["deployments"]
+        reports = api.call("GET", f"/environments/{honest}/deployments/{deployment['id']}",
+                           tenant=tenant).json()["reports"]
+        told = any(report.get("text") == "honest report" for report in reports)
+        return Verdict(told, f"{len(started)} deployments; the other tenant's report "
+                             f"{'stored' if told else 'NOT STORED'} ({len(reports)} reports)")
+    yield "a poisoned report beside another tenant's deployment", beside
+
+
+# -- the dashboard, as a browser (cookies kept) and as a forging page
+
+class Browser:
+    """HTTP with a cookie jar, no redirects followed: the dashboard as a browser sees it."""
+
+    def __init__(self, port: int, host: str | None = None) -> None:
+        self.port = port
+        self.host = host
+        self.cookies: dict[str, str] = {}
+
+    def call(self, method: str, path: str, form: dict[str, str] | None = None,
+             headers: dict[str, str] | None = None) -> Answer:
+        sent = dict(headers or {})
+        if self.cookies:
+            sent["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        body = None
+        if form is not None:
+            body = urllib.parse.urlencode(form)
+            sent["Content-Type"] = "application/x-www-form-urlencoded"
+        if self.host:
+            sent["Host"] = self.host
+        connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        try:
+            connection.request(method, "/dashboard" + path, body=body, headers=sent)
+            response = connection.getresponse()
+            for header in response.msg.get_all("Set-Cookie") or []:
+                jar = http.cookies.SimpleCookie()
+                jar.load(header)
+                for name, morsel in jar.items():
+                    if morsel["max-age"] == "0" or not morsel.value:
+                        self.cookies.pop(name, None)
+                    else:
+                        self.cookies[name] = morsel.value
+            return Answer(response.status, dict(response.getheaders()), response.read())
+        finally:
+            connection.close()
+
+    def token(self, path: str) -> str:
+        page = self.call("GET", path).body.decode("utf-8", "replace")
+        found = re.search(r'name="csrf_token"\s+value="([^"]+)"', page)
+        if not found:
+            raise RuntimeError(f"no CSRF token on {path}")
+        return found.group(1)
+
+    def log_in(self, tenant: str = "probe-a") -> None:
+        answer = self.call("POST", "/login", {"tenant": tenant, "user": "probe",
+                                              "csrf_token": self.token("/login")})
+        if answer.status != 303:
+            raise RuntimeError(f"the dashboard login failed: {answer.status}")
+
+
+def page_refused(answer: Answer, statuses: set[int]) -> Verdict:
+    leaks = TRACEBACK.encode() in answer.body
+    return Verdict(answer.status in statuses and not leaks, f"{answer.status}")
+
+
+def dashboard_cases(api: Api) -> Iterator[tuple[str, Callable[[], Verdict]]]:
+    count = lambda: len(api.call("GET", "/environments").json()["environments"])  # noqa: E731
+
+    def forged(headers: dict[str, str], chosen: bool = False, path: str = "/environments",
+               form: dict[str, str] | None = None) -> Verdict:
+        browser = Browser(api.port)
+        browser.log_in()
+        token = browser.token("/")
+        if chosen:   # a page that could set a cookie for the host chose both halves
+            token = "A" * 43
+            browser.cookies = {name: (token if "csrf" in name else value)
+                               for name, value in browser.cookies.items()}
+            browser.cookies.setdefault("fornace_csrf", token)
+        before = count()
+        answer = browser.call("POST", path, {"name": "forged", "csrf_token": token,
+                                             **(form or {})}, headers)
+        verdict = page_refused(answer, {400, 403})
+        if count() != before:
+            return Verdict(False, f"{answer.status}: the forged form created an environment")
+        return verdict
+    yield "form with a token the client chose", lambda: forged({}, chosen=True)
+    yield "form with Origin null", lambda: forged({"Origin": "null"})
+    yield "form with a foreign Origin", lambda: forged({"Origin": "http://evil.example"})
+    yield "form with a foreign Referer", lambda: forged(
+        {"Referer": "http://evil.example/page"})
+
+    def forged_login(headers: dict[str, str], chosen: bool = False) -> Verdict:
+        browser = Browser(api.port)
+        token = "A" * 43 if chosen else browser.token("/login")
+        if chosen:
+            browser.cookies = {name: token for name in browser.cookies} or {"fornace_csrf": token}
+        answer = browser.call("POST", "/login", {"tenant": "probe-attacker", "user": "x",
+                                                 "csrf_token": token}, headers)
+        logged = any("attacker" in value for value in browser.cookies.values())
+        verdict = page_refused(answer, {400, 403})
+        return Verdict(verdict.clean and not logged, verdict.detail
+                       + (" and the browser is logged in as the attacker" if logged else ""))
+    yield "login with Origin null", lambda: forged_login({"Origin": "null"})
+    yield "login with a token the client chose", lambda: forged_login({}, chosen=True)
+    yield "login with a foreign Referer", lambda: forged_login(
+        {"Referer": "http://evil.example/"})
+    # -- DNS rebinding: another name for this address
+    yield "Host attacker.test, REST", lambda: refused(api.call(
+        "GET", "/environments", headers={"Host": "attacker.test"}), {400})
+    yield "Host attacker.test with its own Origin", lambda: refused(api.call(
+        "POST", "/environments", {"name": "rebound"},
+        headers={"Host": "attacker.test", "Origin": "http://attacker.test"}), {400})
+    yield "Host attacker.test, dashboard", lambda: page_refused(
+        Browser(api.port, host="attacker.test").call("GET", "/"), {400})
+
+
 # ============================================================ the command line
 
 YAML_BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
@@ -616,42 +988,74 @@ def run_cli(name: str, argv: list[str], files: dict[str, str | bytes], where: st
 
 # ============================================================ main
 
+GROUPS = {"api": api_cases, "names": name_cases, "packages": package_cases,
+          "secrets": secret_cases, "dashboard": dashboard_cases, "messages": poison_cases}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", choices=["operator", "api", "cli"])
+    parser.add_argument("--only", choices=["operator", *GROUPS, "cli"], action="append",
+                        help="run only this group (repeat for several)")
+    parser.add_argument("--database", metavar="URL",
+                        help="the API's [database] connection (default: SQLite in a "
+                             "temporary folder); e.g. a PostgreSQL database of its own")
+    parser.add_argument("--broker", metavar="URL",
+                        help="the [broker] url (default: a folder broker); e.g. a RabbitMQ "
+                             "virtual host of its own")
     parser.add_argument("--memory", type=int, default=1024, metavar="MB",
                         help="memory limit of each operator command (MB)")
     parser.add_argument("--timeout", type=float, default=60.0, metavar="S")
     parser.add_argument("-v", "--verbose", action="store_true")
     args = parser.parse_args()
+    groups = set(args.only or ["operator", *GROUPS, "cli"])
     fornace = [sys.executable, "-m", "fornace.cli"]
     tally = Tally(args.verbose)
     root = Path(tempfile.mkdtemp(prefix="fornace-probe-"))
     try:
-        if args.only in (None, "operator"):
+        if "operator" in groups:
             for case in operator_cases():
                 tally.record(f"{case.command}", case.name,
                              run_operator(case, root, fornace, args.memory, args.timeout))
-        if args.only in (None, "api", "cli"):
-            with api_process(root, fornace) as port:
+        if groups - {"operator"}:
+            with api_process(root, fornace, args.database, args.broker) as port:
                 api = Api(port)
-                for name, attempt in api_cases(api) if args.only != "cli" else ():
-                    try:
-                        verdict = attempt()
-                    except Exception as exc:  # noqa: BLE001 -- a probe that broke says so
-                        verdict = Verdict(False, f"the probe failed: {type(exc).__name__}: {exc}")
-                    tally.record("api", name, verdict)
-                if args.only in (None, "cli"):
+                for group, cases in GROUPS.items():
+                    if group in groups:
+                        try_all(tally, group, cases, api)
+                if "cli" in groups:
                     env_id = api.call("POST", "/environments", {"name": "probe-cli"}).json()["id"]
                     for name, argv, files, where in cli_cases(env_id):
                         tally.record("cli", name, run_cli(name, argv, files, where, root,
                                                           fornace, port, args.memory,
                                                           args.timeout))
+            logged = (root / "api.log").read_text(errors="replace")
+            tally.record("logs", "no traceback in the API's and conductor's log", Verdict(
+                TRACEBACK not in logged, "none" if TRACEBACK not in logged else
+                logged[logged.index(TRACEBACK):][:600]))
     finally:
         shutil.rmtree(root, ignore_errors=True)
     print(f"{tally.tries} tries: {tally.clean} clean, {tally.tries - tally.clean} not clean")
     return 0 if tally.clean == tally.tries else 1
 
+
+def try_all(tally: Tally, group: str, cases: Callable[[Api], Iterator], api: Api) -> None:
+    """Each try of a group, judged; a probe that breaks says so (and so does a
+    group whose setup breaks)."""
+    attempts = cases(api)
+    while True:
+        try:
+            name, attempt = next(attempts)
+        except StopIteration:
+            return
+        except Exception as exc:  # noqa: BLE001 -- a probe that broke says so
+            tally.record(group, "setting up", Verdict(False, f"the probe failed: "
+                                                              f"{type(exc).__name__}: {exc}"))
+            return
+        try:
+            verdict = attempt()
+        except Exception as exc:  # noqa: BLE001
+            verdict = Verdict(False, f"the probe failed: {type(exc).__name__}: {exc}")
+        tally.record(group, name, verdict)
 
 if __name__ == "__main__":
     sys.exit(main())
