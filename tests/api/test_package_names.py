@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import os
 import threading
 
 import pytest
@@ -15,10 +16,12 @@ from sqlalchemy import event, insert, select, text
 
 from apikit import Published, reset_postgres
 from packagekit import package_files, zip_of
+from serving import serving
 from services import postgres_url
 from test_packages_api import ADMIN, packages_api, upload, uploaded
 from waiting import wait_for
 from fornace.api.context import Context
+from fornace.cli.main import main
 from fornace.api.errors import ApiError
 from fornace.api.packages.store import Packages
 from fornace.common.db.engine import alembic_config, make_engine, session_factory
@@ -102,6 +105,27 @@ def test_the_cloud_admin_transfers_a_name_to_another_project(api):
     assert refusal(api, "hello", "3.0.0", t2)["error"]["message"].startswith(
         "package name 'hello' is not available")
     assert uploaded(api, archive("hello", "3.0.0"), ADMIN_TOKEN, "?public=true")["public"]
+
+
+def test_the_cli_transfers_a_name_for_the_cloud_admin(api, tmp_path, capsys, monkeypatch):
+    """``fornace package transfer``, against the API on a real port."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for variable in [v for v in os.environ if v.startswith(("OS_", "FORNACE_URL"))]:
+        monkeypatch.delenv(variable)
+    uploaded(api, archive("hello", "1.0.0"))                      # project t1's
+    with serving(api.client.app) as url:
+        def fornace(*args: str) -> int:
+            return main(["package", "transfer", *args, "--url", url])
+        assert fornace("hello", "t2", "--tenant", "t1") != 0
+        assert "package:transfer is not allowed" in capsys.readouterr().err
+        assert fornace("hello", "t2", "--token", "admin") == 0
+        assert capsys.readouterr().out == (
+            "package name hello now belongs to project t2 (before: project t1)\n")
+        assert fornace("hello", "--cloud", "--token", "admin", "--json") == 0
+        moved = json.loads(capsys.readouterr().out)
+        assert (moved["project_id"], moved["previous_project_id"]) == (None, "t2")
+        assert fornace("nobody", "t2", "--token", "admin") != 0
+        assert "no package name 'nobody'" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("body, status", [
