@@ -7,6 +7,7 @@ once on PostgreSQL leave exactly one owner."""
 from __future__ import annotations
 
 import datetime
+import html
 import json
 import os
 import threading
@@ -18,7 +19,8 @@ from apikit import Published, reset_postgres
 from packagekit import package_files, zip_of
 from serving import serving
 from services import postgres_url
-from test_packages_api import ADMIN, packages_api, upload, uploaded
+from test_dashboard_packages import Chosen, packages_app, post_upload, user
+from test_packages_api import packages_api, upload, uploaded
 from waiting import wait_for
 from fornace.api.context import Context
 from fornace.cli.main import main
@@ -105,6 +107,18 @@ def test_the_cloud_admin_transfers_a_name_to_another_project(api):
     assert refusal(api, "hello", "3.0.0", t2)["error"]["message"].startswith(
         "package name 'hello' is not available")
     assert uploaded(api, archive("hello", "3.0.0"), ADMIN_TOKEN, "?public=true")["public"]
+
+
+def test_the_dashboard_s_upload_form_refuses_another_project_s_name_alike(tmp_path):
+    api = packages_app(f"sqlite:///{tmp_path / 'dash.sqlite'}", Chosen())
+    mia, bea = user(api, "mia"), user(api, "bea")
+    assert post_upload(mia, archive("hello", "1.0.0")).status_code == 303
+    refused = post_upload(bea, archive("hello", "2.0.0"))
+    assert refused.status_code == 409
+    page = html.unescape(refused.text)
+    assert "package name 'hello' is not available to this project" in page
+    assert "1.0.0" not in page and "p-a" not in page
+    assert "hello" not in html.unescape(bea.get("/packages"))
 
 
 def test_the_cli_transfers_a_name_for_the_cloud_admin(api, tmp_path, capsys, monkeypatch):
