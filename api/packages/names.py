@@ -84,7 +84,8 @@ class PackageNames:
         """Give ``name`` to project ``project_id`` (None: the cloud admin): from now
         on only it uploads versions of the name.  The versions uploaded already
         stay with the projects that uploaded them (their environments keep
-        them).  The route lets only the cloud admin call this (``package:transfer``).
+        them), and their version numbers stay taken (a name's versions are
+        unique: the new owner uploading one is told it exists).  The route lets only the cloud admin call this (``package:transfer``).
         The name's view, with ``previous_project_id``; 404 for a name nobody has."""
         if not NAME.fullmatch(name):
             raise NotFound(f"no package name {name!r:.80}")
