@@ -113,6 +113,7 @@ def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
     pages of them (:mod:`fornace.api.packages.workflows`; None: those pages say so)."""
     from fornace.api.stores.jobs import Jobs
     from fornace.api.packages.store import Packages
+    from fornace.api.packages.names import PackageNames
     from fornace.api.packages.pins import Pins
 
     origins = parse_allowed_origins(allowed_origins)  # malformed: an error now, not later
@@ -124,6 +125,7 @@ def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
     app.state.jobs = jobs if jobs is not None else Jobs(store)
     app.state.packages = packages if packages is not None else Packages(store.sessions)
     app.state.pins = Pins(store, app.state.packages)
+    app.state.package_names = PackageNames(store.sessions)
     app.state.auth = auth
     app.state.policy = policy.Policy(enforcer if enforcer is not None else policy.enforcer())
     for prefix in ("", "/v1"):

@@ -147,6 +147,9 @@ API_RULES = [
           "one, ?public=true: the cloud admin only).", ("POST", "/packages")),
     _call("package:delete", _WRITE, "Delete a workflow package no environment uses (a "
           "public one: the cloud admin only).", ("DELETE", _PACKAGE)),
+    _call("package:transfer", _ADMIN, "Give a workflow package name to another project: "
+          "from then on only that project uploads versions of it.",
+          ("PUT", "/packages/names/{name}")),
     _call("environment:packages", _READ, "The workflow package versions an environment "
           "is pinned to, and the plan of moving it to another version.",
           ("GET", _ENV + "/packages"), ("GET", _ENV + "/packages/{name}/plan")),

@@ -4,8 +4,11 @@
 ``?public=true`` for the cloud admin).  An environment's package versions
 are under ``/environments/{id}/packages``: list them, plan a move
 (``GET .../packages/{name}/plan?version=``), move (``PUT .../packages/{name}``
-with ``{"version": ...}``, or ``{}`` for the newest) and unpin.  The work is
-done by :class:`~fornace.api.packages.store.Packages` and
+with ``{"version": ...}``, or ``{}`` for the newest) and unpin.  The cloud
+admin gives a package name to another project with ``PUT
+/packages/names/{name}`` and ``{"project_id": ...}``.  The work is done by
+:class:`~fornace.api.packages.store.Packages`,
+:class:`~fornace.api.packages.names.PackageNames` and
 :class:`~fornace.api.packages.pins.Pins`; these routes only translate HTTP.
 """
 from __future__ import annotations
@@ -17,6 +20,8 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
 from fornace.api.errors import ERROR_RESPONSES, BadRequest
+from fornace.api.ids import ID_LENGTH, could_be_id
+from fornace.api.packages.names import PackageNames
 from fornace.api.packages.pins import Pins
 from fornace.api.packages.store import Packages
 from fornace.api.routing import JsonRoute, flag, parse_json, permitted, run
@@ -70,6 +75,36 @@ async def delete_package(package_id: str, ctx: Context = Depends(permitted("pack
                          packages: Packages = Depends(_packages)) -> Response:
     await run(packages.delete, ctx, package_id)
     return Response(status_code=204)
+
+
+# -- who owns a package name -------------------------------------------------------
+
+async def _names(request: Request) -> PackageNames:
+    return request.app.state.package_names
+
+
+async def _project(request: Request) -> Optional[str]:
+    """The body of a transfer: ``{"project_id": "..."}`` (null: the cloud admin's)."""
+    try:
+        value: Any = parse_json(await request.body())
+    except json.JSONDecodeError as exc:
+        raise BadRequest(f"malformed JSON body: {exc.msg}") from None
+    if not isinstance(value, dict) or set(value) != {"project_id"}:
+        raise BadRequest('the body must be {"project_id": "..."} (null: the cloud admin\'s)')
+    project = value["project_id"]
+    if project is not None and (not isinstance(project, str) or not could_be_id(project)
+                                or not project.strip()):
+        raise BadRequest(f"project_id must be a project's id (a string of 1 to "
+                         f"{ID_LENGTH} characters) or null")
+    return project
+
+
+@router.put("/packages/names/{name}")
+async def transfer_package_name(name: str, request: Request,
+                                ctx: Context = Depends(permitted("package:transfer")),
+                                names: PackageNames = Depends(_names)) -> dict:
+    project = await _project(request)
+    return await run(names.transfer, ctx, name, project)
 
 
 # -- an environment's package versions ---------------------------------------------

@@ -6,9 +6,11 @@ workflow check`` checks workflow files (the check is given by the command
 that starts the API: the API does not import the conductor); only a package
 without problems is stored, as the bytes that came, with their sha256.
 
-A name and version, once stored, never change: uploading them again is a
-409, whoever owns the first.  A package belongs to the project that uploaded
-it, or is public (``tenant_id`` None, uploaded by the cloud admin with
+A name belongs to the project that first uploaded it: only that project
+adds versions, any other is refused with one 409 that tells nothing of the
+name's versions (:mod:`fornace.api.packages.names`).  A name and version,
+once stored, never change: uploading them again is a 409.  A package belongs
+to the project that uploaded it, or is public (``tenant_id`` None, uploaded by the cloud admin with
 ``?public=true``): everyone sees the public ones and their own project's;
 only its project's members or the cloud admin delete one, and never while
 an environment uses it (:func:`users_of`).
@@ -27,6 +29,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session as DbSession, defer, sessionmaker
 
 from fornace.api.errors import BadRequest, Conflict, Forbidden, NotFound, Unavailable
+from fornace.api.packages.names import claim
 from fornace.api.packages.usage import environments_using
 from fornace.api.context import Context
 from fornace.api.views import iso
@@ -81,7 +84,8 @@ class Packages:
 
     def upload(self, ctx: Context, data: bytes, public: bool = False) -> dict[str, Any]:
         """Check and store an archive; its view.  400 listing every problem, 403 for a
-        public one of anyone but the cloud admin, 409 when the version exists."""
+        public one of anyone but the cloud admin, 409 when the name is another
+        project's or the version exists."""
         if public and not ctx.is_admin:
             raise Forbidden("only the cloud admin uploads public packages")
         if self._check is None:
@@ -103,19 +107,21 @@ class Packages:
         if problems:
             raise BadRequest(f"the package is refused: {'; '.join(problems)}",
                              problems=problems)
-        package = Package(name=manifest.name, version=manifest.version,
-                          description=manifest.description,
-                          tenant_id=None if public else ctx.tenant_id, public=public,
-                          content_type=kind, digest=hashlib.sha256(data).hexdigest(),
-                          size=len(data), files=files, data=data, uploaded_by=ctx.user_id,
-                          types=types)
+        fields = dict(name=manifest.name, version=manifest.version,
+                      description=manifest.description,
+                      tenant_id=None if public else ctx.tenant_id, public=public,
+                      content_type=kind, digest=hashlib.sha256(data).hexdigest(),
+                      size=len(data), files=files, data=data, uploaded_by=ctx.user_id,
+                      types=types)
         try:
-            with self._sessions.begin() as db:
-                self._refuse_existing(db, manifest.name, manifest.version)
-                db.add(package)
-                db.flush()
-                return package_view(package)
-        except IntegrityError:   # uploaded meanwhile
+            return self._store(ctx, fields, public)
+        except IntegrityError:
+            # the name or the version was stored meanwhile: once more, to be told
+            # whose the name is now (or that the version exists)
+            pass
+        try:
+            return self._store(ctx, fields, public)
+        except IntegrityError:
             raise self._exists(manifest.name, manifest.version) from None
 
     def list(self, ctx: Context) -> list[dict[str, Any]]:
@@ -167,6 +173,16 @@ class Packages:
             db.delete(package)
 
     # -- helpers -----------------------------------------------------------------
+
+    def _store(self, ctx: Context, fields: dict[str, Any], public: bool) -> dict[str, Any]:
+        """Store a checked package whose name the caller may use; its view."""
+        with self._sessions.begin() as db:
+            claim(db, ctx, fields["name"], public)
+            self._refuse_existing(db, fields["name"], fields["version"])
+            package = Package(**fields)
+            db.add(package)
+            db.flush()
+            return package_view(package)
 
     def _visible(self, db: DbSession, ctx: Context, package_id: str,
                  with_data: bool = False, lock: bool = False) -> Package:

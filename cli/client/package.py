@@ -1,4 +1,4 @@
-"""``fornace package upload|list|show|download|delete``: workflow packages.
+"""``fornace package upload|list|show|download|delete|transfer``: workflow packages.
 
 A package (see :mod:`fornace.common.packages.archive` for its layout and
 ``package.json``) is uploaded as an archive, or as a folder packed on the fly
@@ -14,6 +14,7 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from fornace.cli.client import pins
 from fornace.cli.client.common import OK, add_command, add_group, dispatch, exit_code
@@ -27,7 +28,8 @@ from fornace.common.packages.archive import SUFFIXES, PackageError, content_type
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     actions = add_group(
-        subparsers, "package", "upload, list, show, download, delete workflow packages; pin environments to them",
+        subparsers, "package", "upload, list, show, download, delete, transfer workflow "
+        "packages; pin environments to them",
         "Workflow packages: workflows, templates, scripts and catalog entries with a "
         "name and a version (package.json), checked by the API as 'fornace workflow "
         "check' checks files. Commands name a package by id, NAME@VERSION, or NAME when "
@@ -78,6 +80,17 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                           "hello@1.0.0 --yes"])
     add_yes_option(delete)
     delete.add_argument("package", metavar="PACKAGE", help="id, NAME@VERSION or NAME")
+    transfer = add_command(
+        actions, "transfer", "give a package name to another project (the cloud admin)",
+        "A package name belongs to the project that first uploaded it: only that "
+        "project uploads versions of it. The cloud admin gives NAME to project "
+        "PROJECT_ID (--cloud: to the cloud admin, as a name first uploaded public); the "
+        "versions uploaded already stay with the projects that uploaded them.",
+        ["fornace package transfer hello 4f9c0d", "fornace package transfer hello --cloud"])
+    transfer.add_argument("package_name", metavar="NAME", help="the package name")
+    to = transfer.add_mutually_exclusive_group(required=True)
+    to.add_argument("project", metavar="PROJECT_ID", nargs="?", help="the project's id")
+    to.add_argument("--cloud", action="store_true", help="to the cloud admin")
     pins.add_parsers(actions)
 
 
@@ -87,7 +100,8 @@ def run(conf: Any) -> int:
 
 def _run(command: Any, client: ApiClient) -> int:
     actions = {"upload": upload, "list": list_packages, "show": show,
-               "download": download, "delete": delete, **pins.HANDLERS}
+               "download": download, "delete": delete, "transfer": transfer,
+               **pins.HANDLERS}
     return actions[command.package_action](command, client)
 
 
@@ -214,4 +228,18 @@ def delete(command: Any, client: ApiClient) -> int:
         print_json({"deleted": package})
     else:
         print(f"deleted {label} (id {package['id']})")
+    return OK
+
+
+def transfer(command: Any, client: ApiClient) -> int:
+    project = None if command.cloud else command.project
+    moved = client.request("PUT", f"/packages/names/{quote(command.package_name, safe='')}",
+                           {"project_id": project})
+    if command.json:
+        print_json(moved)
+    else:
+        def owner(project_id: str | None) -> str:
+            return "the cloud admin" if project_id is None else f"project {project_id}"
+        print(f"package name {moved['name']} now belongs to {owner(moved['project_id'])} "
+              f"(before: {owner(moved['previous_project_id'])})")
     return OK

@@ -177,11 +177,26 @@ class AgentQueue(Base):
     created: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
 
 
+class PackageName(Base):
+    """Who may upload versions of a workflow package name (:mod:`fornace.api.packages.names`):
+    the project that first uploaded one (``tenant_id``; None: the cloud admin's,
+    a name whose first version was public).  A name stays its project's when its
+    versions are deleted; only the cloud admin moves it to another project."""
+
+    __tablename__ = "package_names"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    tenant_id: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
+    created: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+    updated: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+
+
 class Package(Base):
     """A workflow package an operator uploaded (:mod:`fornace.api.packages.store`): the
     archive as it came, kept whole so that what deploys is what was checked.
     A name's versions are immutable and unique across projects (a deployment
-    will name one unambiguously); ``tenant_id`` is None for a public one."""
+    will name one unambiguously), and only the project owning the name
+    (:class:`PackageName`) adds versions; ``tenant_id`` is None for a public one."""
 
     __tablename__ = "packages"
     __table_args__ = (UniqueConstraint("name", "version", name="uq_packages_name_version"),)

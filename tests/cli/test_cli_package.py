@@ -84,7 +84,7 @@ def test_what_is_no_package_is_refused_before_sending_it(cli, tmp_path):
 
 def test_each_package_command_has_a_description_and_examples(capsys):
 
-    for action in ("upload", "list", "show", "download", "delete"):
+    for action in ("upload", "list", "show", "download", "delete", "transfer"):
         with pytest.raises(SystemExit) as done:
             main(["package", action, "--help"])
         assert done.value.code == 0
