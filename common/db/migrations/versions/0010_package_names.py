@@ -1,6 +1,6 @@
 """package names: the project that owns each workflow package name
 
-Revision ID: 0011
+Revision ID: 0010
 Revises: 0009
 
 Only the project owning a name uploads versions of it (another project's
@@ -12,7 +12,7 @@ from alembic import op
 import sqlalchemy as sa
 
 
-revision = '0011'
+revision = '0010'
 down_revision = '0009'
 branch_labels = None
 depends_on = None
