@@ -247,12 +247,44 @@ class JobRecorder:
             if not batch and not nodes:
                 return
             try:
-                self.publish(contract.task_events_body(self.environment_id, self.job_id, batch,
-                                                       _node_states(nodes)),
+                self.publish(self._events_body(batch, _node_states(nodes)),
                              f"{self.job_id}-events-{self._events}")
             except Exception as exc:  # progress lost, never the job
                 LOG.warning("job %s: could not send the changes of %d task(s): %s",
                             self.job_id, len(batch), exc)
+
+    def _events_body(self, batch: list[dict[str, Any]],
+                     nodes: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        """The ``tasks`` event of ``batch`` and ``nodes``.  When the contract
+        refuses it (an id from before the API checked them: 300 characters,
+        a '/'), each task and node is checked alone and the bad ones are set
+        aside with the reason logged: one bad record never loses the others."""
+        try:
+            return contract.task_events_body(self.environment_id, self.job_id, batch, nodes)
+        except contract.ContractError:
+            pass
+        good = [task for task in batch if self._acceptable(task, None)]
+        kept = {node_id: node for node_id, node in nodes.items()
+                if self._acceptable(None, (node_id, node))}
+        return contract.task_events_body(self.environment_id, self.job_id, good, kept)
+
+    def _acceptable(self, task: dict[str, Any] | None,
+                    node: tuple[str, dict[str, Any]] | None) -> bool:
+        """Whether the contract takes ``task`` (or ``node``) alone; logged when not."""
+        try:
+            contract.task_events_body(self.environment_id, self.job_id,
+                                      [task] if task is not None else [],
+                                      dict([node]) if node is not None else None)
+            return True
+        except contract.ContractError as exc:   # its text never quotes the values
+            if task is not None:
+                what = f"task {task.get('change_id')}"
+            else:
+                node_id = str(node[0]) if node is not None else ""
+                what = f"node {node_id[:40]!r}" + (f" ({len(node_id)} characters)"
+                                                   if len(node_id) > 40 else "")
+            LOG.warning("job %s: set aside %s: %s", self.job_id, what, exc)
+            return False
 
     def job_state(self, state: str, summary: str = "") -> None:
         if self.publish is None:
