@@ -263,26 +263,19 @@ class JobRecorder:
             return contract.task_events_body(self.environment_id, self.job_id, batch, nodes)
         except contract.ContractError:
             pass
-        good = [task for task in batch if self._acceptable(task, None)]
+        good = [task for task in batch
+                if self._acceptable([task], None, f"task {task.get('change_id')}")]
         kept = {node_id: node for node_id, node in nodes.items()
-                if self._acceptable(None, (node_id, node))}
+                if self._acceptable([], {node_id: node}, f"node {_shown(node_id)}")}
         return contract.task_events_body(self.environment_id, self.job_id, good, kept)
 
-    def _acceptable(self, task: dict[str, Any] | None,
-                    node: tuple[str, dict[str, Any]] | None) -> bool:
-        """Whether the contract takes ``task`` (or ``node``) alone; logged when not."""
+    def _acceptable(self, tasks: list[dict[str, Any]], nodes: dict[str, Any] | None,
+                    what: str) -> bool:
+        """Whether the contract takes these tasks and nodes; logged when not."""
         try:
-            contract.task_events_body(self.environment_id, self.job_id,
-                                      [task] if task is not None else [],
-                                      dict([node]) if node is not None else None)
+            contract.task_events_body(self.environment_id, self.job_id, tasks, nodes)
             return True
         except contract.ContractError as exc:   # its text never quotes the values
-            if task is not None:
-                what = f"task {task.get('change_id')}"
-            else:
-                node_id = str(node[0]) if node is not None else ""
-                what = f"node {node_id[:40]!r}" + (f" ({len(node_id)} characters)"
-                                                   if len(node_id) > 40 else "")
             LOG.warning("job %s: set aside %s: %s", self.job_id, what, exc)
             return False
 
@@ -302,6 +295,11 @@ class JobRecorder:
         for record in self.tasks:
             counts[record.status] = counts.get(record.status, 0) + 1
         return counts
+
+
+def _shown(node_id: str) -> str:
+    """A node id as a log line shows it: quoted, its first 40 characters."""
+    return repr(node_id[:40]) + (f" ({len(node_id)} characters)" if len(node_id) > 40 else "")
 
 
 def _node_states(nodes: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

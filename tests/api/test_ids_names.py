@@ -12,27 +12,14 @@ from typing import Any
 
 import pytest
 
-from apikit import Api, make_api, reset_postgres, web_server
-from services import postgres_url
+from apikit import Api, web_server
 from test_dashboard import create_env, field_error, site_form
 from test_dashboard import browser  # noqa: F401 -- the fixture
+from test_names import api, pg_api  # noqa: F401 -- the fixtures
 
 SESSION = "X-Configuration-Session"
 LONG_ID = "s" * 10_000
 UNIT_ID = "u" * 300
-
-
-@pytest.fixture
-def api(tmp_path) -> Api:
-    return make_api(f"sqlite:///{tmp_path / 'ids.sqlite'}")
-
-
-@pytest.fixture
-def pg_api():
-    url = postgres_url()
-    reset_postgres(url)
-    yield make_api(url)
-    reset_postgres(url)
 
 
 def environment(api: Api) -> tuple[str, str]:
