@@ -80,6 +80,8 @@ _ERROR_SCHEMA = {"type": "object", "required": ["error"], "properties": {"error"
                 "properties": {"id": {"type": "string"}, "kind": {"type": "string"},
                                "started": {"type": "string"}}},
         "environment": _REFERENCE,
+        # a 400 about one field of the body: its path (services[0].units[1].id)
+        "field": {"type": "string"},
         # a 409 of a name that is taken: what has it
         "existing": _REFERENCE}}}}
 

@@ -8,13 +8,14 @@ equals it either: such a value is simply not found.
 from __future__ import annotations
 
 from fornace.api.errors import NotFound
+from fornace.common import names
 
-ID_LENGTH = 64  # of the String(64) id columns
+ID_LENGTH = names.ID_MAX  # of the String(64) id columns
 
 
 def could_be_id(value: str) -> bool:
     """Whether a stored id could equal ``value`` (from a URL, a header, a query)."""
-    return len(value) <= ID_LENGTH and "\x00" not in value
+    return names.fits_id_column(value)
 
 
 def lookup_id(value: str, what: str) -> str:

@@ -19,6 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from fornace.api.auth import NoAuth
 from fornace.api.context import Context
 from fornace.api.stores.store import Store
+from fornace.common import names
 
 SESSION_HEADER = Header(None, alias="X-Configuration-Session",
                         description="ID of a configuration session of this environment")
@@ -28,13 +29,14 @@ class EnvironmentIn(BaseModel):
     """Create or rename an environment."""
 
     model_config = ConfigDict(extra="forbid")
-    name: str = Field(min_length=1, max_length=255, pattern=r"\S")
+    name: str = Field(min_length=1, max_length=names.NAME_MAX)
 
     @field_validator("name")
     @classmethod
-    def _no_nul(cls, name: str) -> str:
-        if "\x00" in name:  # PostgreSQL text cannot hold it
-            raise ValueError("must not contain NUL characters")
+    def _a_name(cls, name: str) -> str:
+        problem = names.name_problem(name)   # the rule of every name (fornace.common.names)
+        if problem is not None:
+            raise ValueError(problem)
         return name
 
 

@@ -71,7 +71,7 @@ def refuse_taken_service_names(before: dict[str, Any], services: list) -> None:
             raise Conflict(f"a service named {name!r} (id {existing}) exists already in "
                            f"this environment", existing={"id": existing, "name": name})
         raise BadRequest(f"services[{changed[1]}].name: duplicate name {name!r} (also "
-                         f"services[{changed[0]}])")
+                         f"services[{changed[0]}])", field=f"services[{changed[1]}].name")
 
 
 def _renamed(service: dict, before: dict[str, Any]) -> bool:
@@ -96,26 +96,35 @@ def add_services(services: list, items: list, now: str | None,
             specs.validate_create(item, catalog)
             service = specs.prepare_new(item, now, services)
         except specs.SpecError as exc:
-            place = f"services[{index}]"
-            field = place if exc.field == "service" else f"{place}.{exc.field}"
-            raise BadRequest(f"{field}: {exc.message}") from None
+            raise entry_error(index, exc) from None
         name = service.get("name")
         if isinstance(name, str):
             if name in names:
                 raise BadRequest(f"services[{index}].name: duplicate name {name!r} (also "
-                                 f"services[{names[name]}])")
+                                 f"services[{names[name]}])", field=f"services[{index}].name")
             names[name] = index
         services.append(service)
         added.append(service)
     return added
 
 
-def checked(check: Callable, *args: Any) -> Any:
-    """``check(*args)``, a :class:`~fornace.api.specs.SpecError` as a 400."""
+def entry_error(index: int, exc: specs.SpecError) -> BadRequest:
+    """The 400 of a problem of the ``index``-th service of a list: its path
+    (``services[1].units[0].id``) first in the message and as ``field``."""
+    place = f"services[{index}]"
+    field = place if exc.field == "service" else f"{place}.{exc.field}"
+    return BadRequest(f"{field}: {exc.message}", field=field)
+
+
+def checked(check: Callable, *args: Any, index: int | None = None) -> Any:
+    """``check(*args)``, a :class:`~fornace.api.specs.SpecError` as a 400 naming
+    the field (``field``; of the ``index``-th entry of a list when given)."""
     try:
         return check(*args)
     except specs.SpecError as exc:
-        raise BadRequest(str(exc)) from None
+        if index is not None:
+            raise entry_error(index, exc) from None
+        raise BadRequest(str(exc), field=exc.field) from None
 
 
 def revalidate(services: list, segments: list[str], now: str | None,

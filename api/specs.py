@@ -26,8 +26,11 @@ The catalog is the API's (``catalog_file``); a catalog that declares no
 schema (the operations of an older data folder) gets the built-in types'.
 The engine's own rules, beyond the schema: an optional field may be null
 (the seed: "may be empty/null/omitted"), the strict create refuses fields
-the schema does not declare in the service and its units, and unit ids are
-unique.  Every problem is a :class:`SpecError` (an HTTP 400) naming the
+the schema does not declare in the service and its units, unit ids are
+unique, and ids and names follow :mod:`fornace.common.names` whatever the
+type's schema says (the message contract and the database must take them:
+a service or unit ``id`` is an id, a ``name`` has no control character and
+fits, a service's with room for its units' ``<name>_instance_<n>``).  Every problem is a :class:`SpecError` (an HTTP 400) naming the
 field path, e.g. ``units[1].isMaster``.
 """
 from __future__ import annotations
@@ -38,6 +41,7 @@ import re
 import uuid
 from typing import Any, Iterable, Mapping
 
+from fornace.common import names
 from fornace.common.catalog import Catalog, builtin_catalog
 from fornace.common.errors import FornaceError
 from fornace.common.namedchecks import (KIND_NAMES, SERVICE_CHECKS, VALUE_CHECKS,
@@ -104,6 +108,9 @@ def _validate(service: Any, types: Mapping[str, TypeSpec], *, strict: bool) -> N
     _check_fields(service, spec.all_fields, "", strict, f"a {spec.name} service",
                   extra=("type", "units"))
     units = _check_units(service, spec, strict)
+    _check_id_and_name(service, "", names.SERVICE_NAME_MAX)
+    for index, unit in enumerate(units):
+        _check_id_and_name(unit, f"units[{index}]", names.NAME_MAX)
     seen: dict[str, int] = {}
     for index, unit in enumerate(units):
         unit_id = unit.get("id")
@@ -117,6 +124,19 @@ def _validate(service: Any, types: Mapping[str, TypeSpec], *, strict: bool) -> N
         problem = SERVICE_CHECKS[name](service)
         if problem is not None:
             raise SpecError(*problem)
+
+
+def _check_id_and_name(obj: dict, prefix: str, name_max: int) -> None:
+    """The rule of :mod:`fornace.common.names` for ``obj``'s ``id`` and ``name``
+    (when given: the server makes them otherwise)."""
+    if obj.get("id") is not None:
+        problem = names.id_problem(obj["id"])
+        if problem is not None:
+            raise SpecError(_join(prefix, "id"), problem)
+    if obj.get("name") is not None:
+        problem = names.name_problem(obj["name"], name_max)
+        if problem is not None:
+            raise SpecError(_join(prefix, "name"), problem)
 
 
 def _type_of(service: dict, types: Mapping[str, TypeSpec]) -> TypeSpec:

@@ -71,6 +71,9 @@ the earlier ones, and a Murano 0.2 agent or API speaks 1.0)::
           their sha256; their workflows, templates and types join its own
           data folder for that task only.  Not part of the model the
           workflows see
+    1.9 - Ids follow fornace.common.names' rule (1 to 64 ASCII letters,
+          digits, '.', '_', '-'): a "tasks" event's node ids and a task's
+          "target" (when not null); the API refuses other ids at the door
 """
 from __future__ import annotations
 
@@ -81,9 +84,9 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from fornace.common import jsonlimits
+from fornace.common import jsonlimits, names
 
-CONTRACT_VERSION = "1.8"   # see the history above; bump it with every change of a body
+CONTRACT_VERSION = "1.9"   # see the history above; bump it with every change of a body
 MAX_PACKAGES = 32          # workflow packages on one task (1.8)
 
 TASKS = "tasks"            # exchange, queue and routing key
@@ -597,8 +600,9 @@ def _check_nodes(nodes: Any) -> None:
         raise _error(kind, f"has more than {MAX_NODES_PER_EVENT} nodes", "nodes")
     for number, (node_id, node) in enumerate(nodes.items()):
         where = f"nodes (entry {number})"
-        if not node_id or len(node_id) > 64:
-            raise _error(kind, "must be an id of 1 to 64 characters", where)
+        problem = names.id_problem(node_id)
+        if problem is not None:
+            raise _error(kind, problem, where)
         if not isinstance(node, dict):
             raise _error(kind, f"must be an object, got {_kind(node)}", where)
         for name, allowed in (("state", NODE_STATES), ("local", NODE_STATUSES)):
@@ -624,6 +628,8 @@ def _check_task_event(task: Any, where: str) -> None:
         types = _TASK_FIELDS.get(name)
         if types is not None and not isinstance(value, types):
             raise _error(kind, f"has the wrong type ({_kind(value)})", f"{where}.{name}")
+    if task.get("target") is not None and not names.is_id(task["target"]):
+        raise _error(kind, names.id_problem(task["target"]) or "", f"{where}.target")
     if "status" in task and task["status"] not in TASK_STATUSES:
         raise _error(kind, f"must be one of {', '.join(TASK_STATUSES)}, "
                            f"got {task['status'][:40]!r}", f"{where}.status")

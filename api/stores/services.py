@@ -77,9 +77,10 @@ class Services:
                 if not isinstance(data, list):
                     raise BadRequest("PUT on /services takes the whole list of services")
                 new = specs.keep_secrets(copy.deepcopy(data), services, catalog)
-                for item in new:
-                    checked(specs.validate_update, item, catalog)
-                new = [checked(specs.prepare_units, item) for item in new]
+                for index, item in enumerate(new):
+                    checked(specs.validate_update, item, catalog, index=index)
+                new = [checked(specs.prepare_units, item, index=index)
+                       for index, item in enumerate(new)]
                 services[:] = new
                 return new
             try:

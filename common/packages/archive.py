@@ -32,13 +32,14 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, Iterator
 
+from fornace.common import names
 from fornace.common.errors import FornaceError
 
 MANIFEST = "package.json"
 # the top-level entries a package may hold (folders end with /)
 LAYOUT = ("workflows/", "templates/", "init-scripts/", MANIFEST, "types.json")
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
-VERSION = re.compile(r"[0-9A-Za-z][0-9A-Za-z.+-]{0,31}")
+NAME = names.ID             # a package's name is an id (fornace.common.names)
+VERSION = names.VERSION
 MAX_DESCRIPTION = 1000
 _CHUNK = 64 * 1024
 MiB = 1024 * 1024

@@ -247,12 +247,37 @@ class JobRecorder:
             if not batch and not nodes:
                 return
             try:
-                self.publish(contract.task_events_body(self.environment_id, self.job_id, batch,
-                                                       _node_states(nodes)),
+                self.publish(self._events_body(batch, _node_states(nodes)),
                              f"{self.job_id}-events-{self._events}")
             except Exception as exc:  # progress lost, never the job
                 LOG.warning("job %s: could not send the changes of %d task(s): %s",
                             self.job_id, len(batch), exc)
+
+    def _events_body(self, batch: list[dict[str, Any]],
+                     nodes: dict[str, dict[str, Any]]) -> dict[str, Any]:
+        """The ``tasks`` event of ``batch`` and ``nodes``.  When the contract
+        refuses it (an id from before the API checked them: 300 characters,
+        a '/'), each task and node is checked alone and the bad ones are set
+        aside with the reason logged: one bad record never loses the others."""
+        try:
+            return contract.task_events_body(self.environment_id, self.job_id, batch, nodes)
+        except contract.ContractError:
+            pass
+        good = [task for task in batch
+                if self._acceptable([task], None, f"task {task.get('change_id')}")]
+        kept = {node_id: node for node_id, node in nodes.items()
+                if self._acceptable([], {node_id: node}, f"node {_shown(node_id)}")}
+        return contract.task_events_body(self.environment_id, self.job_id, good, kept)
+
+    def _acceptable(self, tasks: list[dict[str, Any]], nodes: dict[str, Any] | None,
+                    what: str) -> bool:
+        """Whether the contract takes these tasks and nodes; logged when not."""
+        try:
+            contract.task_events_body(self.environment_id, self.job_id, tasks, nodes)
+            return True
+        except contract.ContractError as exc:   # its text never quotes the values
+            LOG.warning("job %s: set aside %s: %s", self.job_id, what, exc)
+            return False
 
     def job_state(self, state: str, summary: str = "") -> None:
         if self.publish is None:
@@ -270,6 +295,11 @@ class JobRecorder:
         for record in self.tasks:
             counts[record.status] = counts.get(record.status, 0) + 1
         return counts
+
+
+def _shown(node_id: str) -> str:
+    """A node id as a log line shows it: quoted, its first 40 characters."""
+    return repr(node_id[:40]) + (f" ({len(node_id)} characters)" if len(node_id) > 40 else "")
 
 
 def _node_states(nodes: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

@@ -192,3 +192,26 @@ def test_an_api_without_types_has_services_checked_against_the_built_in_ones(
     line = one_line_error(through("type", "show", "linuxNote"), 2)
     assert "no service types route (/types)" in line
     ok(cli("env", "delete", "older", "--yes"))
+
+
+def test_a_service_file_with_an_id_or_name_outside_the_rule_sends_nothing(box, tmp_path,
+                                                                          recorder):
+    """Ids and names follow fornace.common.names: a unit id of 300 characters or
+    a name holding NUL is refused by the command line, naming entry, field
+    and file, before any request that changes anything (the API refuses
+    them too, tests/api/test_ids_names.py)."""
+    cli = runner(box.url, tmp_path)
+    ok(cli("env", "create", "ruled"))
+    proxy = recorder()
+    through = runner(proxy.url, tmp_path)
+    listed = tmp_path / "ruled.json"
+    site = {"type": "linuxWebServer", "name": "a", "osImage": "local", "units": [{}]}
+    listed.write_text(json.dumps([site, {**site, "name": "b", "units": [{"id": "u" * 300}]}]))
+    line = one_line_error(through("service", "add", "ruled", "--file", str(listed)), 2)
+    assert "services[1].units[0].id: must be an id of 1 to 64 characters" in line, line
+    assert str(listed) in line and "u" * 65 not in line
+    listed.write_text(json.dumps([{**site, "name": "a\u0000b"}]))
+    line = one_line_error(through("service", "add", "ruled", "--file", str(listed)), 2)
+    assert "name: must not contain control characters such as U+0000" in line, line
+    assert proxy.changes() == []
+    ok(cli("env", "delete", "ruled", "--yes"))

@@ -153,3 +153,22 @@ def test_change_ids_stay_unique_and_growing_past_a_full_counter() -> None:
     assert len(set(made)) == len(made)
     assert made == sorted(made)
     assert all(len(i) == 13 for i in made)
+
+
+def test_one_bad_record_in_a_batch_loses_none_of_the_good_ones(caplog):
+    """A unit id the contract refuses (300 characters, from before the API
+    checked ids) must not take the batch's other tasks and nodes with it: the
+    batch falls back one by one, the bad ones set aside with the reason logged."""
+    made, events = recorder(batch_seconds=3600)
+    bad_unit = "u" * 300
+    made.task("u1", "web1", "Deploy", "new", status="running")
+    made.task(bad_unit, "web2", "Deploy", "new", status="running")
+    made.task("u3", "web3", "Deploy", "new", status="running")
+    made.node({"id": "u1", "status": {"state": "configuring", "local": "ok"}})
+    made.node({"id": bad_unit, "status": {"state": "configuring", "local": "ok"}})
+    made.flush()
+    sent = tasks_of(events)
+    assert [t["target"] for t in sent] == ["u1", "u3"]
+    assert [list(contract.parse_job_event(e).nodes or {}) for e in events] == [["u1"]]
+    assert "set aside task" in caplog.text and ".target' must be an id" in caplog.text
+    assert "set aside node" in caplog.text and bad_unit not in caplog.text
