@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Collection
+from typing import Any, Collection, Sequence
 
 from fornace.common.errors import LocatedError
 
@@ -38,6 +38,7 @@ INT_MAX_DIGITS = 4300
 _BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.S)
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{},:]', re.S)
 _OPENERS = frozenset("[{")
+_SPACE = re.compile(r"\s*")
 _LONG_INTEGER = re.compile(r'"(?:[^"\\]|\\.)*"?|-?\d{%d,}(?![\d.eE])' % (INT_MAX_DIGITS + 1),
                            re.S)
 _FIND_STEPS = 100_000   # containers visited to name the place of a problem
@@ -157,6 +158,49 @@ def _path_at(text: str, position: int) -> str:
         else:
             last_string = _string_value(token)
     return format_path(steps)
+
+
+def line_of(text: str, steps: Sequence[Any]) -> int | None:
+    """The line of ``text`` (a JSON document) where the value at the path ``steps``
+    (``["types", "x", "schema"]``; list indices as ints) starts -- for an object
+    member, the line of its key; None when the text has no such value.  The
+    inverse of the paths :class:`JsonLimitError` names, for messages that point
+    at a place in a file."""
+    target = list(steps)
+    if not target:
+        return 1 if text.strip() else None
+    path: list[Any] = []      # as in _path_at
+    kinds: list[str] = []
+    last: tuple[str, int] | None = None   # the last string and where it started
+    for match in _TOKENS.finditer(text):
+        token = match.group()
+        if token in _OPENERS:
+            kinds.append(token)
+            path.append(0 if token == "[" else None)
+            if token == "[" and path == target:
+                return _line_column(text, _skip_space(text, match.end()))[0]
+        elif token in "]}":
+            if kinds:
+                kinds.pop()
+                path.pop()
+        elif token == ",":
+            if kinds and kinds[-1] == "[":
+                path[-1] += 1
+                if path == target:
+                    return _line_column(text, _skip_space(text, match.end()))[0]
+            last = None
+        elif token == ":":
+            if kinds and kinds[-1] == "{" and last is not None:
+                path[-1] = last[0]
+                if path == target:
+                    return _line_column(text, last[1])[0]
+        else:
+            last = (_string_value(token), match.start())
+    return None
+
+
+def _skip_space(text: str, position: int) -> int:
+    return _SPACE.match(text, position).end()
 
 
 def _string_value(token: str) -> str:
