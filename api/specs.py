@@ -31,8 +31,8 @@ unique.  Every problem is a :class:`SpecError` (an HTTP 400) naming the
 field path, e.g. ``units[1].isMaster``.
 
 Types come from workflow packages, so their schemas are a tenant's input:
-``pattern``\ s are matched by RE2 (:mod:`fornace.common.patterns`, linear
-time, a bounded text), and the work of one validation is bounded
+a field's ``pattern`` is matched by RE2 (:mod:`fornace.common.patterns`:
+linear time, on a bounded text), and the work of one validation is bounded
 (:mod:`fornace.api.validationbudget`): past it, a 400 "validation took too
 long".  The recursion follows the schema, whose nesting the catalog bounds.
 """

@@ -1,7 +1,7 @@
 """The work one validation of a service object may do.
 
 Checking a service against its type's schema costs about the size of the
-object, except where the schema makes it cost more: ``pattern``\\ s (each
+object, except where the schema makes it cost more: ``pattern`` (each
 match costs its program size times the characters, see
 :mod:`fornace.common.patterns`), ``enum`` lists and ``uniqueItems``
 (quadratic).  Types come from workflow packages, so a tenant could make that
