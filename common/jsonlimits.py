@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Collection, Sequence
+from typing import Any, Collection, Iterator, Sequence
 
 from fornace.common.errors import LocatedError
 
@@ -136,28 +136,10 @@ def _line_column(text: str, position: int) -> tuple[int, int]:
 
 def _path_at(text: str, position: int) -> str:
     """The JSON path of the value starting at ``position`` (read from the text before it)."""
-    steps: list[Any] = []      # per open container: a key (object) or an index (list)
-    kinds: list[str] = []
-    last_string: str | None = None
-    for match in _TOKENS.finditer(text, 0, position):
-        token = match.group()
-        if token in _OPENERS:
-            kinds.append(token)
-            steps.append(0 if token == "[" else None)
-        elif token in "]}":
-            if kinds:
-                kinds.pop()
-                steps.pop()
-        elif token == ",":
-            if kinds and kinds[-1] == "[":
-                steps[-1] += 1
-            last_string = None
-        elif token == ":":
-            if kinds and kinds[-1] == "{" and last_string is not None:
-                steps[-1] = last_string
-        else:
-            last_string = _string_value(token)
-    return format_path(steps)
+    path: list[Any] = []
+    for path, _begins in _scan(text, position):
+        pass
+    return format_path(path)
 
 
 def line_of(text: str, steps: Sequence[Any]) -> int | None:
@@ -169,16 +151,26 @@ def line_of(text: str, steps: Sequence[Any]) -> int | None:
     target = list(steps)
     if not target:
         return 1 if text.strip() else None
-    path: list[Any] = []      # as in _path_at
+    for path, begins in _scan(text, len(text)):
+        if begins is not None and path == target:
+            return _line_column(text, begins)[0]
+    return None
+
+
+def _scan(text: str, end: int) -> Iterator[tuple[list[Any], int | None]]:
+    """The path of the open containers at each token of ``text`` before ``end`` (a
+    key for an object, an index for a list), and where a member or an item
+    begins when the token starts one (its key, or its value in a list)."""
+    path: list[Any] = []
     kinds: list[str] = []
     last: tuple[str, int] | None = None   # the last string and where it started
-    for match in _TOKENS.finditer(text):
-        token = match.group()
+    for match in _TOKENS.finditer(text, 0, end):
+        token, begins = match.group(), None
         if token in _OPENERS:
             kinds.append(token)
             path.append(0 if token == "[" else None)
-            if token == "[" and path == target:
-                return _line_column(text, _skip_space(text, match.end()))[0]
+            if token == "[":
+                begins = _skip_space(text, match.end())
         elif token in "]}":
             if kinds:
                 kinds.pop()
@@ -186,17 +178,15 @@ def line_of(text: str, steps: Sequence[Any]) -> int | None:
         elif token == ",":
             if kinds and kinds[-1] == "[":
                 path[-1] += 1
-                if path == target:
-                    return _line_column(text, _skip_space(text, match.end()))[0]
+                begins = _skip_space(text, match.end())
             last = None
         elif token == ":":
             if kinds and kinds[-1] == "{" and last is not None:
                 path[-1] = last[0]
-                if path == target:
-                    return _line_column(text, last[1])[0]
+                begins = last[1]
         else:
             last = (_string_value(token), match.start())
-    return None
+        yield path, begins
 
 
 def _skip_space(text: str, position: int) -> int:
