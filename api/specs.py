@@ -30,8 +30,14 @@ the schema does not declare in the service and its units, unit ids are
 unique, and ids and names follow :mod:`fornace.common.names` whatever the
 type's schema says (the message contract and the database must take them:
 a service or unit ``id`` is an id, a ``name`` has no control character and
-fits, a service's with room for its units' ``<name>_instance_<n>``).  Every problem is a :class:`SpecError` (an HTTP 400) naming the
-field path, e.g. ``units[1].isMaster``.
+fits, a service's with room for its units' ``<name>_instance_<n>``).
+Every problem is a :class:`SpecError` (an HTTP 400) naming the field path, e.g. ``units[1].isMaster``.
+
+Types come from workflow packages, so their schemas are a tenant's input:
+a field's ``pattern`` is matched by RE2 (:mod:`fornace.common.patterns`:
+linear time, on a bounded text), and the work of one validation is bounded
+(:mod:`fornace.api.validationbudget`): past it, a 400 "validation took too
+long".  The recursion follows the schema, whose nesting the catalog bounds.
 """
 from __future__ import annotations
 
@@ -43,9 +49,11 @@ from typing import Any, Iterable, Mapping
 
 from fornace.common import names
 from fornace.common.catalog import Catalog, builtin_catalog
-from fornace.common.errors import FornaceError
+from fornace.api.validationbudget import BudgetExceeded, ValidationBudget
+from fornace.common.errors import FornaceError, shortened
 from fornace.common.namedchecks import (KIND_NAMES, SERVICE_CHECKS, VALUE_CHECKS,
                                         VALUE_KINDS, describe, json_kind)
+from fornace.common.patterns import PatternError, compile_pattern
 from fornace.common.secrets import MASK, is_secret_key, masked
 from fornace.common.typeschema import FieldSpec, TypeSpec
 
@@ -102,12 +110,20 @@ def validate_update(service: Any, catalog: Catalog | None = None) -> None:
 
 
 def _validate(service: Any, types: Mapping[str, TypeSpec], *, strict: bool) -> None:
+    try:
+        _validate_within(service, types, strict, ValidationBudget())
+    except BudgetExceeded as exc:
+        raise SpecError(exc.path, exc.message) from None
+
+
+def _validate_within(service: Any, types: Mapping[str, TypeSpec], strict: bool,
+                     budget: ValidationBudget) -> None:
     if not isinstance(service, dict):
         raise SpecError("service", f"must be a JSON object, not {describe(service)}")
     spec = _type_of(service, types)
-    _check_fields(service, spec.all_fields, "", strict, f"a {spec.name} service",
+    _check_fields(service, spec.all_fields, "", strict, f"a {spec.name} service", budget,
                   extra=("type", "units"))
-    units = _check_units(service, spec, strict)
+    units = _check_units(service, spec, strict, budget)
     _check_id_and_name(service, "", names.SERVICE_NAME_MAX)
     for index, unit in enumerate(units):
         _check_id_and_name(unit, f"units[{index}]", names.NAME_MAX)
@@ -152,7 +168,8 @@ def _type_of(service: dict, types: Mapping[str, TypeSpec]) -> TypeSpec:
     return spec
 
 
-def _check_units(service: dict, spec: TypeSpec, strict: bool) -> list[dict]:
+def _check_units(service: dict, spec: TypeSpec, strict: bool,
+                 budget: ValidationBudget) -> list[dict]:
     if "units" not in service:
         raise SpecError("units", "required")
     units = service["units"]
@@ -168,12 +185,12 @@ def _check_units(service: dict, spec: TypeSpec, strict: bool) -> list[dict]:
         path = f"units[{index}]"
         if not isinstance(unit, dict):
             raise SpecError(path, f"must be a unit object, not {describe(unit)}")
-        _check_fields(unit, spec.all_unit_fields, path, strict, f"a {spec.name} unit")
+        _check_fields(unit, spec.all_unit_fields, path, strict, f"a {spec.name} unit", budget)
     return units
 
 
 def _check_fields(obj: dict, fields: Mapping[str, FieldSpec], prefix: str, strict: bool,
-                  what: str, extra: Iterable[str] = ()) -> None:
+                  what: str, budget: ValidationBudget, extra: Iterable[str] = ()) -> None:
     if strict:  # unknown fields first: a typo is more useful than "x: required"
         allowed = set(fields) | set(extra)
         for key in obj:
@@ -187,17 +204,30 @@ def _check_fields(obj: dict, fields: Mapping[str, FieldSpec], prefix: str, stric
             if spec.required:
                 raise SpecError(path, "required")
             continue
-        check_value(spec.schema, obj[spec.name], path)
+        _check_value(spec.schema, obj[spec.name], path, budget)
 
 
-def check_value(schema: Mapping[str, Any], value: Any, path: str) -> None:
+def check_value(schema: Mapping[str, Any], value: Any, path: str,
+                budget: ValidationBudget | None = None) -> None:
     """:class:`SpecError` when ``value`` (at ``path``) does not fit ``schema``:
-    its JSON type first, then the schema's checks, then its named checks."""
+    its JSON type first, then the schema's checks, then its named checks.
+    ``budget``: the work it may do (a fresh :class:`ValidationBudget` when None)."""
+    try:
+        _check_value(schema, value, path, budget or ValidationBudget())
+    except BudgetExceeded as exc:
+        raise SpecError(exc.path, exc.message) from None
+
+
+def _check_value(schema: Mapping[str, Any], value: Any, path: str,
+                 budget: ValidationBudget) -> None:
+    budget.spend(1, path)
     kinds = schema.get("type")
     kinds = [kinds] if isinstance(kinds, str) else list(kinds or [])
     if kinds and not any(_is_kind(value, kind) for kind in kinds):
         expected = " or ".join(KIND_NAMES[k] for k in kinds)
         raise SpecError(path, f"must be {expected}, not {describe(value)}")
+    if "enum" in schema:
+        budget.spend(len(schema["enum"]), path)
     if "enum" in schema and value not in schema["enum"]:
         shown = ", ".join(repr(v) for v in schema["enum"])
         raise SpecError(path, f"must be one of {shown} (got {value!r})")
@@ -207,13 +237,13 @@ def check_value(schema: Mapping[str, Any], value: Any, path: str) -> None:
     if "nonblank" in names and kind in VALUE_KINDS["nonblank"]:
         _named(VALUE_CHECKS["nonblank"], value, path)   # "empty" before any other problem
     if isinstance(value, str):
-        _check_string(schema, value, path)
+        _check_string(schema, value, path, budget)
     elif kind in ("integer", "number"):
         _check_number(schema, value, path)
     elif isinstance(value, list):
-        _check_array(schema, value, path)
+        _check_array(schema, value, path, budget)
     elif isinstance(value, dict):
-        _check_object(schema, value, path)
+        _check_object(schema, value, path, budget)
     for name in names:
         if name != "nonblank" and kind in VALUE_KINDS[name]:
             _named(VALUE_CHECKS[name], value, path)
@@ -228,16 +258,32 @@ def _named(check: Any, value: Any, path: str) -> None:
         raise SpecError(path, problem)
 
 
-def _check_string(schema: Mapping[str, Any], value: str, path: str) -> None:
+def _check_string(schema: Mapping[str, Any], value: str, path: str,
+                  budget: ValidationBudget) -> None:
     if "minLength" in schema and len(value) < schema["minLength"]:
         raise SpecError(path, f"must have at least {schema['minLength']} characters")
     if "maxLength" in schema and len(value) > schema["maxLength"]:
         raise SpecError(path, f"must have at most {schema['maxLength']} characters")
-    if "pattern" in schema and not re.search(schema["pattern"], value):
-        raise SpecError(path, f"must match the pattern {schema['pattern']!r} (got {value!r})")
+    if "pattern" in schema:
+        _check_pattern(schema["pattern"], value, path, budget)
     problem = _FORMATS.get(schema.get("format"), lambda v: None)(value)
     if problem:
         raise SpecError(path, problem)
+
+
+def _check_pattern(pattern: Any, value: str, path: str, budget: ValidationBudget) -> None:
+    """JSON Schema's ``pattern`` (an unanchored search), by RE2 and within budget."""
+    try:
+        compiled = compile_pattern(pattern)
+    except PatternError as exc:   # the catalog refuses such types; never a 500
+        raise SpecError(path, f"the type's pattern cannot be used: {exc}") from None
+    if len(value) > compiled.max_chars:
+        raise SpecError(path, f"is too long to check against the pattern {pattern!r}: at most "
+                              f"{compiled.max_chars} characters (got {len(value)})")
+    budget.spend(compiled.cost(value), path)
+    if not compiled.search(value):
+        raise SpecError(path, f"must match the pattern {pattern!r} "
+                              f"(got {shortened(repr(value), 200)})")
 
 
 def _check_number(schema: Mapping[str, Any], value: int | float, path: str) -> None:
@@ -250,7 +296,8 @@ def _check_number(schema: Mapping[str, Any], value: int | float, path: str) -> N
         raise SpecError(path, f"must be {noun}{bound}")
 
 
-def _check_array(schema: Mapping[str, Any], value: list, path: str) -> None:
+def _check_array(schema: Mapping[str, Any], value: list, path: str,
+                 budget: ValidationBudget) -> None:
     if "minItems" in schema and len(value) < schema["minItems"]:
         raise SpecError(path, f"must have at least {_items(schema['minItems'])}")
     if "maxItems" in schema and len(value) > schema["maxItems"]:
@@ -258,10 +305,11 @@ def _check_array(schema: Mapping[str, Any], value: list, path: str) -> None:
     items = schema.get("items")
     if isinstance(items, Mapping):
         for index, item in enumerate(value):
-            check_value(items, item, f"{path}[{index}]")
+            _check_value(items, item, f"{path}[{index}]", budget)
     if schema.get("uniqueItems"):
         seen: list[Any] = []
         for index, item in enumerate(value):
+            budget.spend(len(seen) + 1, f"{path}[{index}]")
             if item in seen:
                 raise SpecError(f"{path}[{index}]", f"duplicate value {item!r}")
             seen.append(item)
@@ -271,7 +319,8 @@ def _items(count: int) -> str:
     return "1 item" if count == 1 else f"{count} items"
 
 
-def _check_object(schema: Mapping[str, Any], value: dict, path: str) -> None:
+def _check_object(schema: Mapping[str, Any], value: dict, path: str,
+                  budget: ValidationBudget) -> None:
     """A nested object (an ``osImage``): its declared properties as a
     service's, the others against ``additionalProperties``."""
     properties = schema.get("properties") or {}
@@ -282,7 +331,7 @@ def _check_object(schema: Mapping[str, Any], value: dict, path: str) -> None:
             if name in required:
                 raise SpecError(where, "required")
             continue
-        check_value(sub, value[name], where)
+        _check_value(sub, value[name], where, budget)
     extra = schema.get("additionalProperties", True)
     for name, item in value.items():
         if name in properties:
@@ -291,7 +340,7 @@ def _check_object(schema: Mapping[str, Any], value: dict, path: str) -> None:
             raise SpecError(f"{path}.{name}", f"unknown field (allowed: "
                                               f"{', '.join(sorted(properties))})")
         if isinstance(extra, Mapping):
-            check_value(extra, item, f"{path}.{name}")
+            _check_value(extra, item, f"{path}.{name}", budget)
 
 
 def _ip(version: int) -> Any:

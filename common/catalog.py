@@ -15,7 +15,11 @@
 * ``schema``: the create spec of its services, JSON Schema inherited along
   ``extends`` (:mod:`fornace.common.typeschema`; the API validates with it and
   the dashboard's service form is made from it).  A mistake in a schema is
-  refused when the catalog is read, naming the file and the type.
+  refused when the catalog is read, naming the file, the line and the type;
+  so is a ``pattern`` RE2 cannot run (:mod:`fornace.common.patterns`).
+
+The file is read with :func:`fornace.common.jsonlimits.loads`: nested deeper
+than the depth given (100 levels unless told), it is refused naming the line.
 
 Inputs are templates evaluated at the unit: a string is a template where
 ``{path}`` is replaced by the value at that path (paths as in the workflows:
@@ -30,18 +34,28 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from fornace.common.cursor import Cursor, get_path, start_cursor
-from fornace.common.errors import FornaceError
+from fornace.common.errors import LocatedError
+from fornace.common.jsonlimits import DEFAULT_MAX_DEPTH, JsonLimitError, line_of, loads
 from fornace.common.resources import BUILTIN_DATA
 from fornace.common.typeschema import SchemaError, TypeSpec, resolve
 
 _FIELD = re.compile(r"\{([^{}|]+)(?:\|([^{}]*))?\}")
 
 
-class CatalogError(FornaceError):
-    """A bad type catalog file or a request it cannot satisfy."""
+class CatalogError(LocatedError):
+    """A bad type catalog file or a request it cannot satisfy.
+
+    ``steps``: the JSON path of the place in the catalog's document
+    (``["types", "web", "schema", "properties", "port"]``), when known: what
+    :func:`load_catalog` turns into the line of the file."""
+
+    def __init__(self, message: str, file: str | None = None, line: int | None = None,
+                 steps: Sequence[Any] | None = None) -> None:
+        super().__init__(message, file, line)
+        self.steps = None if steps is None else list(steps)
 
 
 @dataclass(frozen=True)
@@ -78,7 +92,9 @@ class Catalog:
             # concrete type -> its create spec ({} when the catalog has no schema)
             self.service_types: dict[str, TypeSpec] = resolve(types, self.ancestry)
         except SchemaError as exc:
-            raise CatalogError(str(exc)) from None
+            steps = (None if exc.steps is None or exc.type_name is None
+                     else ["types", exc.type_name, "schema", *exc.steps])
+            raise CatalogError(str(exc), steps=steps) from None
 
     @functools.cached_property
     def secret_fields(self) -> frozenset[str]:
@@ -141,31 +157,46 @@ class Catalog:
 
 # -- reading the file ---------------------------------------------------------
 
-def load_catalog(path: str | Path, base: Catalog | None = None) -> Catalog:
-    """Read ``types.json``; :class:`CatalogError` names the file and the entry.
-    With ``base`` (a package's catalog on top of the conductor's), its types
-    join the base's: they may extend the base's types, and one of the same
-    name replaces the base's."""
+def load_catalog(path: str | Path, base: Catalog | None = None,
+                 max_depth: int = DEFAULT_MAX_DEPTH) -> Catalog:
+    """Read ``types.json``; :class:`CatalogError` names the file, the line when
+    known, and the entry.  With ``base`` (a package's catalog on top of the
+    conductor's), its types join the base's: they may extend the base's
+    types, and one of the same name replaces the base's.  A file nested
+    deeper than ``max_depth`` is refused."""
     path = Path(path)
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        document = loads(text, max_depth=max_depth, source=str(path))
     except OSError as exc:
         raise CatalogError(f"{path}: cannot read the type catalog: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise CatalogError(f"{path}: not UTF-8 text") from None
     except json.JSONDecodeError as exc:
         raise CatalogError(f"{path}: line {exc.lineno}: {exc.msg}") from None
+    except JsonLimitError as exc:
+        raise CatalogError(exc.message, exc.file, exc.line) from None
     types = document.get("types") if isinstance(document, dict) else None
     if not isinstance(types, dict):
         raise CatalogError(f"{path}: the catalog must be an object with a 'types' object")
     try:
         return catalog_with(base, types)
     except CatalogError as exc:
-        raise CatalogError(f"{path}: {exc}") from None
+        line = line_of(text, exc.steps) if exc.steps is not None else None
+        raise CatalogError(exc.message, str(path), line, exc.steps) from None
 
 
 def catalog_with(base: Catalog | None, types: dict[str, Any]) -> Catalog:
     """The catalog of ``types`` (a ``types.json``'s ``types`` object), joined to
     ``base``'s when given (see :func:`load_catalog`)."""
-    own = {name: _type(name, entry) for name, entry in types.items()}
+    own = {}
+    for name, entry in types.items():
+        try:
+            own[name] = _type(name, entry)
+        except CatalogError as exc:
+            if exc.steps is None:
+                exc.steps = ["types", name]
+            raise
     return Catalog({**base.types, **own} if base is not None else own)
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any, Collection
+from typing import Any, Collection, Iterator, Sequence
 
 from fornace.common.errors import LocatedError
 
@@ -38,6 +38,7 @@ INT_MAX_DIGITS = 4300
 _BRACKETS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{}]', re.S)
 _TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"?|[\[\]{},:]', re.S)
 _OPENERS = frozenset("[{")
+_SPACE = re.compile(r"\s*")
 _LONG_INTEGER = re.compile(r'"(?:[^"\\]|\\.)*"?|-?\d{%d,}(?![\d.eE])' % (INT_MAX_DIGITS + 1),
                            re.S)
 _FIND_STEPS = 100_000   # containers visited to name the place of a problem
@@ -135,28 +136,61 @@ def _line_column(text: str, position: int) -> tuple[int, int]:
 
 def _path_at(text: str, position: int) -> str:
     """The JSON path of the value starting at ``position`` (read from the text before it)."""
-    steps: list[Any] = []      # per open container: a key (object) or an index (list)
+    path: list[Any] = []
+    for path, _begins in _scan(text, position):
+        pass
+    return format_path(path)
+
+
+def line_of(text: str, steps: Sequence[Any]) -> int | None:
+    """The line of ``text`` (a JSON document) where the value at the path ``steps``
+    (``["types", "x", "schema"]``; list indices as ints) starts -- for an object
+    member, the line of its key; None when the text has no such value.  The
+    inverse of the paths :class:`JsonLimitError` names, for messages that point
+    at a place in a file."""
+    target = list(steps)
+    if not target:
+        return 1 if text.strip() else None
+    for path, begins in _scan(text, len(text)):
+        if begins is not None and path == target:
+            return _line_column(text, begins)[0]
+    return None
+
+
+def _scan(text: str, end: int) -> Iterator[tuple[list[Any], int | None]]:
+    """The path of the open containers at each token of ``text`` before ``end`` (a
+    key for an object, an index for a list), and where a member or an item
+    begins when the token starts one (its key, or its value in a list)."""
+    path: list[Any] = []
     kinds: list[str] = []
-    last_string: str | None = None
-    for match in _TOKENS.finditer(text, 0, position):
-        token = match.group()
+    last: tuple[str, int] | None = None   # the last string and where it started
+    for match in _TOKENS.finditer(text, 0, end):
+        token, begins = match.group(), None
         if token in _OPENERS:
             kinds.append(token)
-            steps.append(0 if token == "[" else None)
+            path.append(0 if token == "[" else None)
+            if token == "[":
+                begins = _skip_space(text, match.end())
         elif token in "]}":
             if kinds:
                 kinds.pop()
-                steps.pop()
+                path.pop()
         elif token == ",":
             if kinds and kinds[-1] == "[":
-                steps[-1] += 1
-            last_string = None
+                path[-1] += 1
+                begins = _skip_space(text, match.end())
+            last = None
         elif token == ":":
-            if kinds and kinds[-1] == "{" and last_string is not None:
-                steps[-1] = last_string
+            if kinds and kinds[-1] == "{" and last is not None:
+                path[-1] = last[0]
+                begins = last[1]
         else:
-            last_string = _string_value(token)
-    return format_path(steps)
+            last = (_string_value(token), match.start())
+        yield path, begins
+
+
+def _skip_space(text: str, position: int) -> int:
+    return _SPACE.match(text, position).end()
 
 
 def _string_value(token: str) -> str:

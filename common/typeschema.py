@@ -27,11 +27,15 @@ merged name by name and keyword by keyword -- ``"osImage": {"default":
 (the subtype does not have it).  So ``required``, when a type gives it,
 lists all the required fields of the type.
 
-:func:`resolve` checks every schema when the catalog is read (the schema
-against the draft 2020-12 metaschema with the ``jsonschema`` library, then
-the subset: a keyword the engine would not enforce is refused, not
-ignored) and gives a :class:`TypeSpec` per concrete type; the validation
-itself is :mod:`fornace.api.specs`'s.
+:func:`resolve` checks every schema when the catalog is read (its nesting
+first, at most :data:`MAX_DEPTH` levels, so that nothing recursive over it
+goes deep; the schema against the draft 2020-12 metaschema with the
+``jsonschema`` library, then the subset: a keyword the engine would not
+enforce is refused, not ignored; every ``pattern`` compiled by RE2,
+:mod:`fornace.common.patterns`) and gives a :class:`TypeSpec` per concrete
+type; the validation itself is :mod:`fornace.api.specs`'s.  A
+:class:`SchemaError` carries the JSON path of the place in the schema
+(``steps``), for the catalog to name the line of its file.
 """
 from __future__ import annotations
 
@@ -39,10 +43,12 @@ import copy
 import functools
 import json
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from fornace.common.errors import FornaceError
+from fornace.common.jsonlimits import DEFAULT_MAX_DEPTH, JsonLimitError, measure
 from fornace.common.namedchecks import SERVICE_CHECKS, VALUE_CHECKS, VALUE_KINDS
+from fornace.common.patterns import PatternError, check_pattern
 
 JSON_TYPES = frozenset({"string", "boolean", "integer", "number", "array", "object", "null"})
 FORMATS = frozenset({"ipv4", "ipv6", "hostname"})
@@ -54,10 +60,22 @@ KEYWORDS = frozenset({
     "format", "x-check", "x-form", "x-input", "x-noun",
 })
 UNITS = "units"
+#: The deepest a type's schema nests (JSON levels): what recurses over schemas
+#: (the metaschema's check, merging, validation) stays far from Python's limit.
+MAX_DEPTH = DEFAULT_MAX_DEPTH
+_MAX_SCHEMA_BYTES = 64 * 1024 * 1024   # the depth is what is bounded here
 
 
 class SchemaError(FornaceError):
-    """A schema of the catalog the engine cannot use (names the type and keyword)."""
+    """A schema of the catalog the engine cannot use (names the type and keyword).
+
+    ``steps``: the JSON path of the place inside the schema, when known
+    (``["properties", "port", "pattern"]``)."""
+
+    def __init__(self, message: str, steps: Sequence[Any] | None = None) -> None:
+        super().__init__(message)
+        self.steps = None if steps is None else list(steps)
+        self.type_name: str | None = None   # the type whose schema it is, when known
 
 
 @dataclass(frozen=True)
@@ -159,7 +177,11 @@ def check_schema(where: str, schema: Any) -> None:
     """A type's own ``schema`` entry: valid draft 2020-12, and only the
     keywords the engine enforces, used as it understands them."""
     if not isinstance(schema, dict):
-        raise SchemaError(f"{where} must be an object (a JSON Schema)")
+        raise SchemaError(f"{where} must be an object (a JSON Schema)", [])
+    try:
+        measure(schema, max_bytes=_MAX_SCHEMA_BYTES, max_depth=MAX_DEPTH)
+    except JsonLimitError as exc:
+        raise SchemaError(f"{where}: {exc}") from None
     _checked(where, json.dumps(schema, sort_keys=True))
 
 
@@ -167,7 +189,7 @@ def check_schema(where: str, schema: Any) -> None:
 def _checked(where: str, text: str) -> None:
     schema = json.loads(text)
     _metaschema(where, schema)
-    _subset(where, schema, top=True)
+    _subset(where, schema, (), top=True)
 
 
 @functools.lru_cache(maxsize=1)
@@ -183,54 +205,62 @@ def _metaschema(where: str, schema: dict) -> None:
     if errors:
         first = errors[0]
         place = ".".join(str(p) for p in first.absolute_path)
-        raise SchemaError(f"{where}{'.' + place if place else ''}: {first.message}")
+        raise SchemaError(f"{where}{'.' + place if place else ''}: {first.message}",
+                          first.absolute_path)
 
 
 def _names(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
-def _subset(where: str, schema: Any, top: bool = False) -> None:
+def _subset(where: str, schema: Any, steps: tuple[Any, ...], top: bool = False) -> None:
     if schema is False and not top:
         return  # a property removed by a subtype
     if not isinstance(schema, dict):
-        raise SchemaError(f"{where} must be an object (a schema), or false to remove it")
+        raise SchemaError(f"{where} must be an object (a schema), or false to remove it", steps)
     unknown = sorted(set(schema) - KEYWORDS)
     if unknown:
         raise SchemaError(f"{where}: unsupported keyword(s) {', '.join(unknown)} "
-                          f"(supported: {', '.join(sorted(KEYWORDS))})")
+                          f"(supported: {', '.join(sorted(KEYWORDS))})", steps + (unknown[0],))
+    if "pattern" in schema:
+        try:
+            check_pattern(schema["pattern"])
+        except PatternError as exc:
+            raise SchemaError(f"{where}.pattern: {exc}", steps + ("pattern",)) from None
     kinds = set(_names(schema.get("type", [])))
     bad = kinds - JSON_TYPES
     if bad:
-        raise SchemaError(f"{where}.type: unknown JSON type(s) {', '.join(sorted(map(str, bad)))}")
+        raise SchemaError(f"{where}.type: unknown JSON type(s) {', '.join(sorted(map(str, bad)))}",
+                          steps + ("type",))
     for name in _names(schema.get("x-check", [])):
         if top:
             if name not in SERVICE_CHECKS:
                 raise SchemaError(f"{where}.x-check: unknown service check {name!r} (known: "
-                                  f"{', '.join(sorted(SERVICE_CHECKS))})")
+                                  f"{', '.join(sorted(SERVICE_CHECKS))})", steps + ("x-check",))
             continue
         if name not in VALUE_CHECKS:
             raise SchemaError(f"{where}.x-check: unknown check {name!r} (known: "
-                              f"{', '.join(sorted(VALUE_CHECKS))})")
+                              f"{', '.join(sorted(VALUE_CHECKS))})", steps + ("x-check",))
         if kinds and not kinds & VALUE_KINDS[name]:
             raise SchemaError(f"{where}.x-check: {name!r} judges "
                               f"{' or '.join(sorted(VALUE_KINDS[name]))} values, "
-                              f"not {' or '.join(sorted(kinds))}")
+                              f"not {' or '.join(sorted(kinds))}", steps + ("x-check",))
     if "format" in schema and schema["format"] not in FORMATS:
         raise SchemaError(f"{where}.format: {schema['format']!r} is not one of "
-                          f"{', '.join(sorted(FORMATS))}")
+                          f"{', '.join(sorted(FORMATS))}", steps + ("format",))
     if "x-form" in schema and not isinstance(schema["x-form"], bool):
-        raise SchemaError(f"{where}.x-form must be true or false")
+        raise SchemaError(f"{where}.x-form must be true or false", steps + ("x-form",))
     if "x-input" in schema and schema["x-input"] not in INPUTS:
-        raise SchemaError(f"{where}.x-input must be one of {', '.join(sorted(INPUTS))}")
+        raise SchemaError(f"{where}.x-input must be one of {', '.join(sorted(INPUTS))}",
+                          steps + ("x-input",))
     for text in ("title", "description"):
         if text in schema and not str(schema[text]).strip():
-            raise SchemaError(f"{where}.{text} must not be empty")
+            raise SchemaError(f"{where}.{text} must not be empty", steps + (text,))
     for name, sub in (schema.get("properties") or {}).items():
-        _subset(f"{where}.properties.{name}", sub)
+        _subset(f"{where}.properties.{name}", sub, steps + ("properties", name))
     for key in ("items", "additionalProperties"):
         if isinstance(schema.get(key), dict):
-            _subset(f"{where}.{key}", schema[key])
+            _subset(f"{where}.{key}", schema[key], steps + (key,))
 
 
 # -- the specs of a catalog ---------------------------------------------------------
@@ -245,7 +275,11 @@ def resolve(types: Mapping[str, Any], ancestry: Any) -> dict[str, TypeSpec]:
     """
     for name, info in types.items():
         if info.schema is not None:
-            check_schema(f"type {name!r}: schema", info.schema)
+            try:
+                check_schema(f"type {name!r}: schema", info.schema)
+            except SchemaError as exc:
+                exc.type_name = name
+                raise
     if not any(info.schema is not None for info in types.values()):
         return {}
     specs = {}

@@ -242,8 +242,10 @@ async def add_service(env_id: str, request: Request) -> Response:
     if spec is None:
         raise BadRequest(f"unknown service type {form.get('type')[:80]!r}")
     service, errors = serviceform.read_service(spec, form, None, others)
-    errors.update(serviceform.problems(
-        spec, service, functools.partial(specs.validate_create, catalog=catalog), errors))
+    # off the event loop: the type's schema (its patterns) may come from a package
+    errors.update(await _run(
+        serviceform.problems, spec, service,
+        functools.partial(specs.validate_create, catalog=catalog), errors))
 
     def save() -> Any:
         session_id = ensure_session(store, ctx, env_id)
@@ -312,8 +314,9 @@ async def update_service(env_id: str, service_id: str, request: Request) -> Resp
     service, errors = serviceform.read_service(spec, form, stored, others)
     store = _store(request)
     catalog = await _catalog(request, env_id)
-    errors.update(serviceform.problems(
-        spec, service, functools.partial(specs.validate_update, catalog=catalog), errors))
+    errors.update(await _run(
+        serviceform.problems, spec, service,
+        functools.partial(specs.validate_update, catalog=catalog), errors))
 
     def save() -> Any:
         session_id = ensure_session(store, ctx, env_id)

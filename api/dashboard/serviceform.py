@@ -32,6 +32,7 @@ from fornace.api import specs
 from fornace.api.dashboard.fieldinfo import FieldInfo, field_info
 from fornace.api.errors import ApiError
 from fornace.api.routing import parse_json
+from fornace.api.validationbudget import ValidationBudget
 from fornace.common.catalog import Catalog
 from fornace.common.secrets import MASK, is_secret_key
 
@@ -427,13 +428,14 @@ def _apply_settings(spec: specs.TypeSpec, text: str, units: list[dict[str, Any]]
 # -- every problem at once -----------------------------------------------------------------
 
 def _field_problem(field: specs.FieldSpec, obj: dict[str, Any], path: str,
-                   ) -> specs.SpecError | None:
+                   budget: ValidationBudget) -> specs.SpecError | None:
     """The problem :mod:`fornace.api.specs` finds with one field of ``obj`` on its
-    own (required, kind, emptiness, the field's check), or None."""
+    own (required, kind, emptiness, the field's check), or None; the fields of
+    one form share ``budget``."""
     if field.name not in obj or (obj[field.name] is None and not field.required):
         return specs.SpecError(path, "required") if field.required else None
     try:
-        specs.check_value(field.schema, obj[field.name], path)  # the validator's own check
+        specs.check_value(field.schema, obj[field.name], path, budget)  # the validator's own
     except specs.SpecError as exc:
         return exc
     return None
@@ -445,17 +447,19 @@ def problems(spec: specs.TypeSpec, service: dict[str, Any], check: Callable[[Any
     errors ``known``: each field on its own, the number of units and each
     unit's own fields; when none, the whole-service ``check``
     (``specs.validate_create`` or ``validate_update``: cross-field rules,
-    unknown fields, duplicate ids)."""
+    unknown fields, duplicate ids).  The work of the fields' checks together is
+    bounded as one validation's (:class:`ValidationBudget`)."""
     found: dict[str, str] = {}
+    budget = ValidationBudget()
     fields = spec.service_fields()
     for field, _ in shown_fields(spec):
         if field.name in known:
             continue
-        problem = _field_problem(fields[field.name], service, field.name)
+        problem = _field_problem(fields[field.name], service, field.name, budget)
         if problem is not None:
             found.update(spec_errors(spec, problem))
     if UNITS not in known and isinstance(service.get("units"), list):
-        _unit_problems(spec, service["units"], known, found)
+        _unit_problems(spec, service["units"], known, found, budget)
     if not found and not known:
         try:
             check(service)
@@ -465,7 +469,7 @@ def problems(spec: specs.TypeSpec, service: dict[str, Any], check: Callable[[Any
 
 
 def _unit_problems(spec: specs.TypeSpec, units: list[Any], known: dict[str, str],
-                   found: dict[str, str]) -> None:
+                   found: dict[str, str], budget: ValidationBudget) -> None:
     count = len(units)
     if count < spec.min_units:
         need = "at least one unit" if spec.min_units == 1 else f"at least {spec.min_units} units"
@@ -476,7 +480,7 @@ def _unit_problems(spec: specs.TypeSpec, units: list[Any], known: dict[str, str]
         return
     for index, unit in enumerate(units):
         for field in spec.unit_fields:
-            problem = _field_problem(field, unit, f"units[{index}].{field.name}")
+            problem = _field_problem(field, unit, f"units[{index}].{field.name}", budget)
             if problem is not None:
                 found.setdefault(UNIT_SETTINGS, f"{problem.field}: {problem.message}")
                 return

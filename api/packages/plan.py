@@ -8,11 +8,11 @@ package's ``types.json`` adds, removes or changes.
 from __future__ import annotations
 
 import difflib
-import json
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from fornace.common.jsonlimits import JsonLimitError, loads
 from fornace.common.packages.archive import PackageLimits, unpack
 
 DIFF_LINES = 400   # of one file's unified diff; past that a note says how many more
@@ -47,9 +47,9 @@ def _diff(name: str, before: bytes, after: bytes) -> list[str]:
 
 def _types(files: dict[str, bytes]) -> dict[str, Any]:
     try:
-        document = json.loads(files.get("types.json", b"{}"))
+        document = loads(files.get("types.json", b"{}").decode("utf-8"), source="types.json")
         types = document.get("types", {}) if isinstance(document, dict) else {}
-    except ValueError:
+    except (ValueError, JsonLimitError):
         types = {}
     return types if isinstance(types, dict) else {}
 

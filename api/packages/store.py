@@ -18,7 +18,6 @@ an environment uses it (:func:`users_of`).
 from __future__ import annotations
 
 import hashlib
-import json
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +34,7 @@ from fornace.api.context import Context
 from fornace.api.views import iso
 from fornace.api.ids import lookup_id
 from fornace.common.db.models import Package
+from fornace.common.jsonlimits import loads
 from fornace.common.packages.archive import (SUFFIXES, PackageError, PackageLimits,
                                              content_type, read_manifest, unpack)
 from fornace.common.packages.checks import PackageCheck
@@ -69,7 +69,7 @@ def package_types(folder: Path) -> dict[str, Any] | None:
     path = folder / "types.json"
     if not path.is_file():
         return None
-    document = json.loads(path.read_text(encoding="utf-8"))
+    document = loads(path.read_text(encoding="utf-8"), source="types.json")
     return document.get("types") or None
 
 

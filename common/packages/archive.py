@@ -34,6 +34,7 @@ from typing import IO, Any, Iterator
 
 from fornace.common import names
 from fornace.common.errors import FornaceError
+from fornace.common.jsonlimits import JsonLimitError, loads
 
 MANIFEST = "package.json"
 # the top-level entries a package may hold (folders end with /)
@@ -214,14 +215,16 @@ def _write(members: list[Member], into: Path, limits: PackageLimits) -> None:
 
 def read_manifest(folder: Path) -> Manifest:
     """``package.json`` of an unpacked package; :class:`PackageError` naming the
-    line of a JSON error, or the field that is wrong."""
+    line of a JSON error (or of nesting too deep), or the field that is wrong."""
     path = folder / MANIFEST
     try:
-        document = json.loads(path.read_text(encoding="utf-8"))
+        document = loads(path.read_text(encoding="utf-8"), source=MANIFEST)
     except UnicodeDecodeError:
         raise PackageError([f"{MANIFEST}: not UTF-8 text"]) from None
     except json.JSONDecodeError as exc:
         raise PackageError([f"{MANIFEST}:{exc.lineno}: invalid JSON: {exc.msg}"]) from None
+    except JsonLimitError as exc:
+        raise PackageError([str(exc)]) from None
     if not isinstance(document, dict):
         raise PackageError([f"{MANIFEST}: must be a JSON object with name and version"])
     problems = []

@@ -6,7 +6,8 @@ folder, is checked by the same :func:`fornace.conductor.workflowcheck.inspect`
 as workflow files on disk, against its own templates only (no fallback to
 the built-in catalog: the package must hold what its workflows name), and
 its ``types.json`` is loaded as the conductor would load it (on top of the
-built-in catalog, whose types it may extend).  Problems are
+built-in catalog, whose types it may extend; nested no deeper than the
+``[engine] max_json_depth``, every ``pattern`` compiled by RE2).  Problems are
 ``file:line: message`` with the file relative to the package.
 
 :func:`workflow_checker` is handed over the same way for the dashboard's
@@ -35,7 +36,8 @@ def check_package(folder: Path, limits: Limits | None = None) -> list[str]:
         problems.extend(inspect([workflows], folder, limits, builtin=False).problems)
     if (folder / "types.json").is_file():
         try:
-            load_catalog(folder / "types.json", base=builtin_catalog())
+            load_catalog(folder / "types.json", base=builtin_catalog(),
+                         max_depth=(limits or Limits()).max_json_depth)
         except CatalogError as exc:
             problems.append(str(exc))
     prefix = str(folder.resolve()) + "/"

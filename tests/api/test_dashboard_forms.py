@@ -94,10 +94,10 @@ def test_windows_types_keep_their_fields_and_no_type_offers_what_nothing_uses():
 
 @pytest.mark.parametrize("change,message", [
     (lambda t: t["linuxWebServer"]["schema"]["properties"]["port"].update(lable="Port"),
-     r"types\.json: type 'linuxWebServer': schema\.properties\.port: unsupported keyword"
+     r"types\.json:1: type 'linuxWebServer': schema\.properties\.port: unsupported keyword"
      r"\(s\) lable"),
     (lambda t: t["linuxWebServer"]["schema"]["properties"]["port"].update(type="int"),
-     r"types\.json: type 'linuxWebServer': schema\.properties\.port\.type: 'int' is not"),
+     r"types\.json:1: type 'linuxWebServer': schema\.properties\.port\.type: 'int' is not"),
     (lambda t: t["service"]["schema"]["properties"]["name"].update({"x-form": "no"}),
      r"type 'service': schema\.properties\.name\.x-form must be true or false"),
     (lambda t: t["msSqlClusterServer"]["schema"]["properties"]["clusterName"].update(

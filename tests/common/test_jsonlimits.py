@@ -6,7 +6,7 @@ import json
 import pytest
 
 from fornace.common import contract
-from fornace.common.jsonlimits import (HARD_MAX_DEPTH, JsonLimitError, loads, measure,
+from fornace.common.jsonlimits import (HARD_MAX_DEPTH, JsonLimitError, line_of, loads, measure,
                                        read_bounded)
 
 
@@ -103,3 +103,13 @@ def test_a_peer_message_nested_too_deeply_is_a_contract_error():
     body = '{"id": "e", "tenant_id": "t", "x": ' + "[" * 100_000 + "]" * 100_000 + "}"
     with pytest.raises(contract.ContractError, match="task message: JSON nested deeper than "):
         contract.parse_task(body)
+
+
+def test_the_line_of_a_place_named_by_its_path():
+    text = json.dumps({"types": {"a": {"pattern": "p"}, "b": [1, {"c": 2}]}}, indent=2)
+    lines = text.splitlines()
+    assert lines[line_of(text, ["types", "a", "pattern"]) - 1].strip() == '"pattern": "p"'
+    assert lines[line_of(text, ["types", "b", 1, "c"]) - 1].strip() == '"c": 2'
+    assert lines[line_of(text, ["types", "b", 0]) - 1].strip() == "1,"
+    assert line_of(text, ["types", "pattern"]) is None     # a key below is not the place
+    assert line_of(text, []) == 1

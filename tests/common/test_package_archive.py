@@ -168,6 +168,8 @@ def test_a_member_twice_is_refused(tmp_path):
         "1.2.0), not '1 0'",
         "package.json: unknown fields extra (known: name, version, description)"]),
     (b'\xff\xfe', ["package.json: not UTF-8 text"]),
+    (b'{"name": "x",\n "version": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+     ["package.json:2: JSON nested deeper than 100 levels at column 112 ($.version[0]"]),
 ])
 def test_a_wrong_manifest_names_its_line_or_field(manifest, problems, tmp_path):
     (tmp_path / "package.json").write_bytes(manifest)
