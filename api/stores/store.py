@@ -32,7 +32,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session as DbSession, sessionmaker
 
 from fornace.api.context import Context, allowed, session_allowed
-from fornace.api.errors import BadRequest, Unavailable
+from fornace.api.errors import BadRequest, Conflict, Unavailable
 from fornace.api.ids import could_be_id, lookup_id
 from fornace.api.limits import UnitLimits
 from fornace.api.packages.usage import package_types
@@ -43,7 +43,7 @@ from fornace.api.stores.results import Results
 from fornace.api.stores.services import Services
 from fornace.api.stores.sessions import ConfigSessions
 from fornace.api.trusts import Delegation, Trusts
-from fornace.common.catalog import Catalog, catalog_with, load_catalog
+from fornace.common.catalog import Catalog, CatalogError, catalog_with, load_catalog
 from fornace.common.db.models import ConfigSession, Job, Environment
 from fornace.common.resources import BUILTIN_DATA
 
@@ -104,8 +104,14 @@ class Store:
         catalog = self._catalogs.get(key)
         if catalog is None:
             catalog = self.catalog
-            for _package_id, types in layers:
-                catalog = catalog_with(catalog, types)
+            for package_id, types in layers:
+                try:
+                    catalog = catalog_with(catalog, types)
+                except CatalogError as exc:
+                    # stored before a rule it breaks (a pattern RE2 refuses, say)
+                    raise Conflict(f"the environment uses workflow package {package_id}, "
+                                   f"whose types.json this Fornace refuses ({exc}): move it "
+                                   f"to another version of the package") from None
             if len(self._catalogs) >= 64:
                 self._catalogs.clear()
             self._catalogs[key] = catalog

@@ -128,3 +128,21 @@ def test_nesting_past_the_limit_is_a_400_naming_the_file(api, name, content, pro
     answer = upload(api, zip_of({**package_files(), name: content}))
     assert answer.status_code == 400, answer.text
     assert answer.json()["error"]["problems"][0].startswith(problem)
+
+
+def test_a_package_stored_before_a_pattern_rule_it_breaks_is_a_409_naming_it(api):
+    """A package uploaded by an older Fornace may hold a pattern RE2 refuses: the
+    environment using it gets a 409 saying which package to move from, not a 500."""
+    from fornace.common.db.models import Package
+
+    env_id = pinned_environment(api, "1.0", text={"type": "string", "pattern": "^a+$"})
+    with api.store.sessions() as db, db.begin():
+        stored = db.query(Package).filter(Package.name == "greet").one()
+        types = json.loads(json.dumps(stored.types))
+        types["greetNote"]["schema"]["properties"]["text"]["pattern"] = r"(\w)\1"
+        stored.types = types
+        package_id = stored.id
+    answer = add(api, env_id, text="aaa")
+    assert answer.status_code == 409, answer.text
+    message = answer.json()["error"]["message"]
+    assert package_id in message and "another version" in message
