@@ -25,11 +25,15 @@ def job_view(job: Job, counts: dict[str, int] | None = None) -> dict[str, Any]:
             "task_counts": counts or {}}
 
 
-def kept_parameters(parameters: dict[str, Any], description: Any) -> dict[str, Any]:
+def kept_parameters(parameters: dict[str, Any], description: Any,
+                    secret_keys: frozenset[str] = frozenset()) -> dict[str, Any]:
     """What a job stores (and shows) of its parameters: every secret field masked
-    (``adminPassword``, ``token``, ... at any depth), and the environment's secrets
-    and the parameters' own wherever a value quotes them (a command line)."""
-    return masked(parameters, find_secrets(parameters, find_secrets(description)))
+    (``adminPassword``, ``token``, ... at any depth, and ``secret_keys``: those
+    the environment's types declare), and the environment's secrets and the
+    parameters' own wherever a value quotes them (a command line)."""
+    secrets = find_secrets(parameters, find_secrets(description, keys=secret_keys),
+                           secret_keys)
+    return masked(parameters, secrets, keys=secret_keys)
 
 
 def task_view(task: JobTask) -> dict[str, Any]:

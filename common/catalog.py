@@ -82,7 +82,8 @@ class Catalog:
 
     @functools.cached_property
     def secret_fields(self) -> frozenset[str]:
-        """The field names some type's schema declares secret (``writeOnly``)."""
+        """The field names some type's schema declares secret (``writeOnly``), at
+        any depth of its service and unit objects."""
         return frozenset().union(*(spec.secrets for spec in self.service_types.values()))
 
     # -- the hierarchy ---------------------------------------------------
@@ -167,6 +168,14 @@ def catalog_with(base: Catalog | None, types: dict[str, Any]) -> Catalog:
     ``base``'s when given (see :func:`load_catalog`)."""
     own = {name: _type(name, entry) for name, entry in types.items()}
     return Catalog({**base.types, **own} if base is not None else own)
+
+
+def declared_secrets(catalog: Catalog | None = None) -> frozenset[str]:
+    """The field names some type of ``catalog`` declares secret (``writeOnly``),
+    those of the built-in types when it is None or declares no schema: the
+    keys masked as passwords are (:func:`fornace.common.secrets.masked`)."""
+    return (catalog if catalog is not None and catalog.service_types
+            else builtin_catalog()).secret_fields
 
 
 @functools.lru_cache(maxsize=1)

@@ -32,7 +32,7 @@ from fornace.api.traces import BadTrace, trace_view
 from fornace.api.trusts import Delegation
 from fornace.common import contract, topology
 from fornace.common.actionparams import ActionError, check_parameters, select_units
-from fornace.common.catalog import Catalog
+from fornace.common.catalog import Catalog, declared_secrets
 from fornace.common.db import locks
 from fornace.common.db.models import (Job, Environment, JobTask, JobTrace, Status,
                                       new_id, utcnow)
@@ -83,16 +83,18 @@ class Jobs:
             description = self.store.description(db, ctx, env, session_id)
             if env.state in BUSY:  # first: a first deployment running is no "never deployed"
                 raise busy_error(db, env)
-            parameters = self._checked(action, parameters, description,
-                                       self.store.catalog_of(db, env.id))
+            catalog = self.store.catalog_of(db, env.id)
+            parameters = self._checked(action, parameters, description, catalog)
+            keys = declared_secrets(catalog)    # = self.store.secret_keys(db, env.id)
             if env.version == 0 and action not in UNDEPLOYED_ACTIONS:
                 raise Conflict(f"environment {env_id} has never been deployed: deploy it "
                                f"before running {action}")
             previous = env.state
             self._claim(db, env)
             job = Job(id=new_id(), environment_id=env.id, tenant_id=env.tenant_id,
-                             kind=action, parameters=kept_parameters(parameters, description),
-                             description=masked(description))
+                             kind=action,
+                             parameters=kept_parameters(parameters, description, keys),
+                             description=masked(description, keys=keys))
             db.add(job)
             self.store.keep_trust(env, delegation)
             body = contract.task_body(description, ctx.token, env.tenant_id,
@@ -152,7 +154,8 @@ class Jobs:
                 raise NotFound(f"job {job_id} has no trace (jobs before Fornace's contract "
                                f"1.7 have none)")
             try:
-                found = trace_view(row, job_secrets(db, job))
+                found = trace_view(row, job_secrets(db, job, self.store.secret_keys),
+                                   self.store.secret_keys(db, job.environment_id))
             except BadTrace as exc:
                 raise NotFound(f"job {job_id} has no readable trace: its data {exc}") from None
             found.update(job_id=job.id, environment_id=job.environment_id, action=job.kind,
