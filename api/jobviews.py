@@ -15,11 +15,13 @@ TSV_COLUMNS = ("change_id", "job_id", "action", "status", "reason", "target", "t
                "operation", "started", "finished", "summary")
 
 
-def job_view(job: Job, counts: dict[str, int] | None = None) -> dict[str, Any]:
+def job_view(job: Job, counts: dict[str, int] | None = None,
+             secret_keys: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """A job as shown; ``secret_keys``: its environment's declared secret fields."""
     # stored masked (kept_parameters); masked again on the way out, as service fields
     # are: a row written by an older version or another writer leaks no secret either
     return {"id": job.id, "environment_id": job.environment_id, "action": job.kind,
-            "parameters": masked(job.parameters or {}), "state": job.state,
+            "parameters": masked(job.parameters or {}, keys=secret_keys), "state": job.state,
             "started": iso(job.started), "finished": iso(job.finished),
             "created": iso(job.created), "updated": iso(job.updated),
             "task_counts": counts or {}}

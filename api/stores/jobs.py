@@ -102,7 +102,7 @@ class Jobs:
                                       trust_id=delegation.trust_id,
                                       packages=task_packages(db, env.id))
             db.flush()
-            view = job_view(job)
+            view = job_view(job, secret_keys=keys)
         return body, view, previous
 
     def _checked(self, action: str, parameters: Any, model: dict[str, Any],
@@ -135,7 +135,8 @@ class Jobs:
             jobs = db.scalars(select(Job).where(
                 Job.environment_id == env.id).order_by(
                 Job.started.desc(), Job.created.desc()))
-            return [job_view(job, counts.get(job.id)) for job in jobs]
+            keys = self.store.secret_keys(db, env.id)
+            return [job_view(job, counts.get(job.id), keys) for job in jobs]
 
     def get_job(self, ctx: Context, env_id: str, job_id: str) -> dict[str, Any]:
         with self._sessions() as db:
@@ -143,7 +144,9 @@ class Jobs:
             tasks = list(db.scalars(select(JobTask).where(
                 JobTask.deployment_id == job.id).order_by(JobTask.change_id)))
             counts = _task_counts(db, JobTask.deployment_id == job.id)
-            return {**job_view(job, counts.get(job.id)), "tasks": [task_view(t) for t in tasks]}
+            return {**job_view(job, counts.get(job.id),
+                               self.store.secret_keys(db, job.environment_id)),
+                    "tasks": [task_view(t) for t in tasks]}
 
     def trace(self, ctx: Context, env_id: str, job_id: str) -> dict[str, Any]:
         """The job's trace (404 for a job without one: older jobs, or a trace lost)."""
@@ -242,7 +245,7 @@ class Jobs:
                           entity_id=env.id, level="warning",
                           text=f"job {job.id} ({job.kind}) abandoned by user {ctx.user_id}"))
             db.flush()
-            return job_view(job)
+            return job_view(job, secret_keys=self.store.secret_keys(db, env.id))
 
     @staticmethod
     def _after_abandon(db: DbSession, env: Environment, job: Job) -> str:
