@@ -36,7 +36,6 @@ def test_no_page_shows_a_declared_secret(api):
     made = mia.post(f"/environments/{env_id}/services/new", note_form())
     assert made.status_code == 303, made.text
     mia.follow(made)
-    service_id = api.client.get(f"/environments/{env_id}", headers=MIA).json()
     deployed = mia.post(f"/environments/{env_id}/deploy")
     assert deployed.status_code == 303, deployed.text
     job_id = api.client.get(f"/environments/{env_id}/deployments",
