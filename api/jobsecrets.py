@@ -11,6 +11,7 @@ from __future__ import annotations
 import collections
 import threading
 import time
+from typing import Any, Callable
 
 from sqlalchemy.orm import Session as DbSession
 
@@ -21,10 +22,16 @@ _SECRETS_KEPT = 30.0    # seconds a running job's secrets are kept between two b
 _secrets_lock = threading.Lock()
 _secrets_kept: collections.OrderedDict = collections.OrderedDict()   # job id -> (time, set)
 
+SecretKeys = Callable[[Any, str], frozenset[str]]
+"""(db, environment id) -> the field names secret there besides those named like
+passwords: :meth:`fornace.api.stores.store.Store.secret_keys`."""
 
-def job_secrets(db: DbSession, deployment: Job) -> set[str]:
-    """The secrets a job's reports and logs may quote (masked before storing);
-    a running job's are kept :data:`_SECRETS_KEPT` seconds between two batches."""
+
+def job_secrets(db: DbSession, deployment: Job, secret_keys: SecretKeys) -> set[str]:
+    """The secrets a job's reports and logs may quote (masked before storing):
+    the values of its environment's secret fields, those named like passwords
+    and those ``secret_keys`` names (the types' ``writeOnly`` fields); a running
+    job's are kept :data:`_SECRETS_KEPT` seconds between two batches."""
     now = time.monotonic()
     if deployment.finished is None:
         with _secrets_lock:
@@ -32,10 +39,11 @@ def job_secrets(db: DbSession, deployment: Job) -> set[str]:
             if kept is not None and now - kept[0] < _SECRETS_KEPT:
                 return set(kept[1])
     secrets: set[str] = set()
+    keys = secret_keys(db, deployment.environment_id)
     for owner in (db.get(Environment, deployment.environment_id),
                   db.get(ConfigSession, deployment.session_id or "")):
         if owner is not None:
-            find_secrets(owner.description, secrets)
+            find_secrets(owner.description, secrets, keys)
     if deployment.finished is None:
         with _secrets_lock:
             _secrets_kept[deployment.id] = (now, frozenset(secrets))

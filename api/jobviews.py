@@ -15,21 +15,27 @@ TSV_COLUMNS = ("change_id", "job_id", "action", "status", "reason", "target", "t
                "operation", "started", "finished", "summary")
 
 
-def job_view(job: Job, counts: dict[str, int] | None = None) -> dict[str, Any]:
+def job_view(job: Job, counts: dict[str, int] | None = None,
+             secret_keys: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """A job as shown; ``secret_keys``: its environment's declared secret fields."""
     # stored masked (kept_parameters); masked again on the way out, as service fields
     # are: a row written by an older version or another writer leaks no secret either
     return {"id": job.id, "environment_id": job.environment_id, "action": job.kind,
-            "parameters": masked(job.parameters or {}), "state": job.state,
+            "parameters": masked(job.parameters or {}, keys=secret_keys), "state": job.state,
             "started": iso(job.started), "finished": iso(job.finished),
             "created": iso(job.created), "updated": iso(job.updated),
             "task_counts": counts or {}}
 
 
-def kept_parameters(parameters: dict[str, Any], description: Any) -> dict[str, Any]:
+def kept_parameters(parameters: dict[str, Any], description: Any,
+                    secret_keys: frozenset[str] = frozenset()) -> dict[str, Any]:
     """What a job stores (and shows) of its parameters: every secret field masked
-    (``adminPassword``, ``token``, ... at any depth), and the environment's secrets
-    and the parameters' own wherever a value quotes them (a command line)."""
-    return masked(parameters, find_secrets(parameters, find_secrets(description)))
+    (``adminPassword``, ``token``, ... at any depth, and ``secret_keys``: those
+    the environment's types declare), and the environment's secrets and the
+    parameters' own wherever a value quotes them (a command line)."""
+    secrets = find_secrets(parameters, find_secrets(description, keys=secret_keys),
+                           secret_keys)
+    return masked(parameters, secrets, keys=secret_keys)
 
 
 def task_view(task: JobTask) -> dict[str, Any]:

@@ -18,7 +18,6 @@ from fastapi import APIRouter, Depends, Query
 
 from fornace.api.errors import ERROR_RESPONSES, NotFound
 from fornace.api.routing import SESSION_HEADER, JsonRoute, permitted, run, store_of
-from fornace.api.specs import declared_secrets
 from fornace.api.context import Context
 from fornace.api.stores.store import Store
 from fornace.api.ids import lookup_id
@@ -44,7 +43,7 @@ def environment_model(store: Store, ctx: Context, env_id: str, session_id: str |
     """The model (see :func:`show_model`); 404 for an unknown job of the environment."""
     with store.sessions() as db:
         env = store.environment(db, ctx, env_id)
-        keys = declared_secrets(store.catalog_of(db, env.id))
+        keys = store.secret_keys(db, env.id)
         secrets = find_secrets(env.description, keys=keys)
         if job_id:
             job = db.get(Job, lookup_id(job_id, "job"))

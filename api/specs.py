@@ -48,13 +48,13 @@ import uuid
 from typing import Any, Iterable, Mapping
 
 from fornace.common import names
-from fornace.common.catalog import Catalog, builtin_catalog
+from fornace.common.catalog import Catalog, builtin_catalog, declared_secrets
 from fornace.api.validationbudget import BudgetExceeded, ValidationBudget
 from fornace.common.errors import FornaceError, shortened
 from fornace.common.namedchecks import (KIND_NAMES, SERVICE_CHECKS, VALUE_CHECKS,
                                         VALUE_KINDS, describe, json_kind)
 from fornace.common.patterns import PatternError, compile_pattern
-from fornace.common.secrets import MASK, is_secret_key, masked
+from fornace.common.secrets import MASK, is_secret_key, mask_text, masked
 from fornace.common.typeschema import FieldSpec, TypeSpec
 
 __all__ = [
@@ -204,18 +204,53 @@ def _check_fields(obj: dict, fields: Mapping[str, FieldSpec], prefix: str, stric
             if spec.required:
                 raise SpecError(path, "required")
             continue
-        _check_value(spec.schema, obj[spec.name], path, budget)
+        _checked(spec.schema, obj[spec.name], path, budget,
+                 secret=spec.secret or is_secret_key(spec.name))
 
 
 def check_value(schema: Mapping[str, Any], value: Any, path: str,
-                budget: ValidationBudget | None = None) -> None:
+                budget: ValidationBudget | None = None, secret: bool = False) -> None:
     """:class:`SpecError` when ``value`` (at ``path``) does not fit ``schema``:
     its JSON type first, then the schema's checks, then its named checks.
-    ``budget``: the work it may do (a fresh :class:`ValidationBudget` when None)."""
+    ``budget``: the work it may do (a fresh :class:`ValidationBudget` when None).
+
+    The error of a secret value (``secret``, or a ``writeOnly`` schema) says
+    what is wrong without quoting it: the answer, a log or a form may show it."""
     try:
-        _check_value(schema, value, path, budget or ValidationBudget())
+        _checked(schema, value, path, budget or ValidationBudget(), secret)
     except BudgetExceeded as exc:
         raise SpecError(exc.path, exc.message) from None
+
+
+def _checked(schema: Mapping[str, Any], value: Any, path: str, budget: ValidationBudget,
+             secret: bool = False) -> None:
+    """:func:`_check_value`, a secret value's error unquoted."""
+    if secret or schema.get("writeOnly") is True:
+        try:
+            _check_value(schema, value, path, budget)
+        except SpecError as exc:
+            raise SpecError(exc.field, unquoted(exc.message, value)) from None
+    else:
+        _check_value(schema, value, path, budget)
+
+
+def unquoted(message: str, value: Any) -> str:
+    """``message`` without the secret ``value`` or any part of it: the checks'
+    ``(got ...)`` dropped, any other quotation of it replaced by ``***``."""
+    message = message.split(" (got ", 1)[0]
+    quoted = {repr(part) for part in _parts(value)
+              if isinstance(part, str) or (isinstance(part, (int, float)) and
+                                           len(repr(part)) >= 4)}   # not a bound's digit
+    return mask_text(message, quoted) if quoted else message
+
+
+def _parts(value: Any) -> Iterable[Any]:
+    """``value`` and every value inside it (an error may quote any of them)."""
+    yield value
+    items = value.values() if isinstance(value, dict) else value if isinstance(
+        value, list) else ()
+    for item in items:
+        yield from _parts(item)
 
 
 def _check_value(schema: Mapping[str, Any], value: Any, path: str,
@@ -305,7 +340,7 @@ def _check_array(schema: Mapping[str, Any], value: list, path: str,
     items = schema.get("items")
     if isinstance(items, Mapping):
         for index, item in enumerate(value):
-            _check_value(items, item, f"{path}[{index}]", budget)
+            _checked(items, item, f"{path}[{index}]", budget)
     if schema.get("uniqueItems"):
         seen: list[Any] = []
         for index, item in enumerate(value):
@@ -331,7 +366,7 @@ def _check_object(schema: Mapping[str, Any], value: dict, path: str,
             if name in required:
                 raise SpecError(where, "required")
             continue
-        _check_value(sub, value[name], where, budget)
+        _checked(sub, value[name], where, budget, secret=is_secret_key(name))
     extra = schema.get("additionalProperties", True)
     for name, item in value.items():
         if name in properties:
@@ -340,7 +375,7 @@ def _check_object(schema: Mapping[str, Any], value: dict, path: str,
             raise SpecError(f"{path}.{name}", f"unknown field (allowed: "
                                               f"{', '.join(sorted(properties))})")
         if isinstance(extra, Mapping):
-            _check_value(extra, item, f"{path}.{name}", budget)
+            _checked(extra, item, f"{path}.{name}", budget, secret=is_secret_key(name))
 
 
 def _ip(version: int) -> Any:
@@ -447,12 +482,6 @@ def _ids_in(services: Iterable[Any]) -> set[str]:
 
 
 # -- secrets ------------------------------------------------------------------
-
-def declared_secrets(catalog: Catalog | None = None) -> frozenset[str]:
-    """The field names some type of the catalog declares secret (``writeOnly``)."""
-    return (catalog if catalog is not None and catalog.service_types
-            else builtin_catalog()).secret_fields
-
 
 def masked_view(value: Any, catalog: Catalog | None = None) -> Any:
     """A copy with every secret field's (non-null) value replaced by ``***``:

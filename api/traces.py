@@ -61,9 +61,12 @@ def expand(data: bytes) -> dict[str, Any]:
     return document
 
 
-def trace_view(row: JobTrace, secrets: set[str]) -> dict[str, Any]:
-    """What ``GET .../trace`` answers: the document and how big it is."""
+def trace_view(row: JobTrace, secrets: set[str],
+               secret_keys: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """What ``GET .../trace`` answers: the document and how big it is; the
+    ``secrets`` it quotes and the values of fields named like passwords or
+    ``secret_keys`` (its environment's declared ones) masked."""
     document = expand(row.data)
-    document["rounds"] = masked(document["rounds"], secrets)
+    document["rounds"] = masked(document["rounds"], secrets, keys=secret_keys)
     document["size"] = {"json": row.size, "compressed": row.stored}
     return document

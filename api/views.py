@@ -6,6 +6,7 @@ import datetime
 from typing import Any
 
 from fornace.common.db.models import ConfigSession, Job, Status
+from fornace.common.secrets import masked
 
 
 def iso(value: datetime.datetime | None) -> str | None:
@@ -40,11 +41,15 @@ def session_view(session: ConfigSession) -> dict[str, Any]:
             "user_id": session.user_id, "version": session.version, "state": session.state}
 
 
-def deployment_view(deployment: Job) -> dict[str, Any]:
+def deployment_view(deployment: Job, secret_keys: frozenset[str]) -> dict[str, Any]:
+    """A job as a 0.2 deployment; its description's secret fields masked (stored
+    masked too; a row an older version wrote leaks none either): those named
+    like passwords and ``secret_keys``, its environment's declared ones."""
     return {"id": deployment.id, "environment_id": deployment.environment_id,
             "state": deployment.state, "started": iso(deployment.started),
             "finished": iso(deployment.finished), "created": iso(deployment.created),
-            "updated": iso(deployment.updated), "description": deployment.description}
+            "updated": iso(deployment.updated),
+            "description": masked(deployment.description, keys=secret_keys)}
 
 
 def report_view(status: Status) -> dict[str, Any]:

@@ -318,14 +318,15 @@ def engine(conf: cfg.ConfigOpts) -> Engine:
 
 
 def run_session(found: Engine, model: dict[str, Any], cloud: SimulatedCloud,
-                trace: Any) -> Any:
+                trace: Any, secret_keys: frozenset[str] = frozenset()) -> Any:
     """Run the workflows on ``model`` with ``cloud``, recording into ``trace``:
-    the session's Outcome (final model, status, rounds, reports)."""
+    the session's Outcome (final model, status, rounds, reports); the values of
+    ``secret_keys`` fields (the catalog's declared secrets) masked in them."""
     from fornace.conductor.session import Session
 
     stacks, agents = cloud.executors()
     return Session(model, found.workflows, found.store, stacks, agents, found.settings,
-                   trace=trace).run()
+                   trace=trace, secret_keys=secret_keys).run()
 
 
 def _simulate(conf: cfg.ConfigOpts) -> int:
@@ -335,8 +336,8 @@ def _simulate(conf: cfg.ConfigOpts) -> int:
     found = engine(conf)
     limits = found.limits
     model = read_model(command.model, limits)
-    check_service_types(model, found.data / "types.json", command.model)
-    secrets = find_secrets(model)
+    keys = check_service_types(model, found.data / "types.json", command.model)
+    secrets = find_secrets(model, keys=keys)
     cloud = simulated_cloud(command, limits)
     out = sys.stdout
     if command.json:
@@ -353,9 +354,9 @@ def _simulate(conf: cfg.ConfigOpts) -> int:
         trace = RecordingTrace(lambda entry, events: print(format_events(events), file=out))
     if command.json:
         out.write('{"rounds": [')
-    outcome = run_session(found, model, cloud, trace)
+    outcome = run_session(found, model, cloud, trace, keys)
     trace.flush()
-    final = outcome.model if command.show_secrets else masked(outcome.model, secrets)
+    final = outcome.model if command.show_secrets else masked(outcome.model, secrets, keys)
     status, errors = judged(outcome.status, outcome.reports)
     if command.json:
         out.write("\n],\n")
@@ -388,13 +389,17 @@ def judged(status: str, reports: list[dict[str, Any]]) -> tuple[str, list[dict[s
     return status, errors
 
 
-def check_service_types(model: dict[str, Any], types_file: Path, source: str) -> None:
+def check_service_types(model: dict[str, Any], types_file: Path,
+                        source: str) -> frozenset[str]:
     """Every service that names a type names one of the catalog's ``types.json``
     (not an abstract one): else bad input, naming each such service and its type.
-    A catalog without ``types.json`` (a Murano 0.2 ``data`` folder) is not checked."""
+    A catalog without ``types.json`` (a Murano 0.2 ``data`` folder) is not checked.
+    The field names its types declare secret (``writeOnly``: masked as passwords
+    are; the built-in types' without ``types.json``)."""
+    from fornace.common.catalog import CatalogError, declared_secrets, load_catalog
+
     if not types_file.is_file():
-        return
-    from fornace.common.catalog import CatalogError, load_catalog
+        return declared_secrets(None)
 
     try:
         catalog = load_catalog(types_file)
@@ -417,3 +422,4 @@ def check_service_types(model: dict[str, Any], types_file: Path, source: str) ->
         known = ", ".join(sorted(n for n, t in catalog.types.items() if not t.abstract))
         raise FornaceError(f"{source}: {'; '.join(wrong)} (the types of {types_file}: "
                            f"{known})")
+    return declared_secrets(catalog)

@@ -98,7 +98,8 @@ class Catalog:
 
     @functools.cached_property
     def secret_fields(self) -> frozenset[str]:
-        """The field names some type's schema declares secret (``writeOnly``)."""
+        """The field names some type's schema declares secret (``writeOnly``), at
+        any depth of its service and unit objects."""
         return frozenset().union(*(spec.secrets for spec in self.service_types.values()))
 
     # -- the hierarchy ---------------------------------------------------
@@ -198,6 +199,14 @@ def catalog_with(base: Catalog | None, types: dict[str, Any]) -> Catalog:
                 exc.steps = ["types", name]
             raise
     return Catalog({**base.types, **own} if base is not None else own)
+
+
+def declared_secrets(catalog: Catalog | None = None) -> frozenset[str]:
+    """The field names some type of ``catalog`` declares secret (``writeOnly``),
+    those of the built-in types when it is None or declares no schema: the
+    keys masked as passwords are (:func:`fornace.common.secrets.masked`)."""
+    return (catalog if catalog is not None and catalog.service_types
+            else builtin_catalog()).secret_fields
 
 
 @functools.lru_cache(maxsize=1)

@@ -3,7 +3,9 @@
 A field is secret when its name is ``token`` or ends in ``password``
 (any case, e.g. ``adminPassword``, ``saPassword``), or when a service type's
 schema declares it so (``writeOnly``: the callers pass those names as
-``keys``, see :func:`fornace.api.specs.masked_view`).  Their values are also
+``keys``: :func:`fornace.common.catalog.declared_secrets` of a catalog; the
+API's one answer for an environment, with the types of the packages it is
+pinned to, is ``Store.secret_keys``).  Their values are also
 masked wherever they appear inside free text, such as a report a workflow
 composed from a selected password.
 """

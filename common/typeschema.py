@@ -318,7 +318,11 @@ def _spec(name: str, schemas: list[dict[str, Any]]) -> TypeSpec:
     min_units = units.get("minItems", 1)
     if min_units < 1:
         raise SchemaError(f"{where}.properties.units.minItems must be at least 1")
-    secrets = {f.name for f in (*service_fields.values(), *unit_fields.values()) if f.secret}
+    secrets: set[str] = set()
+    for spec in (*service_fields.values(), *unit_fields.values()):
+        if spec.secret:
+            secrets.add(spec.name)
+        secret_names(spec.schema, secrets)
     return TypeSpec(
         name=name, schema=merged,
         fields=tuple(f for n, f in service_fields.items() if n not in common),
@@ -328,6 +332,22 @@ def _spec(name: str, schemas: list[dict[str, Any]]) -> TypeSpec:
         checks=tuple(_names(merged.get("x-check", []))),
         doc=str(merged.get("description") or merged.get("title") or ""),
         secrets=frozenset(secrets))
+
+
+def secret_names(schema: Any, found: set[str]) -> set[str]:
+    """Add to ``found`` the names of the properties ``schema`` declares secret
+    (``writeOnly``) inside it, at any depth: an object field's own properties,
+    its ``additionalProperties``, a list's ``items``."""
+    if not isinstance(schema, Mapping):
+        return found
+    properties = schema.get("properties")
+    for name, sub in (properties.items() if isinstance(properties, Mapping) else ()):
+        if isinstance(sub, Mapping) and sub.get("writeOnly") is True:
+            found.add(name)
+        secret_names(sub, found)
+    for keyword in ("items", "additionalProperties"):
+        secret_names(schema.get(keyword), found)
+    return found
 
 
 def _fields(where: str, schema: Mapping[str, Any],

@@ -20,7 +20,7 @@ from typing import Any, Callable
 from fornace.common import contract
 from fornace.common.broker import Broker
 from fornace.common.consumer import Consumer, Delivery
-from fornace.common.catalog import Catalog, load_catalog
+from fornace.common.catalog import Catalog, declared_secrets, load_catalog
 from fornace.common.db import queues
 from fornace.common.modelview import iter_units
 from fornace.common.resources import BUILTIN_DATA
@@ -173,7 +173,7 @@ class Conductor:
         broker = self._publisher()   # kept for this thread's next jobs
         data, problem = self._job_data(task)
         # the fields its catalog declares secret (writeOnly) are masked as passwords are
-        keys = data.catalog.secret_fields if data.catalog is not None else frozenset()
+        keys = declared_secrets(data.catalog)
         secrets = find_secrets(task.model, keys=keys)
         find_secrets(task.parameters or {}, secrets, keys)   # an action's own passwords too
         if task.token:

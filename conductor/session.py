@@ -72,8 +72,11 @@ class Session:
                  stacks: StackExecutor, agents: AgentExecutor,
                  settings: Settings | None = None, reporter: Reporter | None = None,
                  trace: Any = None, plan_seed: str | None = None,
-                 hooks: Any = None) -> None:
-        """``plan_seed``: see :class:`fornace.conductor.plans.PlanIds` (the task id)."""
+                 hooks: Any = None, secret_keys: frozenset[str] = frozenset()) -> None:
+        """``plan_seed``: see :class:`fornace.conductor.plans.PlanIds` (the task id);
+        ``secret_keys``: the field names secret besides those named like passwords
+        (those the catalog's types declare, :func:`fornace.common.catalog.declared_secrets`):
+        their values are masked in the reports and the trace."""
         if not isinstance(model, dict):
             raise FornaceError("the object model must be a JSON object")
         self.model = model
@@ -83,7 +86,7 @@ class Session:
         self.reporter = reporter
         self.trace = trace or NullTrace()
         self.environment_id = str(model.get("id", ""))
-        self.secrets = find_secrets(model)
+        self.secrets = find_secrets(model, keys=secret_keys)
         broker_password = self.settings.broker.get("password")
         if isinstance(broker_password, str) and broker_password:
             self.secrets.add(broker_password)

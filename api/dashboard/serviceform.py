@@ -435,7 +435,8 @@ def _field_problem(field: specs.FieldSpec, obj: dict[str, Any], path: str,
     if field.name not in obj or (obj[field.name] is None and not field.required):
         return specs.SpecError(path, "required") if field.required else None
     try:
-        specs.check_value(field.schema, obj[field.name], path, budget)  # the validator's own
+        specs.check_value(field.schema, obj[field.name], path, budget,  # the validator's own
+                          secret=is_secret(field))
     except specs.SpecError as exc:
         return exc
     return None

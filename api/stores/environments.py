@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import delete, exists, select, update
 from sqlalchemy.orm import Session as DbSession
 
-from fornace.api import specs
 from fornace.api.context import Context, allowed, session_allowed
 from fornace.api.errors import Forbidden
 from fornace.api.ids import could_be_id, lookup_id
@@ -103,8 +102,8 @@ class Environments:
                     editable=False)
                 description = session.description
             view = env_view(env, shown_status(env.state, env.pending))
-            view["services"] = specs.masked_view(description.get("services") or [],
-                                                 self.store.catalog_of(db, env.id))
+            view["services"] = masked(description.get("services") or [],
+                                      keys=self.store.secret_keys(db, env.id))
             return view
 
     def update(self, ctx: Context, env_id: str, name: str) -> dict[str, Any]:
@@ -159,7 +158,9 @@ class Environments:
                     raise busy_error(db, env)
                 deployment = Job(id=new_id(), environment_id=env.id,
                                         tenant_id=env.tenant_id, kind="delete", parameters={},
-                                        description=masked(env.description))
+                                        description=masked(
+                                            env.description,
+                                            keys=self.store.secret_keys(db, env.id)))
                 db.add(deployment)
                 self.store.keep_trust(env, delegation)
                 body = contract.deletion_task_body(env.id, env.name, ctx.token, env.tenant_id,

@@ -25,7 +25,7 @@ from sqlalchemy.orm import Session as DbSession
 
 from fornace.api.fencing import fenced, lock_tokens
 from fornace.api.ids import could_be_id
-from fornace.api.jobsecrets import job_secrets
+from fornace.api.jobsecrets import SecretKeys, job_secrets
 from fornace.api.jobstate import (BUSY, LIGHT_JOB, reopen_session, settle_tasks,
                                   settled_state)
 from fornace.api.messagestore import Message, Outcome, store_message, store_messages
@@ -182,8 +182,10 @@ class _EventBatch:
     message, contract 1.4) is stored as its tasks' ``task`` events would be.
     """
 
-    def __init__(self, db: DbSession, events: Sequence[Event]) -> None:
+    def __init__(self, db: DbSession, events: Sequence[Event],
+                 secret_keys: SecretKeys) -> None:
         self.db = db
+        self.secret_keys = secret_keys
         self.events = events
         self.jobs = self._jobs()
         self.tokens = lock_tokens(db, {job.environment_id for job in self.jobs.values()}
@@ -272,7 +274,7 @@ class _EventBatch:
 
     def _secrets(self, job: Job) -> set[str]:
         if job.id not in self.secrets:
-            self.secrets[job.id] = job_secrets(self.db, job)
+            self.secrets[job.id] = job_secrets(self.db, job, self.secret_keys)
         return self.secrets[job.id]
 
     def _trace(self, event: contract.JobEvent, message_id: str | None) -> None:
@@ -300,7 +302,7 @@ class _EventBatch:
                      message_id, job.id, job.state)
             return
         self._write()       # the tasks it settles include those of the events before
-        _refuse(self.db, job, event.summary)
+        _refuse(self.db, job, event.summary, self._secrets(job))
 
     # -- writing ------------------------------------------------------------------
     def _write(self) -> None:
@@ -329,6 +331,7 @@ class JobEvents:
 
     def __init__(self, store: Store) -> None:
         self._sessions = store.sessions
+        self._secret_keys = store.secret_keys
 
     def apply(self, body: Any, message_id: str | None) -> None:
         """Store one ``job-events`` message (what stopped it is raised)."""
@@ -343,7 +346,7 @@ class JobEvents:
 
     def _store_events(self, events: Sequence[Event]) -> None:
         with self._sessions.begin() as db:
-            _EventBatch(db, events).store()
+            _EventBatch(db, events, self._secret_keys).store()
 
     def _store_event(self, event: Event) -> None:
         for attempt in range(2):
@@ -360,13 +363,13 @@ def _parse(body: Any, message_id: str | None) -> Event:
     return contract.parse_job_event(body), message_id
 
 
-def _refuse(db: DbSession, job: Job, summary: str) -> None:
+def _refuse(db: DbSession, job: Job, summary: str, secrets: set[str]) -> None:
     """The conductor would not run the job (the environment was locked): it
     ends as ``refused``, the environment as it was, the reason kept as a report."""
     now = utcnow()
     job.state, job.finished, job.updated = "refused", now, now
     settle_tasks(db, job, now)
-    text = mask_text(summary, job_secrets(db, job)) or f"job {job.id} was refused"
+    text = mask_text(summary, secrets) or f"job {job.id} was refused"
     db.add(Status(id=new_id(), deployment_id=job.id, entity="environment",
                   entity_id=job.environment_id, level="error", text=text))
     env = db.get(Environment, job.environment_id)

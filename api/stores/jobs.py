@@ -32,7 +32,7 @@ from fornace.api.traces import BadTrace, trace_view
 from fornace.api.trusts import Delegation
 from fornace.common import contract, topology
 from fornace.common.actionparams import ActionError, check_parameters, select_units
-from fornace.common.catalog import Catalog
+from fornace.common.catalog import Catalog, declared_secrets
 from fornace.common.db import locks
 from fornace.common.db.models import (Job, Environment, JobTask, JobTrace, Status,
                                       new_id, utcnow)
@@ -83,16 +83,18 @@ class Jobs:
             description = self.store.description(db, ctx, env, session_id)
             if env.state in BUSY:  # first: a first deployment running is no "never deployed"
                 raise busy_error(db, env)
-            parameters = self._checked(action, parameters, description,
-                                       self.store.catalog_of(db, env.id))
+            catalog = self.store.catalog_of(db, env.id)
+            parameters = self._checked(action, parameters, description, catalog)
+            keys = declared_secrets(catalog)    # = self.store.secret_keys(db, env.id)
             if env.version == 0 and action not in UNDEPLOYED_ACTIONS:
                 raise Conflict(f"environment {env_id} has never been deployed: deploy it "
                                f"before running {action}")
             previous = env.state
             self._claim(db, env)
             job = Job(id=new_id(), environment_id=env.id, tenant_id=env.tenant_id,
-                             kind=action, parameters=kept_parameters(parameters, description),
-                             description=masked(description))
+                             kind=action,
+                             parameters=kept_parameters(parameters, description, keys),
+                             description=masked(description, keys=keys))
             db.add(job)
             self.store.keep_trust(env, delegation)
             body = contract.task_body(description, ctx.token, env.tenant_id,
@@ -100,7 +102,7 @@ class Jobs:
                                       trust_id=delegation.trust_id,
                                       packages=task_packages(db, env.id))
             db.flush()
-            view = job_view(job)
+            view = job_view(job, secret_keys=keys)
         return body, view, previous
 
     def _checked(self, action: str, parameters: Any, model: dict[str, Any],
@@ -133,7 +135,8 @@ class Jobs:
             jobs = db.scalars(select(Job).where(
                 Job.environment_id == env.id).order_by(
                 Job.started.desc(), Job.created.desc()))
-            return [job_view(job, counts.get(job.id)) for job in jobs]
+            keys = self.store.secret_keys(db, env.id)
+            return [job_view(job, counts.get(job.id), keys) for job in jobs]
 
     def get_job(self, ctx: Context, env_id: str, job_id: str) -> dict[str, Any]:
         with self._sessions() as db:
@@ -141,7 +144,9 @@ class Jobs:
             tasks = list(db.scalars(select(JobTask).where(
                 JobTask.deployment_id == job.id).order_by(JobTask.change_id)))
             counts = _task_counts(db, JobTask.deployment_id == job.id)
-            return {**job_view(job, counts.get(job.id)), "tasks": [task_view(t) for t in tasks]}
+            return {**job_view(job, counts.get(job.id),
+                               self.store.secret_keys(db, job.environment_id)),
+                    "tasks": [task_view(t) for t in tasks]}
 
     def trace(self, ctx: Context, env_id: str, job_id: str) -> dict[str, Any]:
         """The job's trace (404 for a job without one: older jobs, or a trace lost)."""
@@ -152,7 +157,8 @@ class Jobs:
                 raise NotFound(f"job {job_id} has no trace (jobs before Fornace's contract "
                                f"1.7 have none)")
             try:
-                found = trace_view(row, job_secrets(db, job))
+                found = trace_view(row, job_secrets(db, job, self.store.secret_keys),
+                                   self.store.secret_keys(db, job.environment_id))
             except BadTrace as exc:
                 raise NotFound(f"job {job_id} has no readable trace: its data {exc}") from None
             found.update(job_id=job.id, environment_id=job.environment_id, action=job.kind,
@@ -239,7 +245,7 @@ class Jobs:
                           entity_id=env.id, level="warning",
                           text=f"job {job.id} ({job.kind}) abandoned by user {ctx.user_id}"))
             db.flush()
-            return job_view(job)
+            return job_view(job, secret_keys=self.store.secret_keys(db, env.id))
 
     @staticmethod
     def _after_abandon(db: DbSession, env: Environment, job: Job) -> str:

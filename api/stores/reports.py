@@ -22,7 +22,7 @@ from fornace.api.context import Context
 from fornace.api.errors import NotFound
 from fornace.api.fencing import fenced, lock_tokens
 from fornace.api.ids import could_be_id, lookup_id
-from fornace.api.jobsecrets import job_secrets
+from fornace.api.jobsecrets import SecretKeys, job_secrets
 from fornace.api.jobstate import LIGHT_JOB, NOT_DEPLOYING, running_job
 from fornace.api.messagestore import Message, Outcome, store_message, store_messages
 from fornace.api.views import deployment_view, report_view
@@ -53,8 +53,13 @@ class Reports:
             if env_id is not None:
                 self.store.environment(db, ctx, env_id)
                 query = query.where(Job.environment_id == env_id)
-            return [deployment_view(d) for d in db.scalars(
-                query.order_by(Job.started.desc()))]
+            keys: dict[str, frozenset[str]] = {}   # per environment
+            shown = []
+            for job in db.scalars(query.order_by(Job.started.desc())):
+                if job.environment_id not in keys:
+                    keys[job.environment_id] = self.store.secret_keys(db, job.environment_id)
+                shown.append(deployment_view(job, keys[job.environment_id]))
+            return shown
 
     def of_deployment(self, ctx: Context, env_id: str, deployment_id: str,
                       service_ids: list[str]) -> list[dict[str, Any]]:
@@ -121,7 +126,7 @@ class Reports:
                     continue
                 if message_id and message_id in seen:
                     continue
-                row = _status_row(db, report, message_id, secrets)
+                row = _status_row(db, report, message_id, secrets, self.store.secret_keys)
                 if row is not None:
                     rows.append(row)
                     seen.add(message_id)
@@ -145,7 +150,7 @@ def stored_message_ids(db: DbSession, message_ids: Iterable[str | None]) -> set[
 
 
 def _status_row(db: DbSession, report: contract.Report, message_id: str | None,
-                secrets: dict[str, set[str]]) -> Status | None:
+                secrets: dict[str, set[str]], secret_keys: SecretKeys) -> Status | None:
     """The status row of a report (None: dropped, and said why); ``secrets``
     caches each job's secrets for the batch."""
     deployment = _report_job(db, report.environment_id, message_id)
@@ -157,7 +162,7 @@ def _status_row(db: DbSession, report: contract.Report, message_id: str | None,
         LOG.info("report %s of abandoned job %s ignored", message_id, deployment.id)
         return None
     if deployment.id not in secrets:
-        secrets[deployment.id] = job_secrets(db, deployment)
+        secrets[deployment.id] = job_secrets(db, deployment, secret_keys)
     known = secrets[deployment.id]
     details = report.details
     if details is not None and not isinstance(details, str):

@@ -107,7 +107,9 @@ class ConfigSessions:
             deployment = Job(id=new_id(), environment_id=env.id,
                                     tenant_id=env.tenant_id, session_id=session.id,
                                     kind="deploy", parameters=parameters,
-                                    description=masked(session.description))
+                                    description=masked(
+                                        session.description,
+                                        keys=self.store.secret_keys(db, env.id)))
             db.add(deployment)
             self.store.keep_trust(env, delegation)
             body = contract.task_body(session.description, ctx.token, env.tenant_id,

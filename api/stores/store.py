@@ -43,7 +43,8 @@ from fornace.api.stores.results import Results
 from fornace.api.stores.services import Services
 from fornace.api.stores.sessions import ConfigSessions
 from fornace.api.trusts import Delegation, Trusts
-from fornace.common.catalog import Catalog, CatalogError, catalog_with, load_catalog
+from fornace.common.catalog import (Catalog, CatalogError, catalog_with, declared_secrets,
+                                     load_catalog)
 from fornace.common.db.models import ConfigSession, Job, Environment
 from fornace.common.resources import BUILTIN_DATA
 
@@ -116,6 +117,14 @@ class Store:
                 self._catalogs.clear()
             self._catalogs[key] = catalog
         return catalog
+
+    def secret_keys(self, db: Any, env_id: str) -> frozenset[str]:
+        """The field names secret in environment ``env_id`` besides those named
+        like passwords (:func:`fornace.common.secrets.is_secret_key`): those the
+        types of its catalog declare ``writeOnly`` -- the API's and those of the
+        workflow packages it is pinned to.  The one answer every view, stored
+        description, report, task event and trace of the environment is masked by."""
+        return declared_secrets(self.catalog_of(db, env_id))
 
     def environment_catalog(self, env_id: str) -> Catalog:
         """:meth:`catalog_of` an environment, on a connection of its own (the

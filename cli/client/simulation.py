@@ -118,15 +118,15 @@ def simulate_job(conf: cfg.ConfigOpts, found: Any, env: dict[str, Any], job: dic
         found.limits.check_model(model, f"the model of {where}")
     except FornaceError as exc:
         raise FornaceError(f"{exc} ([engine] limits)") from None
-    check_service_types(model, found.data / "types.json", where)
+    keys = check_service_types(model, found.data / "types.json", where)
     changes.prepare(model, (job.get("parameters") or {}).get("change_detection", "evaluate"))
     cloud = simulated_cloud(command, found.limits)
     cloud.command_results = {**results, **cloud.command_results}
     failures, timeouts = failed_actions(real)
     cloud.failures += [Fault(template, unit) for template, unit in failures]
     cloud.timeouts += [Fault(template, unit) for template, unit in timeouts]
-    trace = JobTrace(find_secrets(model), conf.conductor.trace_bytes)
-    outcome = run_session(found, model, cloud, trace)
+    trace = JobTrace(find_secrets(model, keys=keys), conf.conductor.trace_bytes)
+    outcome = run_session(found, model, cloud, trace, keys)
     status, errors = judged(outcome.status, outcome.reports)
     return (trace.document(env["id"], "simulated", job.get("action") or "deploy"), status,
             errors)

@@ -317,4 +317,5 @@ def check_changed(service: dict[str, Any], touched: set[str], types: ServerTypes
             continue
         if value == MASK and (field.secret or is_secret_key(name)):
             continue          # a masked secret: the API keeps the stored one
-        specs.check_value(field.schema, value, name)
+        specs.check_value(field.schema, value, name,
+                          secret=field.secret or is_secret_key(name))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import re
 import sqlite3
 import time
 from typing import Any, Iterator
@@ -18,9 +19,13 @@ MIGRATIONS = package_folder("fornace.common.db") / "migrations"
 
 
 def make_engine(url: str) -> Engine:
-    """An engine for ``url``; SQLite gets foreign keys and a busy timeout."""
+    """An engine for ``url``; SQLite gets foreign keys and a busy timeout.
+
+    Its errors never quote a statement's values (``hide_parameters``): they
+    are logged, and a description holds passwords and declared secrets."""
     if url.startswith("sqlite"):
-        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30})
+        engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30},
+                               hide_parameters=True)
 
         @event.listens_for(engine, "connect")
         def _sqlite_pragmas(connection, _record) -> None:  # pragma: no cover - trivial
@@ -35,7 +40,25 @@ def make_engine(url: str) -> Engine:
     # PostgreSQL connection (a backend fork and authentication) -- the pool
     # churned exactly when the server was busiest.  Connections are still
     # opened only when needed.
-    return create_engine(url, pool_size=30, max_overflow=0, pool_pre_ping=True)
+    engine = create_engine(url, pool_size=30, max_overflow=0, pool_pre_ping=True,
+                           hide_parameters=True)
+    event.listen(engine, "handle_error", _hide_failing_row)
+    return engine
+
+
+_FAILING_ROW = re.compile(r"^DETAIL:\s+Failing row contains .*$", re.MULTILINE | re.DOTALL)
+
+
+def _hide_failing_row(context: Any) -> None:
+    """PostgreSQL's error of a constraint on a row quotes the whole row (``DETAIL:
+    Failing row contains (...)``): a description with its secrets, in a log.  The
+    row is cut from the driver's error and SQLAlchemy's, which are raised as they
+    are otherwise (same classes, same SQLSTATE)."""
+    for error in (context.original_exception, context.sqlalchemy_exception):
+        if error is not None and error.args and isinstance(error.args[0], str) \
+                and "Failing row contains" in error.args[0]:
+            error.args = (_FAILING_ROW.sub("DETAIL:  Failing row contains (not shown)",
+                                           error.args[0]), *error.args[1:])
 
 
 def _wal(cursor: Any, attempts: int = 100) -> None:

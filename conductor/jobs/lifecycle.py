@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from fornace.common.actionparams import check_parameters, operation_mappings, select_units
-from fornace.common.catalog import Catalog, Operation, render, truthy, unit_cursor
+from fornace.common.catalog import (Catalog, Operation, declared_secrets, render, truthy,
+                                    unit_cursor)
 from fornace.common.contract import Task, clean_model
 from fornace.common.errors import FornaceError
 from fornace.common.jsonlimits import JsonLimitError, loads
@@ -66,6 +67,11 @@ class Job:
     @property
     def model(self) -> dict[str, Any]:
         return self.task.model
+
+    @property
+    def secret_keys(self) -> frozenset[str]:
+        """The field names its catalog's types declare secret (``writeOnly``)."""
+        return declared_secrets(self.catalog)
 
     @property
     def stack_name(self) -> str:
@@ -126,7 +132,7 @@ def _deploy(job: Job, reasons: dict[str, str] | None = None) -> Outcome:
     _wire(job, hooks)
     outcome = Session(job.model, job.workflows, job.store, job.stacks, job.agents, job.engine,
                       reporter=job.reporter, plan_seed=job.plan_seed, hooks=hooks,
-                      trace=job.trace).run()
+                      trace=job.trace, secret_keys=job.secret_keys).run()
     finish_statuses(job.model, hooks.failed_units, hooks.blocked_units)
     return outcome
 
@@ -136,7 +142,7 @@ def _delete(job: Job) -> Outcome:
     _wire(job, hooks)
     return Session(job.model, job.workflows, job.store, job.stacks, job.agents, job.engine,
                    reporter=job.reporter, plan_seed=job.plan_seed, hooks=hooks,
-                      trace=job.trace).run()
+                   trace=job.trace, secret_keys=job.secret_keys).run()
 
 
 def _plan(job: Job) -> Outcome:
@@ -149,7 +155,7 @@ def _plan(job: Job) -> Outcome:
         hooks.on_task = job.trace.action_task
     stacks, agents = SimulatedCloud().executors()
     outcome = Session(model, job.workflows, job.store, stacks, agents, job.engine,
-                      hooks=hooks, trace=job.trace).run()
+                      hooks=hooks, trace=job.trace, secret_keys=job.secret_keys).run()
     commands = sum(1 for t in job.recorder.tasks if t.status == "planned" and t.target)
     rounds = sum(1 for t in job.recorder.tasks if t.status == "planned" and not t.target)
     job.report(f"Plan: the next deployment would run {commands} agent command(s) and "

@@ -10,7 +10,7 @@ import pytest
 
 from fornace.api import specs
 from fornace.api.specs import (SpecError, keep_secrets, masked_view, prepare_new,
-                               prepare_units, validate_create, validate_update)
+                               prepare_units, validate_create, validate_update, check_value)
 from fornace.common.catalog import Catalog, load_catalog
 from fornace.common.resources import BUILTIN_DATA
 from fornace.common.secrets import MASK
@@ -698,3 +698,40 @@ def test_keep_secrets_only_touches_secret_fields():
     assert keep_secrets(new, old) == new
     assert keep_secrets(new, None) == new
     assert keep_secrets("x", {"a": 1}) == "x"
+
+
+@pytest.mark.parametrize("schema, value", [
+    ({"type": "string", "pattern": "^k-[0-9]+$"}, "hunter2-the-key"),
+    ({"type": "string", "enum": ["k-1", "k-2"]}, "hunter2-the-key"),
+    ({"type": "string", "format": "ipv4"}, "hunter2-the-key"),
+    ({"type": "string", "x-check": "url-path"}, "hunter2 the key"),
+    ({"type": "array", "items": {"type": "string"}, "uniqueItems": True},
+     ["hunter2-the-key", "hunter2-the-key"]),
+    ({"type": "object", "properties": {"pin": {"type": "string", "pattern": "^[0-9]+$"}}},
+     {"pin": "hunter2-the-key"})])
+def test_the_error_of_a_secret_value_says_what_is_wrong_without_quoting_it(schema, value):
+    """A writeOnly field's (or one named like a password) value is never quoted;
+    the same value of an ordinary field is."""
+    with pytest.raises(SpecError) as plain:
+        check_value(schema, value, "field")
+    for secret_schema, secret in (({**schema, "writeOnly": True}, False), (schema, True)):
+        with pytest.raises(SpecError) as hidden:
+            check_value(secret_schema, value, "field", secret=secret)
+        assert "hunter2" not in str(hidden.value)
+        assert hidden.value.field == plain.value.field
+        said = str(plain.value).split(" (got ")[0].split("'")[0]   # what is wrong
+        assert str(hidden.value).startswith(said)
+
+
+def test_a_nested_write_only_property_is_a_declared_secret():
+    from fornace.common.catalog import builtin_catalog, catalog_with as joined
+
+    catalog = joined(builtin_catalog(), {"vault": {"extends": "linuxService", "schema": {
+        "properties": {"access": {"type": "object", "properties": {
+            "pin": {"type": "string", "writeOnly": True},
+            "keys": {"type": "array", "items": {"type": "object", "properties": {
+                "seed": {"type": "string", "writeOnly": True}}}}}}}}}})
+    assert {"pin", "seed"} <= catalog.secret_fields
+    view = masked_view({"type": "vault", "access": {"pin": "1234", "keys": [{"seed": "s33d"}]}},
+                       catalog)
+    assert view["access"] == {"pin": MASK, "keys": [{"seed": MASK}]}

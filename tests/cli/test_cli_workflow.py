@@ -450,3 +450,32 @@ def test_check_reports_a_set_whose_path_names_no_field(tmp_path, capsys):
     assert code == 1
     assert [line.split(": ", 1)[1] for line in out.splitlines()] == [
         "<set>: path '' names no field to set", "<set>: path '::' names no field to set"]
+
+
+SIGNING = """<workflow>
+  <rule match="$.services[?(not @.temp.told)]" desc="tell">
+    <set path="temp.told"><true/></set>
+    <set path="temp.copy"><select path="signature"/></set>
+    <report entity="service"><parameter name="id"><select path="id"/></parameter>
+      <parameter name="text">signed with <select path="signature"/></parameter></report>
+  </rule>
+</workflow>
+"""
+
+
+def test_simulate_masks_a_field_the_catalogs_types_declare_secret(tmp_path, capsys):
+    """``signature`` is named like no password: the catalog's ``writeOnly`` says it is one."""
+    root = write_catalog(tmp_path / "cat", {"w.xml": SIGNING})
+    document = json.loads((ROOT / "data" / "types.json").read_text())
+    document["types"]["signedNote"] = {"extends": "linuxService", "schema": {
+        "properties": {"signature": {"type": "string", "writeOnly": True}}}}
+    (root / "types.json").write_text(json.dumps(document))
+    model = tmp_path / "env.json"
+    model.write_text(json.dumps({"id": "E", "services": [
+        {"id": "S", "type": "signedNote", "name": "memo", "signature": "s1gn3d-by-me",
+         "units": []}]}))
+    for json_flag in ((), ("--json",)):
+        code, out, err = run_cli(capsys, "workflow", "simulate", "--model", str(model),
+                                 "--data", str(root), *json_flag)
+        assert code == 0, err
+        assert "s1gn3d-by-me" not in out + err and "signed with ***" in out
