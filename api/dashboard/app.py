@@ -7,7 +7,8 @@ security headers apply to its pages only.
 from __future__ import annotations
 
 import logging
-from typing import Any
+import secrets
+from typing import Any, Optional
 from urllib.parse import quote
 
 from fastapi import FastAPI, Request
@@ -46,14 +47,21 @@ SECURITY_HEADERS = {
 
 def create_dashboard(store: Store, jobs: Jobs, auth: Any, rules: Policy,
                      packages: Packages | None = None,
-                     workflow_files: WorkflowFiles | None = None) -> FastAPI:
+                     workflow_files: WorkflowFiles | None = None,
+                     form_secret: Optional[bytes] = None,
+                     allowed_origins: frozenset[str] = frozenset()) -> FastAPI:
     """The dashboard on the same Store, Jobs, authenticator, policy and workflow
     packages as the API (without ``packages`` its package pages say they are
-    unavailable; without ``workflow_files``, the environments' workflow file pages)."""
+    unavailable; without ``workflow_files``, the environments' workflow file pages).
+    ``form_secret`` signs the form tokens (default: a random one, good while this
+    app runs); forms may also come from the pages of ``allowed_origins``
+    (:mod:`fornace.api.dashboard.csrf`)."""
     app = FastAPI(title="Fornace dashboard", openapi_url=None, docs_url=None, redoc_url=None)
     app.state.store, app.state.jobs, app.state.auth = store, jobs, auth
     app.state.policy, app.state.packages = rules, packages
     app.state.workflow_files = workflow_files
+    app.state.form_secret = form_secret or secrets.token_bytes(32)
+    app.state.allowed_origins = allowed_origins
     app.include_router(router)
     app.include_router(login_router)
     app.include_router(package_router)
