@@ -17,6 +17,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from fornace.api.dashboard import urls
 from fornace.api.dashboard.login import LoginRequired, forget_token
 from fornace.api.dashboard.loginroutes import router as login_router
 from fornace.api.dashboard.packagepages import router as package_router
@@ -97,8 +98,9 @@ def _to_login(request: Request, reason: str, expired: bool = False) -> Response:
     token is refused, so its cookie goes (the login page says why)."""
     if _wants_json(request):
         return _problem(request, 401, "Unauthorized", reason or "log in again")
-    target = quote(request.url.path, safe="/")
-    response = RedirectResponse(f"{base(request)}/login?next={target}", status_code=303)
+    target = quote(request.url.path, safe="/")   # a path, its segments quoted
+    response = RedirectResponse(base(request) + urls.path("login", next=target),
+                                status_code=303)
     if reason:
         flash(request, response, reason, "error")
     if expired:

@@ -8,6 +8,8 @@ came from (``?next=``), never to another site.
 """
 from __future__ import annotations
 
+import re
+
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
@@ -17,12 +19,15 @@ from fornace.api.dashboard.formdata import Form, read_form
 from fornace.api.dashboard.pages import base, redirect, render
 
 router = APIRouter()
+_QUOTED_PATH = re.compile(r"[A-Za-z0-9/%._~!$&'()*+,;=:@?-]*")
 
 
 def _next(request: Request, target: str) -> str:
-    """A path of the dashboard to go to after the login (never another site)."""
+    """A path of the dashboard to go to after the login (never another site;
+    only the characters a quoted path and query have)."""
     prefix = base(request) + "/"
-    if target.startswith(prefix) and not target.startswith("//") and "\\" not in target:
+    if (target.startswith(prefix) and not target.startswith("//")
+            and _QUOTED_PATH.fullmatch(target)):
         return target[len(base(request)):]
     return "/"
 

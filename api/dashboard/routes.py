@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from fornace.api import specs
-from fornace.api.dashboard import actionform, serviceform, traceview, views
+from fornace.api.dashboard import actionform, serviceform, traceview, urls, views
 from fornace.api.dashboard.formdata import read_form
 from fornace.api.dashboard.access import caller
 from fornace.api.dashboard.pages import fragment, redirect, render
@@ -50,7 +50,7 @@ def _jobs(request: Request) -> Jobs:
 
 
 def _env_path(env_id: str) -> str:
-    return f"/environments/{env_id}"
+    return urls.path("environments", env_id)
 
 
 async def _attempt(request: Request, back: str, done: str, call: Callable, *args: Any,
@@ -388,7 +388,7 @@ async def run_action(env_id: str, name: str, request: Request) -> Response:
             errors = {actionform.error_param(exc.message, params): exc.message}
             status = exc.status
         else:
-            return redirect(request, f"{_env_path(env_id)}/jobs/{job['id']}",
+            return redirect(request, urls.path("environments", env_id, "jobs", job["id"]),
                             f"Job {name} started.")
     for param in params:
         param.error = errors.get(param.name)
