@@ -27,8 +27,9 @@ api_opts = [
     cfg.ListOpt("allowed_origins", default=[],
                 help="Web origins (scheme://host[:port], e.g. https://ui.example.com) "
                      "besides the API's own whose pages may send the JSON API changes "
-                     "(POST, PUT, PATCH, DELETE). A browser request whose Origin (or, "
-                     "without one, Referer) is another site is refused with 403; "
+                     "(POST, PUT, PATCH, DELETE) and the dashboard's forms. A browser "
+                     "request whose Origin (or, without one, Referer) is another site is "
+                     "refused with 403; "
                      "requests without either header (CLI, muranoclient, curl) are not "
                      "affected. Behind a reverse proxy the origin browsers use (e.g. "
                      "https://fornace.example.com) may not be the one the API sees: "

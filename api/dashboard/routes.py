@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from fornace.api import specs
-from fornace.api.dashboard import actionform, serviceform, traceview, urls, views
+from fornace.api.dashboard import actionform, csrf, serviceform, traceview, urls, views
 from fornace.api.dashboard.formdata import read_form
 from fornace.api.dashboard.access import caller
 from fornace.api.dashboard.pages import fragment, redirect, render
@@ -68,9 +68,11 @@ async def _attempt(request: Request, back: str, done: str, call: Callable, *args
 def _live(request: Request, template: str, values: dict[str, Any]) -> JSONResponse:
     """What the progress script polls: a region's new HTML and whether to go on
     (``values["busy"]``)."""
-    return JSONResponse({"html": fragment(request, template, **values),
-                         "busy": bool(values["busy"])},
-                        headers={"Cache-Control": "no-store"})
+    response = JSONResponse({"html": fragment(request, template, **values),
+                             "busy": bool(values["busy"])},
+                            headers={"Cache-Control": "no-store"})
+    csrf.keep(request, response)   # the region's forms carry the session's token
+    return response
 
 
 # -- environments ----------------------------------------------------------------------
