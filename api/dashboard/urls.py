@@ -17,11 +17,12 @@ from jinja2.runtime import Context
 
 def path(*segments: Any, anchor: Optional[str] = None, **query: Any) -> str:
     """``/seg/seg?name=value#anchor``, each segment, query value and the anchor
-    quoted (``None`` query values are left out)."""
+    quoted (a query value keeps its ``/``: a path given as ``?next=`` stays
+    readable; ``None`` query values are left out)."""
     text = "/" + "/".join(quote(str(segment), safe="") for segment in segments)
     kept = {name: str(value) for name, value in query.items() if value is not None}
     if kept:
-        text += "?" + urlencode(kept, quote_via=quote)
+        text += "?" + urlencode(kept, safe="/", quote_via=quote)   # '/' is plain in a query
     if anchor is not None:
         text += "#" + quote(str(anchor), safe="")
     return text
