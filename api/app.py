@@ -21,6 +21,7 @@ from fornace.api import policy
 from fornace.api.crossorigin import CrossOrigin, parse_allowed_origins
 from fornace.api.dashboard import create_dashboard
 from fornace.api.errors import ApiError, error_body
+from fornace.api.hosts import AllowedHosts, HostCheck, allowed_hosts as default_hosts
 from fornace.api.jobroutes import router as jobs_router
 from fornace.api.muranoroutes import router as murano_router
 from fornace.api.packages.routes import router as packages_router
@@ -100,7 +101,9 @@ def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
                jobs: Optional["Jobs"] = None, allowed_origins: Iterable[str] = (),
                enforcer: Optional[oslo_policy.Enforcer] = None,
                packages: Optional["Packages"] = None,
-               workflow_files: Optional["WorkflowFiles"] = None) -> FastAPI:
+               workflow_files: Optional["WorkflowFiles"] = None,
+               allowed_hosts: Optional[AllowedHosts] = None,
+               form_secret: Optional[bytes] = None) -> FastAPI:
     """The web app on ``store``; ``jobs`` (an :class:`fornace.api.stores.jobs.Jobs`) defaults
     to one on the same store.  ``allowed_origins``: the web origins besides the API's
     own whose pages may send it changes (:mod:`fornace.api.crossorigin`).
@@ -110,7 +113,11 @@ def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
     the store's database, without a checker, so refusing uploads); their uploads
     may be up to its ``limits.max_bytes``, other bodies ``max_body_size``.
     ``workflow_files``: the environments' workflow files for the dashboard's
-    pages of them (:mod:`fornace.api.packages.workflows`; None: those pages say so)."""
+    pages of them (:mod:`fornace.api.packages.workflows`; None: those pages say so).
+    ``allowed_hosts``: the Host headers served (:mod:`fornace.api.hosts`; default:
+    the loopback names only).  ``form_secret``: what the dashboard signs its form
+    tokens with (:mod:`fornace.api.dashboard.csrf`; default: a random one of this
+    app, so tokens do not outlive it)."""
     from fornace.api.stores.jobs import Jobs
     from fornace.api.packages.store import Packages
     from fornace.api.packages.names import PackageNames
@@ -134,7 +141,9 @@ def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
         app.include_router(packages_router, prefix=prefix)
     # the web dashboard: HTML pages on the same store, jobs and authentication
     app.mount("/dashboard", create_dashboard(store, app.state.jobs, auth, app.state.policy,
-                                             app.state.packages, workflow_files))
+                                             app.state.packages, workflow_files,
+                                             form_secret=form_secret,
+                                             allowed_origins=origins))
 
     @app.exception_handler(ApiError)
     async def api_error(request: Request, exc: ApiError) -> JSONResponse:
@@ -166,4 +175,7 @@ def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
                                "/dashboard/packages/new": package_bytes})
     # outermost: a cross-site request is refused before anything reads its body
     app.add_middleware(CrossOrigin, allowed=origins)
+    # before everything: a request for another host (DNS rebinding) is not served
+    app.add_middleware(HostCheck,
+                       allowed=allowed_hosts if allowed_hosts is not None else default_hosts())
     return app

@@ -27,12 +27,32 @@ api_opts = [
     cfg.ListOpt("allowed_origins", default=[],
                 help="Web origins (scheme://host[:port], e.g. https://ui.example.com) "
                      "besides the API's own whose pages may send the JSON API changes "
-                     "(POST, PUT, PATCH, DELETE). A browser request whose Origin (or, "
-                     "without one, Referer) is another site is refused with 403; "
+                     "(POST, PUT, PATCH, DELETE) and the dashboard's forms. A browser "
+                     "request whose Origin (or, without one, Referer) is another site is "
+                     "refused with 403; "
                      "requests without either header (CLI, muranoclient, curl) are not "
                      "affected. Behind a reverse proxy the origin browsers use (e.g. "
                      "https://fornace.example.com) may not be the one the API sees: "
                      "list it here."),
+    cfg.ListOpt("allowed_hosts", default=[],
+                help="Host names (and IP addresses) clients reach the API and the "
+                     "dashboard by, besides the ones always accepted: localhost, "
+                     "127.0.0.1, ::1 and [api] host when it is one address (not "
+                     "0.0.0.0 or ::). A request whose Host header names another host "
+                     "is refused with 400: a web page of another site cannot reach the "
+                     "API through a DNS name it points at this machine (DNS "
+                     "rebinding). A name matches in any case and with any port; "
+                     "'.example.com' matches example.com and every name below it; "
+                     "'*' accepts any Host (the check is off). When the API listens on "
+                     "every address (host = 0.0.0.0), list here the names and "
+                     "addresses its users and clients type, e.g. "
+                     "fornace.example.com,192.0.2.10; behind a reverse proxy, the "
+                     "Host it forwards."),
+    cfg.StrOpt("dashboard_secret", secret=True,
+               help="Secret (16 characters or more) the dashboard signs its form "
+                    "tokens with. Unset: a random one made once and kept in "
+                    "state_dir/dashboard_secret. Set the same value on every machine "
+                    "when several serve one dashboard behind a load balancer."),
     cfg.IntOpt("max_units_per_service", default=100, min=1,
                help="Most units one service may have: adding or changing a service "
                     "in a session, or a scale job, that would go above it is a 400."),

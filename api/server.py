@@ -24,6 +24,8 @@ from fornace.api.app import create_app
 from fornace.api.auth import KeystoneAuth, NoAuth
 from fornace.api.trusts import Trusts
 from fornace.api.config import catalog_file, package_limits
+from fornace.api.dashboard.formsecret import form_secret
+from fornace.api.hosts import EVERY_ADDRESS, AllowedHosts, allowed_hosts
 from fornace.api.stores.jobs import Jobs
 from fornace.api.limits import UnitLimits
 from fornace.api.packages.store import Packages
@@ -101,7 +103,10 @@ class ApiService:
         self.app: FastAPI = create_app(self.store, auth, conf.api.max_body_size, self.jobs,
                                        allowed_origins=conf.api.allowed_origins,
                                        enforcer=policy.enforcer(conf), packages=self.packages,
-                                       workflow_files=self.workflow_files)
+                                       workflow_files=self.workflow_files,
+                                       allowed_hosts=_hosts(conf),
+                                       form_secret=form_secret(conf.api.dashboard_secret,
+                                                               conf.api.state_dir))
         self._stop = threading.Event()
         self._consumer: Consumer | None = None
         self._thread: threading.Thread | None = None
@@ -147,6 +152,15 @@ class ApiService:
         self.brokers.close()
         self.workflow_files.close()
         self.engine.dispose()
+
+
+def _hosts(conf: cfg.ConfigOpts) -> AllowedHosts:
+    """The Host headers the API serves (``[api] allowed_hosts``, its host, localhost)."""
+    if conf.api.host.strip() in EVERY_ADDRESS and not conf.api.allowed_hosts:
+        LOG.warning("the API listens on every address (%s) and [api] allowed_hosts is "
+                    "empty: only requests for localhost are served; list the names "
+                    "clients use in [api] allowed_hosts", conf.api.host)
+    return allowed_hosts(conf.api.allowed_hosts, conf.api.host)
 
 
 def _pairs(items: Items) -> list[tuple[Any, str | None]]:

@@ -44,7 +44,8 @@ def run(conf: cfg.ConfigOpts) -> int:
               "set [broker] url = filesystem:///folder or amqp://...", file=sys.stderr)
         return 2
     daemonlogs.setup(conf)
-    options = {"host": command.host or conf.api.host, "port": command.port or conf.api.port,
+    _listen_on(conf)
+    options = {"host": conf.api.host, "port": command.port or conf.api.port,
                "log_level": "info", "access_log": conf.api.access_log,
                "log_config": None,   # uvicorn's lines go where oslo.log sends the others
                "http": http_protocol()}   # unparseable requests get the JSON 400 too
@@ -65,6 +66,13 @@ def run(conf: cfg.ConfigOpts) -> int:
     return 0
 
 
+def _listen_on(conf: cfg.ConfigOpts) -> None:
+    """``--host`` replaces ``[api] host``: the address listened on is also a
+    Host the API serves (:mod:`fornace.api.hosts`)."""
+    if conf.command.host:
+        conf.set_override("host", conf.command.host, group="api")
+
+
 def _service(conf: cfg.ConfigOpts, db: str | None, migrate: bool = True):
     from fornace.api.server import ApiService
 
@@ -82,6 +90,7 @@ def worker_app():
     conf = build_conf("api")
     conf(command_line(spec["argv"]), project="fornace", prog="fornace")
     daemonlogs.setup(conf)   # a new process: its own logging
+    _listen_on(conf)
     return _service(conf, spec["db"], migrate=False).app
 
 

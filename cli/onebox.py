@@ -50,6 +50,8 @@ class OneBox:
             self.broker_url = f"filesystem://{self.state_dir.resolve() / 'broker'}"
             conf.set_override("url", self.broker_url, group="broker")
         self.cloud = LocalStacks(cloud_dir(conf))
+        if host:   # the address listened on is a Host the API serves
+            conf.set_override("host", host, group="api")
         self.api = ApiService(conf, db, package_check=package_check(conf),
                               workflow_check=workflow_check(conf))
         settings = ConductorSettings(
@@ -60,7 +62,7 @@ class OneBox:
             delete_trust=trust_deleter(conf), trace=conf.conductor.trace,
             trace_bytes=conf.conductor.trace_bytes)
         self.conductor = Conductor(settings, lambda task: self.cloud)
-        self.host = host or conf.api.host
+        self.host = conf.api.host
         self.server = uvicorn.Server(uvicorn.Config(
             self.api.app, host=self.host, port=conf.api.port if port is None else port,
             log_level="warning", access_log=False, http=http_protocol()))

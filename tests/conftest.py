@@ -11,6 +11,20 @@ import pytest
 from enginekit import Catalog
 
 
+TEST_CLIENT_HOST = "testserver"   # the Host header of Starlette's TestClient
+
+
+@pytest.fixture(autouse=True, scope="session")
+def test_client_host():
+    """The in-process apps serve TestClient's Host (``testserver``) too, as they
+    serve localhost: a test setting only, the API never accepts it by itself
+    (:mod:`fornace.api.hosts`)."""
+    from fornace.api import hosts
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(hosts, "LOOPBACK", hosts.LOOPBACK + (TEST_CLIENT_HOST,))
+        yield
+
+
 @pytest.fixture
 def catalog(tmp_path: Path) -> Catalog:
     return Catalog(tmp_path / "catalog")

@@ -148,6 +148,7 @@ class Target:
             return
         from fornace.api.app import create_app
         from fornace.api.auth import NoAuth
+        from fornace.api.hosts import allowed_hosts
         from fornace.common.db.engine import make_engine, session_factory, upgrade
         from fornace.api.stores.store import Store
         from schemathesis.python import asgi
@@ -160,7 +161,9 @@ class Target:
         self.published: list[tuple[dict, str]] = []
         self.store = Store(session_factory(make_engine(url)),
                            lambda body, message_id: self.published.append((body, message_id)))
-        self.app = create_app(self.store, NoAuth(TENANT, USER), self.body_limit)
+        # the in-process clients send Host: testserver (a name of this tool's app only)
+        self.app = create_app(self.store, NoAuth(TENANT, USER), self.body_limit,
+                              allowed_hosts=allowed_hosts(["testserver"]))
         self.client = asgi.get_client(self.app)
         self.base_url = "http://testserver"
         self.description = f"in-process app on {url.split('@')[-1]}"

@@ -7,7 +7,8 @@ security headers apply to its pages only.
 from __future__ import annotations
 
 import logging
-from typing import Any
+import secrets
+from typing import Any, Optional
 from urllib.parse import quote
 
 from fastapi import FastAPI, Request
@@ -16,6 +17,7 @@ from fastapi.responses import JSONResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from fornace.api.dashboard import urls
 from fornace.api.dashboard.login import LoginRequired, forget_token
 from fornace.api.dashboard.loginroutes import router as login_router
 from fornace.api.dashboard.packagepages import router as package_router
@@ -46,14 +48,21 @@ SECURITY_HEADERS = {
 
 def create_dashboard(store: Store, jobs: Jobs, auth: Any, rules: Policy,
                      packages: Packages | None = None,
-                     workflow_files: WorkflowFiles | None = None) -> FastAPI:
+                     workflow_files: WorkflowFiles | None = None,
+                     form_secret: Optional[bytes] = None,
+                     allowed_origins: frozenset[str] = frozenset()) -> FastAPI:
     """The dashboard on the same Store, Jobs, authenticator, policy and workflow
     packages as the API (without ``packages`` its package pages say they are
-    unavailable; without ``workflow_files``, the environments' workflow file pages)."""
+    unavailable; without ``workflow_files``, the environments' workflow file pages).
+    ``form_secret`` signs the form tokens (default: a random one, good while this
+    app runs); forms may also come from the pages of ``allowed_origins``
+    (:mod:`fornace.api.dashboard.csrf`)."""
     app = FastAPI(title="Fornace dashboard", openapi_url=None, docs_url=None, redoc_url=None)
     app.state.store, app.state.jobs, app.state.auth = store, jobs, auth
     app.state.policy, app.state.packages = rules, packages
     app.state.workflow_files = workflow_files
+    app.state.form_secret = form_secret or secrets.token_bytes(32)
+    app.state.allowed_origins = allowed_origins
     app.include_router(router)
     app.include_router(login_router)
     app.include_router(package_router)
@@ -89,8 +98,9 @@ def _to_login(request: Request, reason: str, expired: bool = False) -> Response:
     token is refused, so its cookie goes (the login page says why)."""
     if _wants_json(request):
         return _problem(request, 401, "Unauthorized", reason or "log in again")
-    target = quote(request.url.path, safe="/")
-    response = RedirectResponse(f"{base(request)}/login?next={target}", status_code=303)
+    target = quote(request.url.path, safe="/")   # a path, its segments quoted
+    response = RedirectResponse(base(request) + urls.path("login", next=target),
+                                status_code=303)
     if reason:
         flash(request, response, reason, "error")
     if expired:

@@ -40,6 +40,8 @@ async def read_form(request: Request, check_csrf: bool = True) -> Form:
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind != "application/x-www-form-urlencoded":
         raise BadRequest("the dashboard's forms are sent as application/x-www-form-urlencoded")
+    if check_csrf:
+        csrf.check_origin(request)   # before the body is read
     try:
         text = (await request.body()).decode("utf-8")
         form = Form(parse_qsl(text, keep_blank_values=True, max_num_fields=MAX_FIELDS))

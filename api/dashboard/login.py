@@ -25,7 +25,6 @@ from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
 from fornace.api.auth import IdentityUnreachable, NoAuth
-from fornace.api.dashboard import csrf
 from fornace.api.errors import Unauthorized, Unavailable
 from fornace.api.context import Context
 
@@ -126,11 +125,10 @@ def last_login(request: Request) -> dict[str, str]:
 
 
 def forget(request: Request, response: Response) -> None:
-    """Drop every cookie of the login, and the form token (a new one comes with
-    the login page: nothing of the old session is reused)."""
+    """Drop every cookie of the login (the session id of the form tokens goes
+    too: :func:`fornace.api.dashboard.csrf.end_session`)."""
     for name in (TOKEN_COOKIE, LOGIN_COOKIE, TENANT_COOKIE, USER_COOKIE):
         response.delete_cookie(name, path=cookie_path(request))
-    response.delete_cookie(csrf.COOKIE, path=cookie_path(request))
 
 
 def forget_token(request: Request, response: Response) -> None:

@@ -8,21 +8,26 @@ came from (``?next=``), never to another site.
 """
 from __future__ import annotations
 
+import re
+
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 
 from fornace.api.auth import KeystoneAuth
-from fornace.api.dashboard import login, passwordlogin
+from fornace.api.dashboard import csrf, login, passwordlogin
 from fornace.api.dashboard.formdata import Form, read_form
 from fornace.api.dashboard.pages import base, redirect, render
 
 router = APIRouter()
+_QUOTED_PATH = re.compile(r"[A-Za-z0-9/%._~!$&'()*+,;=:@?-]*")
 
 
 def _next(request: Request, target: str) -> str:
-    """A path of the dashboard to go to after the login (never another site)."""
+    """A path of the dashboard to go to after the login (never another site;
+    only the characters a quoted path and query have)."""
     prefix = base(request) + "/"
-    if target.startswith(prefix) and not target.startswith("//") and "\\" not in target:
+    if (target.startswith(prefix) and not target.startswith("//")
+            and _QUOTED_PATH.fullmatch(target)):
         return target[len(base(request)):]
     return "/"
 
@@ -64,6 +69,7 @@ async def log_in(request: Request) -> Response:
                       tenant=form.get("tenant"), user=form.get("user"))
     response = redirect(request, _next(request, form.get("next")))
     login.remember(request, response, values)
+    csrf.new_session(request, response)
     return response
 
 
@@ -78,6 +84,7 @@ async def _keystone_login(request: Request, form: Form, auth: KeystoneAuth) -> R
                       error=exc.message, who=_login_fields(who.fields()))
     response = redirect(request, _next(request, form.get("next")))
     login.remember_token(request, response, token, ctx.expires_at, who.fields())
+    csrf.new_session(request, response)
     return response
 
 
@@ -94,4 +101,5 @@ async def log_out(request: Request) -> Response:
             message, level = f"You are logged out here, but {problem}", "error"
     response = redirect(request, "/login", message, level)
     login.forget(request, response)
+    csrf.end_session(request, response)
     return response

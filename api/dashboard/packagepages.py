@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
-from fornace.api.dashboard import csrf
+from fornace.api.dashboard import csrf, urls
 from fornace.api.dashboard.access import caller
 from fornace.api.dashboard.formdata import MAX_FIELDS, Form, read_form
 from fornace.api.dashboard.listing import paginate, query_text
@@ -45,7 +44,7 @@ def packages_of(request: Request) -> Packages:
 
 
 def _package_path(package_id: str) -> str:
-    return f"/packages/{quote(package_id, safe='')}"
+    return urls.path("packages", package_id)
 
 
 def size_text(size: int) -> str:
@@ -86,6 +85,7 @@ async def read_upload(request: Request) -> Upload:
     kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
     if kind != "multipart/form-data":
         raise BadRequest("the upload form is sent as multipart/form-data")
+    csrf.check_origin(request)   # before the body is read
     pairs: list[tuple[str, str]] = []
     files: dict[str, bytes] = {}
     async with request.form(max_files=1, max_fields=MAX_FIELDS) as form:

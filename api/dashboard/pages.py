@@ -15,7 +15,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from fornace.api.dashboard import access, csrf
+from fornace.api.dashboard import access, csrf, urls
 from fornace.api.dashboard.login import uses_tokens
 from fornace.common.resources import package_folder
 
@@ -39,6 +39,7 @@ def when(value: Any) -> str:
 
 
 _jinja.filters["when"] = when
+_jinja.globals["url"] = urls.link   # every link and form action: quoted segments
 
 
 def base(request: Request) -> str:

@@ -8,12 +8,12 @@ The work is done by :class:`~fornace.api.packages.pins.Pins`, as for the API's
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import quote
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 from starlette.concurrency import run_in_threadpool
 
+from fornace.api.dashboard import urls
 from fornace.api.dashboard.access import caller
 from fornace.api.dashboard.formdata import read_form
 from fornace.api.dashboard.packagepages import packages_of
@@ -30,8 +30,7 @@ def _pins(request: Request) -> Pins:
 
 
 def _path(env_id: str, name: str = "") -> str:
-    path = f"/environments/{quote(env_id, safe='')}/packages"
-    return f"{path}/{quote(name, safe='')}" if name else path
+    return urls.path("environments", env_id, "packages", *([name] if name else []))
 
 
 @router.get("/environments/{env_id}/packages")
@@ -54,7 +53,7 @@ async def chosen_plan(env_id: str, request: Request) -> Response:
     """The "use a package" form: on to the plan of the package chosen."""
     await caller(request, "environment:packages", env_id=env_id)
     name = request.query_params.get("name") or ""
-    return redirect(request, _path(env_id, name) + "/plan")
+    return redirect(request, urls.path("environments", env_id, "packages", name, "plan"))
 
 
 @router.get("/environments/{env_id}/packages/{name}/plan")

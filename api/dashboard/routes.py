@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from fornace.api import specs
-from fornace.api.dashboard import actionform, serviceform, traceview, views
+from fornace.api.dashboard import actionform, csrf, serviceform, traceview, urls, views
 from fornace.api.dashboard.formdata import read_form
 from fornace.api.dashboard.access import caller
 from fornace.api.dashboard.pages import fragment, redirect, render
@@ -50,7 +50,7 @@ def _jobs(request: Request) -> Jobs:
 
 
 def _env_path(env_id: str) -> str:
-    return f"/environments/{env_id}"
+    return urls.path("environments", env_id)
 
 
 async def _attempt(request: Request, back: str, done: str, call: Callable, *args: Any,
@@ -68,9 +68,11 @@ async def _attempt(request: Request, back: str, done: str, call: Callable, *args
 def _live(request: Request, template: str, values: dict[str, Any]) -> JSONResponse:
     """What the progress script polls: a region's new HTML and whether to go on
     (``values["busy"]``)."""
-    return JSONResponse({"html": fragment(request, template, **values),
-                         "busy": bool(values["busy"])},
-                        headers={"Cache-Control": "no-store"})
+    response = JSONResponse({"html": fragment(request, template, **values),
+                             "busy": bool(values["busy"])},
+                            headers={"Cache-Control": "no-store"})
+    csrf.keep(request, response)   # the region's forms carry the session's token
+    return response
 
 
 # -- environments ----------------------------------------------------------------------
@@ -391,7 +393,7 @@ async def run_action(env_id: str, name: str, request: Request) -> Response:
             errors = {actionform.error_param(exc.message, params): exc.message}
             status = exc.status
         else:
-            return redirect(request, f"{_env_path(env_id)}/jobs/{job['id']}",
+            return redirect(request, urls.path("environments", env_id, "jobs", job["id"]),
                             f"Job {name} started.")
     for param in params:
         param.error = errors.get(param.name)

@@ -27,7 +27,7 @@ from fornace.api.stores.store import Store
 from fornace.common.db.engine import make_engine, session_factory, upgrade
 from fornace.common.identity import expiry
 from services import keystone_url
-from test_dashboard import DASH, Browser, create_env
+from test_dashboard import DASH, OWN, Browser, create_env
 from waiting import wait_for
 
 ALICE = {"username": "alice", "password": "alice-secret", "project": "demo-a"}
@@ -177,7 +177,7 @@ def test_logout_revokes_the_token_and_the_next_page_asks_to_log_in(auth, browser
     assert browser.get("/")
     # without the page's form token, no logout (another site cannot log you out)
     forged = browser.client.post(f"{DASH}/logout", data={"csrf_token": "x" * 40},
-                                 follow_redirects=False)
+                                 follow_redirects=False, headers=OWN)
     assert forged.status_code == 403 and keystone_knows(token) == 200
 
     out = browser.post("/logout")

@@ -21,7 +21,7 @@ from apikit import Api, Published, make_api
 from browserkit import chromium, log_in, overflow
 from packagekit import package_files, tar_of, zip_of
 from serving import serving
-from test_dashboard import DASH, Browser
+from test_dashboard import DASH, OWN, Browser
 from fornace.api.app import create_app
 from fornace.api.auth import NoAuth
 from fornace.api.dashboard import create_dashboard
@@ -95,7 +95,7 @@ def post_upload(browser: Browser, data: bytes, public: bool = False, token: str 
         fields["public"] = "true"
     response = browser.client.post(DASH + "/packages/new", data=fields,
                                    files={"package": (filename, data, "application/zip")},
-                                   follow_redirects=False)
+                                   follow_redirects=False, headers=OWN)
     browser.pages.append(response.text)
     return response
 
@@ -243,7 +243,7 @@ def test_delete_through_the_confirmation_page(api):
     assert 'name="csrf_token"' in confirm
     # the form token is required
     tokenless = mia.client.post(f"{DASH}/packages/{package_id}/delete", data={"a": "1"},
-                                follow_redirects=False)
+                                follow_redirects=False, headers=OWN)
     assert tokenless.status_code == 403
     listing = mia.follow(mia.post(f"/packages/{package_id}/delete"))
     assert "Package hello 1.0.0 deleted." in listing and "No workflow packages yet" in listing
@@ -319,10 +319,10 @@ def test_malformed_multipart_bodies_are_400s(api):
                  f"filename=\"x.zip\"\r\n\r\nPK".encode(),            # cut short
                  b"--b\r\nContent-Disposition: form-data; name=\"a\"\r\none\r\n--b--"):
         answer = browser.client.post(DASH + "/packages/new", content=body, headers={
-            "Content-Type": "multipart/form-data; boundary=b"})
+            **OWN, "Content-Type": "multipart/form-data; boundary=b"})
         assert answer.status_code in (400, 403), answer.text
     plain = browser.client.post(DASH + "/packages/new", content=b"a=1",
-                                headers={"Content-Type": "application/x-www-form-urlencoded"})
+                                headers={**OWN, "Content-Type": "application/x-www-form-urlencoded"})
     assert plain.status_code == 400 and "multipart/form-data" in plain.text
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from test_dashboard import Browser
+from test_dashboard import OWN, Browser
 from browserkit import chromium, log_in, overflow
 from serving import serving
 from test_dashboard_packages import DASH, api, packages_app, shots, user  # noqa: F401
@@ -27,7 +27,7 @@ def test_pin_plan_move_and_unpin_from_the_dashboard(api):
     assert "Use greet 1.0.0" in plan and "+ workflows/Greet.xml" in plan
     moved = mia.client.post(f"{DASH}/environments/{env['id']}/packages/greet",
                             data={"csrf_token": mia.token(), "version": "1.0.0"},
-                            follow_redirects=False)
+                            follow_redirects=False, headers=OWN)
     assert moved.status_code == 303, moved.text
     page = mia.get(f"/environments/{env['id']}/packages")
     assert 'data-pin="greet"' in page and "now uses greet 1.0.0" in page
@@ -46,11 +46,12 @@ def test_pin_plan_move_and_unpin_from_the_dashboard(api):
     page = rita.get(f"/environments/{env['id']}/packages")
     assert 'data-pin="greet"' in page and "Unpin" not in page and "Move to" not in page
     refused = rita.client.post(f"{DASH}/environments/{env['id']}/packages/greet/unpin",
-                               data={"csrf_token": rita.token()}, follow_redirects=False)
+                               data={"csrf_token": rita.token()}, follow_redirects=False,
+                               headers=OWN)
     assert refused.status_code == 403
 
     gone = mia.client.post(f"{DASH}/environments/{env['id']}/packages/greet/unpin",
-                           data={"csrf_token": mia.token()}, follow_redirects=False)
+                           data={"csrf_token": mia.token()}, follow_redirects=False, headers=OWN)
     assert gone.status_code == 303
     assert "uses no workflow package" in mia.get(f"/environments/{env['id']}/packages")
 
@@ -60,7 +61,7 @@ def test_an_unknown_package_is_a_message_not_a_crash(api):
     env = mia.client.post("/environments", json={"name": "web"},
                           headers={"X-Auth-Token": "mia"}).json()
     answer = mia.client.post(f"{DASH}/environments/{env['id']}/packages/nothing",
-                             data={"csrf_token": mia.token()}, follow_redirects=True)
+                             data={"csrf_token": mia.token()}, follow_redirects=True, headers=OWN)
     assert answer.status_code == 200 and "no package &#39;nothing&#39;" in answer.text
     assert isinstance(mia, Browser)
 
