@@ -6,6 +6,7 @@ never goes raw into an ``href`` or a ``Location``.
 """
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
@@ -26,13 +27,23 @@ def links(page: str) -> list[str]:
 
 
 def test_service_ids_stay_one_segment_of_their_links(api, browser):
+    """The API refuses such ids at the door (:mod:`fornace.common.names`); one
+    stored before that rule (written here into the session) is still quoted."""
+    from fornace.common.db.models import ConfigSession
+
     env_id = create_env(browser)
     session = api.client.post(f"/environments/{env_id}/configure").json()["id"]
-    for number, service_id in enumerate(HOSTILE):
+    for number in range(len(HOSTILE)):
         added = api.client.post(f"/environments/{env_id}/services/",
-                                json=web_server(f"site{number}", id=service_id),
+                                json=web_server(f"site{number}", id=f"site{number}"),
                                 headers={"X-Configuration-Session": session})
         assert added.status_code == 200, added.text
+    with api.store.sessions() as db, db.begin():
+        stored = db.get(ConfigSession, session)
+        description = json.loads(json.dumps(stored.description))
+        for service in description["services"]:
+            service["id"] = HOSTILE[int(service["id"][len("site"):])]
+        stored.description = description
     page = browser.get(f"/environments/{env_id}")
     for service_id in HOSTILE:
         quoted = urls.path(service_id)[1:]
