@@ -23,7 +23,7 @@ from oslo_policy import policy as oslo_policy
 
 import identitykit
 from apikit import Api, Published, make_api
-from fornace.api import jobroutes, muranoroutes, policy
+from fornace.api import deadletterroutes, jobroutes, muranoroutes, policy
 from fornace.api.packages import routes as packageroutes
 from fornace.api.app import create_app
 from fornace.api.auth import KeystoneAuth
@@ -125,7 +125,8 @@ def test_the_rules_and_their_defaults():
     assert rules["environment:list_all_tenants"].check_str == "rule:cloud_admin"
     for rule in policy.API_RULES:
         assert isinstance(rule, oslo_policy.DocumentedRuleDefault) and rule.description
-        if rule.name == "environment:list_all_tenants":
+        if rule.name in ("environment:list_all_tenants", "dead_letter:list"):
+            assert rule.check_str == "rule:cloud_admin", rule.name
             continue
         reads = {op["method"] for op in rule.operations} == {"GET"}
         assert rule.check_str == ("rule:reader" if reads else "rule:writer"), rule.name
@@ -135,7 +136,7 @@ def _route_rules() -> dict[tuple[str, str], str]:
     """(method, path) -> the rule each JSON route checks (its ``permitted`` dependency)."""
     found = {}
     for route in (muranoroutes.router.routes + jobroutes.router.routes
-                  + packageroutes.router.routes):
+                  + packageroutes.router.routes + deadletterroutes.router.routes):
         assert isinstance(route, APIRoute)
         checks = [d.call for d in route.dependant.dependencies
                   if d.call.__name__ == "permitted_caller"]
