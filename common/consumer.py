@@ -286,16 +286,25 @@ class Consumer:
     def _handle_batch(self, conn: kombu.Connection, worker: concurrent.futures.Executor,
                       queue: str, messages: list[Any]) -> None:
         self._in_hand = messages
-        decoded = [self._decoded(queue, message) for message in messages]
-        items = [(body, delivery) for body, delivery, bad in decoded if bad is None]
-        outcomes: list[BaseException | None] = [bad for _, _, bad in decoded]
+        # bodies that are not JSON are set aside first, alone; those that cannot
+        # be (the dead-letter store out of reach) are requeued with the failed ones
+        entries = [(*self._decoded(queue, message), message) for message in messages]
+        kept = {id(message): why for _, _, message, why in self._put_aside(
+            queue, [(body, delivery, message, bad) for body, delivery, bad, message in entries
+                    if bad is not None])}
+        entries = [(body, delivery, None if bad is None else kept[id(message)], message)
+                   for body, delivery, bad, message in entries
+                   if bad is None or id(message) in kept]
+        items = [(body, delivery) for body, delivery, bad, _ in entries if bad is None]
+        outcomes: list[BaseException | None] = [bad for _, _, bad, _ in entries]
         if items:
             future = worker.submit(self.batch_handlers[queue], items)
             self._wait(conn, future, _batch_name(items, queue))
             handled = iter(_outcomes(future, len(items)))
-            outcomes = [next(handled) if bad is None else bad for _, _, bad in decoded]
-        self._settle(conn, queue, [(body, delivery) for body, delivery, _ in decoded],
-                     messages, outcomes)
+            outcomes = [next(handled) if bad is None else bad for _, _, bad, _ in entries]
+        if entries:
+            self._settle(conn, queue, [(body, delivery) for body, delivery, _, _ in entries],
+                         [message for *_, message in entries], outcomes)
         self._in_hand = []
 
     def _settle(self, conn: kombu.Connection, queue: str, items: list[tuple[Any, Delivery]],
