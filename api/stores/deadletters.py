@@ -13,6 +13,7 @@ of its job masked.  The table keeps the newest :data:`MAX_KEPT` rows.
 """
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 from typing import Any, Sequence
@@ -63,6 +64,9 @@ class DeadLetters:
     def _store(self, messages: Sequence[Poisoned], copies: bool) -> None:
         with self._sessions.begin() as db:
             rows = [_row(db, body, delivery, why, copies) for body, delivery, why in messages]
+            now = utcnow()
+            for number, row in enumerate(rows):   # in arrival order, whatever the clock
+                row.created = now + datetime.timedelta(microseconds=number)
             db.add_all(rows)
             db.flush()
             _prune(db)
@@ -110,7 +114,7 @@ def _row(db: DbSession, body: Any, delivery: Delivery, why: BaseException,
         message_id=_bounded(delivery.message_id, 255) if delivery.message_id else None,
         job_id=job_id, environment_id=env.id if env is not None else env_id,
         tenant_id=tenant, reason=_bounded(mask_text(str(why), secrets), MAX_REASON),
-        body=_copy(body, secrets) if copies else UNSTORABLE, created=utcnow())
+        body=_copy(body, secrets) if copies else UNSTORABLE)
 
 
 def _kind(queue: str, body: Any) -> str:

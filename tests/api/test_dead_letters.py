@@ -213,3 +213,36 @@ def test_a_poisoned_deployment_of_one_tenant_holds_back_no_other_tenants(service
     assert service.reports("t-a", env_a, job_a) == []
     assert service.left_in_queues() == []
     assert len(service.api.store.dead_letters.list(limit=1000)) == 2 * count
+
+
+# -- what operators see ------------------------------------------------------------------
+
+def test_the_cloud_admin_alone_lists_dead_letters(tmp_path):
+    """GET /dead-letters: every project's, newest first (?tenant=, ?limit=), for
+    the cloud admin only -- a project's admin or member is refused (403)."""
+    from fornace.common.consumer import Delivery
+    from test_policy import as_, chosen_api, new_env, refused
+
+    api = chosen_api(tmp_path)
+    env_a = new_env(api.client, "mia", "env-a")
+    env_b = new_env(api.client, "bea", "env-b")
+    api.store.dead_letters.set_aside([
+        (report(env_a, "nul \x00"), Delivery("m-a", contract.REPORTS),
+         contract.ContractError("the database cannot hold its values: NUL")),
+        ({"environment_id": env_b, "job_id": "j", "kind": "task", "task": {"change_id": 1},
+          "adminPassword": "S3cret-pass"}, Delivery("m-b", contract.JOB_EVENTS),
+         contract.ContractError("field 'task.change_id' must be a string"))])
+    listed = api.client.get("/dead-letters", headers=as_("root"))
+    assert listed.status_code == 200, listed.text
+    letters = listed.json()["dead_letters"]
+    assert [(d["message_id"], d["kind"], d["tenant_id"], d["environment_id"])
+            for d in letters] == [("m-b", "job event", "p-b", env_b),
+                                  ("m-a", "report", "p-a", env_a)]    # newest first
+    assert "S3cret-pass" not in listed.text and '"adminPassword": "***"' in letters[0]["body"]
+    only_b = api.client.get("/v1/dead-letters?tenant=p-b&limit=5", headers=as_("root"))
+    assert [d["message_id"] for d in only_b.json()["dead_letters"]] == ["m-b"]
+    assert api.client.get("/dead-letters?tenant=nobody%00",
+                          headers=as_("root")).json() == {"dead_letters": []}
+    assert api.client.get("/dead-letters?limit=0", headers=as_("root")).status_code == 400
+    for caller in ("mia", "pam", "dom"):
+        refused(api.client.get("/dead-letters", headers=as_(caller)), "dead_letter:list")
