@@ -73,7 +73,9 @@ class Consumer:
       ``max_failures``, a message (by queue and message id) that failed that
       many times in a row, each time with an error that ``transient`` does
       not excuse (default: none is), is set aside instead: a safety net
-      against a message that fails for ever.
+      against a message that fails for ever.  Of the messages of a batch
+      that share one error, only the first is counted: the later ones were
+      not tried (see below).
     * Handlers run one at a time in one worker thread, while this loop keeps
       the connection's heartbeats going, so a handler may take hours.  A
       handler is never interrupted: after ``stop`` the running one finishes
@@ -313,12 +315,16 @@ class Consumer:
         too often), requeue the failed ones in order."""
         failed: list[tuple[Any, Delivery, Any, BaseException]] = []
         bad: list[tuple[Any, Delivery, Any, BaseException]] = []
+        counted: set[int] = set()
         for (body, delivery), message, outcome in zip(items, messages, outcomes):
             if outcome is None:
                 self._failures.pop((queue, delivery.message_id), None)
                 message.ack()
                 continue
-            if not isinstance(outcome, ContractError):
+            if not isinstance(outcome, ContractError) and id(outcome) not in counted:
+                # the first message with this error failed; those after it
+                # with the same one were not tried (see the class's doc)
+                counted.add(id(outcome))
                 outcome = self._count_failure(delivery, outcome)
             (bad if isinstance(outcome, ContractError) else failed).append(
                 (body, delivery, message, outcome))
