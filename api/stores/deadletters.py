@@ -118,6 +118,8 @@ def _row(db: DbSession, body: Any, delivery: Delivery, why: BaseException,
 
 
 def _kind(queue: str, body: Any) -> str:
+    if not isinstance(body, dict):    # not JSON, or not an object
+        return "message"
     if queue == contract.REPORTS:
         return "report"
     if queue == contract.JOB_EVENTS or (queue == contract.RESULTS

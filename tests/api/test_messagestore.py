@@ -97,39 +97,22 @@ def test_one_message_raises_what_stopped_it():
     assert store.stored == ["a"]
 
 
-def test_an_item_the_database_refuses_alone_is_set_aside_and_the_rest_go_on():
-    """A value its column cannot hold would be refused at every redelivery, and
-    keep what comes behind it waiting for ever: it is set aside with the
-    driver's reason (not the statement's parameters), the next items stored."""
-    refused = DataError("INSERT INTO statuses ...", {"text": "P@ssw0rd"},
-                        Exception("value too long for type character varying(64)\nmore"))
-    stored = []
-
-    def together(items):
-        raise refused
-
-    def alone(item):
-        if item == "long":
-            raise refused
-        stored.append(item)
-
-    outcomes = store_all(["a", "long", "c"], together, alone, "things")
-    assert outcomes[0] is None and outcomes[2] is None and stored == ["a", "c"]
-    assert isinstance(outcomes[1], ContractError)
-    assert str(outcomes[1]) == ("the database cannot hold its values: value too long for "
-                                "type character varying(64)")
-
-
-@pytest.mark.parametrize("error", [
-    ValueError("invalid literal for int() with base 10: 'x'"),
-    IntegrityError("INSERT INTO job_tasks ...", {"log": "P@ssw0rd"},
-                   Exception('duplicate key value violates unique constraint "pk"\nDETAIL')),
-    KeyError("services")])
-def test_an_item_that_fails_alone_for_good_is_set_aside_and_the_rest_go_on(error):
-    """Whatever else than the database out of reach fails for one item alone
-    would fail at every redelivery, and hold back the items behind it for
-    ever: set aside (a ContractError naming the error, its first line only),
-    the next items stored."""
+@pytest.mark.parametrize("error, reason", [
+    (DataError("INSERT INTO statuses ...", {"text": "P@ssw0rd"},
+               Exception("value too long for type character varying(64)\nmore")),
+     "the database cannot hold its values: value too long for type character varying(64)"),
+    (ValueError("invalid literal for int() with base 10: 'x'"),
+     "storing it failed: ValueError: invalid literal for int() with base 10: 'x'"),
+    (IntegrityError("INSERT INTO job_tasks ...", {"log": "P@ssw0rd"},
+                    Exception('duplicate key value violates unique constraint "pk"\nDETAIL')),
+     'storing it failed: IntegrityError: duplicate key value violates unique constraint "pk"'),
+    (KeyError("services"), "storing it failed: KeyError: 'services'")])
+def test_an_item_that_fails_alone_for_good_is_set_aside_and_the_rest_go_on(error, reason):
+    """A value its column cannot hold, or whatever else than the database out
+    of reach fails for one item alone, would fail at every redelivery and
+    hold back the items behind it for ever: set aside (a ContractError naming
+    the error by its first line, not the statement's parameters), the next
+    items stored."""
     stored = []
 
     def together(items):
@@ -142,9 +125,7 @@ def test_an_item_that_fails_alone_for_good_is_set_aside_and_the_rest_go_on(error
 
     outcomes = store_all(["a", "poison", "c"], together, alone, "things")
     assert outcomes[0] is None and outcomes[2] is None and stored == ["a", "c"]
-    assert isinstance(outcomes[1], ContractError)
-    assert str(outcomes[1]).startswith(f"storing it failed: {type(error).__name__}: ")
-    assert "P@ssw0rd" not in str(outcomes[1]) and "DETAIL" not in str(outcomes[1])
+    assert isinstance(outcomes[1], ContractError) and str(outcomes[1]) == reason
 
 
 def test_what_is_transient():

@@ -13,7 +13,7 @@ import os
 import re
 import uuid
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator
 
 import pytest
 from fastapi.routing import APIRoute
@@ -22,12 +22,11 @@ from oslo_config import cfg
 from oslo_policy import policy as oslo_policy
 
 import identitykit
-from apikit import Api, Published, make_api
+from apikit import Api, ChosenCallers, Published, make_api
 from fornace.api import deadletterroutes, jobroutes, muranoroutes, policy
 from fornace.api.packages import routes as packageroutes
 from fornace.api.app import create_app
 from fornace.api.auth import KeystoneAuth
-from fornace.api.errors import Unauthorized
 from fornace.api.stores.jobs import Jobs
 from fornace.api.server import ApiService
 from fornace.api.context import Context
@@ -60,14 +59,11 @@ CALLERS = {
 }
 
 
-class Chosen:
+class Chosen(ChosenCallers):
     """An authenticator whose tokens are the names of :data:`CALLERS`."""
 
-    def context(self, headers: Mapping[str, str]) -> Context:
-        token = headers.get("x-auth-token") or ""
-        if token not in CALLERS:
-            raise Unauthorized("not a caller of the test")
-        return CALLERS[token]
+    def __init__(self) -> None:
+        super().__init__(CALLERS)
 
 
 def chosen_api(tmp_path, enforcer: oslo_policy.Enforcer | None = None) -> Api:

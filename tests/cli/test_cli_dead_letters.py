@@ -4,14 +4,12 @@ callers: a cloud admin and a project member)."""
 from __future__ import annotations
 
 import json
-from typing import Mapping
-
 from fastapi.testclient import TestClient
 
+from apikit import ChosenCallers
 from clikit import one_line_error, ok, runner
 from fornace.api.app import create_app
 from fornace.api.context import Context
-from fornace.api.errors import Unauthorized
 from fornace.api.stores.store import Store
 from fornace.common import contract
 from fornace.common.consumer import Delivery
@@ -26,19 +24,11 @@ CALLERS = {
 }
 
 
-class Chosen:
-    def context(self, headers: Mapping[str, str]) -> Context:
-        token = headers.get("x-auth-token") or ""
-        if token not in CALLERS:
-            raise Unauthorized("not a caller of the test")
-        return CALLERS[token]
-
-
 def test_the_cloud_admin_lists_dead_letters_a_member_is_refused(tmp_path):
     url = f"sqlite:///{tmp_path / 'dead.sqlite'}"
     upgrade(url)
     store = Store(session_factory(make_engine(url)), lambda body, message_id: None)
-    app = create_app(store, Chosen())
+    app = create_app(store, ChosenCallers(CALLERS))
     env = TestClient(app).post("/environments", json={"name": "web"},
                                headers={"X-Auth-Token": "mia"}).json()["id"]
     store.dead_letters.set_aside([(
