@@ -146,6 +146,7 @@ class Consumer:
         self.ready = threading.Event()
         self._pending: collections.deque = collections.deque()
         self._in_hand: list[Any] = []   # the batch being handled, not yet settled
+        self._worker: Any = None        # the handlers' thread, while running
 
     @property
     def batch_prefetch(self) -> int:
@@ -156,6 +157,7 @@ class Consumer:
         delay = RECONNECT_START
         with concurrent.futures.ThreadPoolExecutor(
                 1, thread_name_prefix="fornace-handler") as worker:
+            self._worker = worker   # set_aside runs there too
             while not self.stop.is_set():
                 conn = self.broker.connection()
                 errors: tuple = ()
@@ -292,7 +294,7 @@ class Consumer:
         # be (the dead-letter store out of reach) are requeued with the failed ones
         entries = [(*self._decoded(queue, message), message) for message in messages]
         kept = {id(message): why for _, _, message, why in self._put_aside(
-            queue, [(body, delivery, message, bad) for body, delivery, bad, message in entries
+            conn, queue, [(body, delivery, message, bad) for body, delivery, bad, message in entries
                     if bad is not None])}
         entries = [(body, delivery, None if bad is None else kept[id(message)], message)
                    for body, delivery, bad, message in entries
@@ -328,7 +330,7 @@ class Consumer:
                 outcome = self._count_failure(delivery, outcome)
             (bad if isinstance(outcome, ContractError) else failed).append(
                 (body, delivery, message, outcome))
-        kept = self._put_aside(queue, bad)
+        kept = self._put_aside(conn, queue, bad)
         if kept:    # the dead-letter store failed: they come again
             order = {id(message): index for index, message in enumerate(messages)}
             failed = sorted(failed + kept, key=lambda entry: order[id(entry[2])])
@@ -357,16 +359,21 @@ class Consumer:
             self._failures.popitem(last=False)
         return exc
 
-    def _put_aside(self, queue: str, bad: list[tuple[Any, Delivery, Any, BaseException]],
+    def _put_aside(self, conn: kombu.Connection, queue: str,
+                   bad: list[tuple[Any, Delivery, Any, BaseException]],
                    ) -> list[tuple[Any, Delivery, Any, BaseException]]:
         """Set aside bad messages and ack them (:data:`SetAside`); those that
         could not be set aside are returned, with why, to be requeued."""
         if not bad:
             return []
         if self.set_aside is not None:
-            try:
-                self.set_aside([(body, delivery, why) for body, delivery, _, why in bad])
-            except Exception as exc:  # noqa: BLE001 -- they are requeued
+            # in the worker thread, like a handler: this loop keeps the heartbeats
+            future = self._worker.submit(self.set_aside, [(body, delivery, why)
+                                                          for body, delivery, _, why in bad])
+            self._wait(conn, future, f"setting aside {_ids([d for _, d, _, _ in bad])} "
+                                     f"on {queue!r}")
+            exc = future.exception()
+            if exc is not None:   # they are requeued
                 return [(body, delivery, message, exc) for body, delivery, message, _ in bad]
         else:
             for body, delivery, _, why in bad:
