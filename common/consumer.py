@@ -42,7 +42,7 @@ class Delivery:
 
 Handler = Callable[[Any, Delivery], None]
 #: What a batch handler says of each message of its batch, in order: None
-#: (handled: acked), a :class:`ContractError` (a bad message: logged, acked) or
+#: (handled: acked), a :class:`ContractError` (a bad message: set aside, acked) or
 #: another exception (requeued).  Returning None says "all handled".
 Outcomes = Sequence[BaseException | None] | None
 BatchHandler = Callable[[list[tuple[Any, Delivery]]], Outcomes]
@@ -99,7 +99,7 @@ class Consumer:
       handler; the rest of the batch goes on (``raw_bodies`` hands it over);
     * the handler returns None (every message handled) or one outcome per
       message, in order: None (handled), a :class:`ContractError` (a bad
-      message: dropped alone, logged and acked) or another exception (that
+      message: set aside alone and acked) or another exception (that
       message failed: requeued).  A handler raising fails the whole batch;
     * handled messages are acked as soon as the handler returned; failed ones
       are requeued after ``requeue_delay``, in order, followed by the
