@@ -4,7 +4,8 @@ and body limits.
 The routes live in their own modules and only translate HTTP to store
 calls: the Murano 0.2 ones in :mod:`fornace.api.muranoroutes`, the jobs in
 :mod:`fornace.api.jobroutes`, the workflow packages in
-:mod:`fornace.api.packages.routes`.
+:mod:`fornace.api.packages.routes`, the dead letters in
+:mod:`fornace.api.deadletterroutes`.
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from fornace.api import policy
 from fornace.api.crossorigin import CrossOrigin, parse_allowed_origins
 from fornace.api.dashboard import create_dashboard
+from fornace.api.deadletterroutes import router as dead_letters_router
 from fornace.api.errors import ApiError, error_body
 from fornace.api.hosts import AllowedHosts, HostCheck, allowed_hosts as default_hosts
 from fornace.api.jobroutes import router as jobs_router
@@ -139,6 +141,7 @@ def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
         app.include_router(murano_router, prefix=prefix)
         app.include_router(jobs_router, prefix=prefix)
         app.include_router(packages_router, prefix=prefix)
+        app.include_router(dead_letters_router, prefix=prefix)
     # the web dashboard: HTML pages on the same store, jobs and authentication
     app.mount("/dashboard", create_dashboard(store, app.state.jobs, auth, app.state.policy,
                                              app.state.packages, workflow_files,

@@ -4,20 +4,25 @@ batches.
 
 One rule for contract errors: a body the contract refuses cannot be stored
 and never will be; it is set aside with its :class:`ContractError` (the
-reason) as its outcome, and the consumer logs and drops it (acked, so never
-retried), as :class:`fornace.common.consumer.Consumer` documents.  The others
-are stored in one transaction; when that fails, one by one
-(:func:`store_all`), so that one message never loses the others.  One
-that the database refuses alone (a value its column cannot hold) is set
-aside the same way: retried, it would be refused for ever, and keep the
-messages behind it waiting.
+reason) as its outcome, and the consumer acks it (never retried) and hands
+it to its dead-letter table (:mod:`fornace.api.stores.deadletters`), as
+:class:`fornace.common.consumer.Consumer` documents.  The others are stored
+in one transaction; when that fails, one by one (:func:`store_all`), so
+that one message never loses the others.  One that fails alone for any
+reason but a database out of reach (:func:`transient`) -- a value its
+column cannot hold, a NUL, a key it already has, a bug the message trips --
+is set aside the same way: retried, it would fail for ever, and keep the
+messages behind it waiting.  A database out of reach loses nothing: what it
+stopped is requeued.
 """
 from __future__ import annotations
 
 import logging
 from typing import Any, Callable, Sequence, TypeVar
 
-from sqlalchemy.exc import DataError
+from sqlalchemy.exc import (DataError, DBAPIError, DisconnectionError, InterfaceError,
+                            OperationalError)
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from fornace.common.contract import ContractError
 
@@ -69,14 +74,15 @@ def store_all(items: Sequence[Item], together: Callable[[Sequence[Item]], None],
     so that one item never loses the others.
 
     One outcome per item: None (stored, or dropped as its own code decided),
-    a ContractError for an item whose values the database refuses alone (a
-    :class:`~sqlalchemy.exc.DataError`: a text too long for its column, a
-    NUL PostgreSQL cannot hold; it never will, so it is set aside like a
-    body the contract refuses, and the next items go on), or the exception
-    that stopped it one by one.  That stops the batch: the later items get
-    the same exception, untried, so that what comes from one queue is stored
-    in its order (the consumer requeues them behind the failed one).  A
-    single item goes straight to ``alone``.
+    a ContractError for an item that fails alone for good (:func:`set_aside`:
+    a text too long for its column, a NUL PostgreSQL cannot hold, a key it
+    holds already, an error of the store code; retried it would fail again,
+    so it is set aside like a body the contract refuses, and the next items
+    go on), or the :func:`transient` failure (the database out of reach) that
+    stopped it.  That stops the batch: the later items get the same
+    exception, untried, so that what comes from one queue is stored in its
+    order (the consumer requeues them behind the failed one).  A single item
+    goes straight to ``alone``.
     """
     if len(items) > 1:
         try:
@@ -90,17 +96,35 @@ def store_all(items: Sequence[Item], together: Callable[[Sequence[Item]], None],
     for index, item in enumerate(items):
         try:
             alone(item)
-        except DataError as exc:   # retried, it would be refused again, for ever
-            outcomes.append(refused_values(exc))
+        except Exception as exc:  # noqa: BLE001 -- sorted below
+            if transient(exc):   # the consumer requeues it and what comes after it
+                return outcomes + [exc] * (len(items) - index)
+            outcomes.append(set_aside(exc))   # retried, it would fail again, for ever
             continue
-        except Exception as exc:  # noqa: BLE001 -- the consumer logs and requeues it
-            return outcomes + [exc] * (len(items) - index)
         outcomes.append(None)
     return outcomes
 
 
-def refused_values(exc: DataError) -> ContractError:
-    """Why a message whose values the database refuses is set aside (the
-    driver's first line: the rest quotes the statement's parameters)."""
-    return ContractError(f"the database cannot hold its values: "
-                         f"{str(exc.orig or exc).splitlines()[0][:300]}")
+def transient(exc: BaseException) -> bool:
+    """Whether a failure may pass by itself: the database (or the network to
+    it) out of reach, a connection lost, a pool exhausted, a deadlock or a
+    serialization failure (PostgreSQL's are OperationalErrors).  Anything
+    else that fails for one message alone would fail again."""
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    return isinstance(exc, (OperationalError, InterfaceError, DisconnectionError, PoolTimeout,
+                            ConnectionError, TimeoutError))
+
+
+def set_aside(exc: BaseException) -> ContractError:
+    """Why a message that failed alone for good is set aside: the error's
+    first line (a database error's next ones quote the statement and its
+    parameters), bounded."""
+    if isinstance(exc, DataError):
+        return ContractError(f"the database cannot hold its values: {_first_line(exc)}")
+    return ContractError(f"storing it failed: {type(exc).__name__}: {_first_line(exc)}")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(getattr(exc, "orig", None) or exc).replace("\x00", "")
+    return (text.splitlines() or [""])[0][:300]

@@ -156,6 +156,9 @@ API_RULES = [
     _call("environment:use_package", _WRITE, "Pin an environment to a workflow package "
           "version (or move it to another one), or unpin it.",
           ("PUT", _ENV + "/packages/{name}"), ("DELETE", _ENV + "/packages/{name}")),
+    _call("dead_letter:list", _ADMIN, "List the messages from the conductor that could not "
+          "be stored and were set aside (every project's, or one's with ?tenant=ID).",
+          ("GET", "/dead-letters")),
 ]
 
 

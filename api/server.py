@@ -9,6 +9,8 @@ They take what waits in each queue in batches (up to
 :class:`fornace.common.consumer.Consumer`) and store a batch of job events or
 reports in one transaction: with one transaction per message the API, not the
 conductors, was the bottleneck of large deployments (``tools/bench_events.py``).
+What cannot be stored, even alone, is set aside in the dead-letter table
+(:mod:`fornace.api.stores.deadletters`) and acked.
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ from fornace.api.hosts import EVERY_ADDRESS, AllowedHosts, allowed_hosts
 from fornace.api.stores.jobs import Jobs
 from fornace.api.limits import UnitLimits
 from fornace.api.packages.store import Packages
-from fornace.api.messagestore import Outcome
+from fornace.api.messagestore import Outcome, transient
 from fornace.api.stores.store import Store
 from fornace.api.packages.workflows import WorkflowFiles
 from fornace.common import contract
@@ -41,6 +43,12 @@ from fornace.common.db.engine import make_engine, session_factory, upgrade
 from fornace.common.packages.checks import PackageCheck, WorkflowCheck
 
 LOG = logging.getLogger(__name__)
+
+#: times in a row a message may fail (but for a database out of reach) before
+#: it is set aside: what fails alone for good is set aside at once
+#: (:mod:`fornace.api.messagestore`); this catches the rest, such as a
+#: handler that fails on a whole batch
+MAX_FAILURES = 5
 
 Items = list[tuple[Any, Delivery]]
 
@@ -139,7 +147,9 @@ class ApiService:
                                   batch_handlers={contract.RESULTS: self._on_results,
                                                   contract.REPORTS: self._on_reports,
                                                   contract.JOB_EVENTS: self._on_job_events},
-                                  batch_size=BATCH_SIZE)
+                                  batch_size=BATCH_SIZE,
+                                  set_aside=self.store.dead_letters.set_aside,
+                                  max_failures=MAX_FAILURES, transient=transient)
         self._thread = threading.Thread(target=self._consumer.run, name="api-consumers",
                                         daemon=True)
         self._thread.start()

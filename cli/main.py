@@ -46,6 +46,7 @@ COMMANDS = {
     "workflow": "fornace.cli.workflow",
     "db": "fornace.cli.db",
     "gc": "fornace.cli.gc",
+    "dead-letters": "fornace.cli.client.deadletters",
 }
 
 # the option modules (each with register(conf): the service's own groups and the
@@ -62,7 +63,7 @@ GROUPS = (
      ("env", "service", "type", "deploy", "action", "plan", "jobs", "logs", "trace",
       "deployments", "status", "topology", "outputs", "package")),
     ("Workflow files", ("workflow",)),
-    ("Operators", ("db", "gc")),
+    ("Operators", ("db", "gc", "dead-letters")),
 )
 
 DESCRIPTION = "Fornace deploys environments of services from Murano 0.2 style XML workflows."

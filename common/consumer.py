@@ -3,9 +3,11 @@
 The receiving side of :mod:`fornace.common.broker`, used by the daemons (the
 API stores results, reports and job events; the conductor runs tasks).  A
 message is acknowledged only after its handler returned; a bad message (a
-:class:`ContractError`) is logged without its body and acknowledged, so it
-cannot loop; any other failure requeues it after a pause.  Handlers may get
-one message or a batch of the messages waiting on their queue.
+:class:`ContractError`) is set aside -- handed to the consumer's dead-letter
+store, or logged without its body -- and acknowledged, so it cannot loop;
+any other failure requeues it after a pause (a bounded number of times, if
+asked).  Handlers may get one message or a batch of the messages waiting on
+their queue.
 """
 from __future__ import annotations
 
@@ -40,10 +42,15 @@ class Delivery:
 
 Handler = Callable[[Any, Delivery], None]
 #: What a batch handler says of each message of its batch, in order: None
-#: (handled: acked), a :class:`ContractError` (a bad message: logged, acked) or
+#: (handled: acked), a :class:`ContractError` (a bad message: set aside, acked) or
 #: another exception (requeued).  Returning None says "all handled".
 Outcomes = Sequence[BaseException | None] | None
 BatchHandler = Callable[[list[tuple[Any, Delivery]]], Outcomes]
+#: Where bad messages go (see :class:`Consumer`): called with ``[(body,
+#: delivery, why)]`` (``body`` decoded, or the text of one that is not JSON);
+#: returning means they are kept, and they are acked; raising requeues them.
+SetAside = Callable[[list[tuple[Any, Delivery, BaseException]]], None]
+MAX_FAILURES_KEPT = 10_000  # messages whose failures are counted at once
 BATCH_SIZE = 100            # default most messages a batch handler gets at once
 
 
@@ -55,11 +62,20 @@ class Consumer:
 
     * A message is acked only after its handler returned.
     * A handler raising :class:`ContractError` marks a bad message: it is
-      logged (id and error, never the body) and acked, so it cannot loop.
-      So is a body that is not JSON, unless ``raw_bodies`` asks for it to be
-      handed over as text (the agent answers such a plan with an error).
+      set aside and acked, so it cannot loop.  So is a body that is not JSON,
+      unless ``raw_bodies`` asks for it to be handed over as text (the agent
+      answers such a plan with an error).  Set aside means handed to
+      ``set_aside`` (a dead-letter store: :data:`SetAside`), or without one
+      logged (id and error, never the body); a ``set_aside`` that raises
+      (its store out of reach) gets the messages requeued instead.
     * Any other exception is logged (secrets of the body masked), and the
-      message is requeued after ``requeue_delay`` seconds.
+      message is requeued after ``requeue_delay`` seconds.  With
+      ``max_failures``, a message (by queue and message id) that failed that
+      many times in a row, each time with an error that ``transient`` does
+      not excuse (default: none is), is set aside instead: a safety net
+      against a message that fails for ever.  Of the messages of a batch
+      that share one error, only the first is counted: the later ones were
+      not tried (see below).
     * Handlers run one at a time in one worker thread, while this loop keeps
       the connection's heartbeats going, so a handler may take hours.  A
       handler is never interrupted: after ``stop`` the running one finishes
@@ -83,7 +99,7 @@ class Consumer:
       handler; the rest of the batch goes on (``raw_bodies`` hands it over);
     * the handler returns None (every message handled) or one outcome per
       message, in order: None (handled), a :class:`ContractError` (a bad
-      message: dropped alone, logged and acked) or another exception (that
+      message: set aside alone and acked) or another exception (that
       message failed: requeued).  A handler raising fails the whole batch;
     * handled messages are acked as soon as the handler returned; failed ones
       are requeued after ``requeue_delay``, in order, followed by the
@@ -102,7 +118,9 @@ class Consumer:
                  batch_handlers: Mapping[str, BatchHandler] | None = None,
                  batch_size: int = BATCH_SIZE,
                  requeue_delay: float = 1.0, poll_interval: float = 0.5,
-                 raw_bodies: bool = False) -> None:
+                 raw_bodies: bool = False, set_aside: SetAside | None = None,
+                 max_failures: int | None = None,
+                 transient: Callable[[BaseException], bool] = lambda exc: False) -> None:
         batch_handlers = dict(batch_handlers or {})
         if not handlers and not batch_handlers:
             raise ValueError("a consumer needs at least one queue handler")
@@ -120,9 +138,15 @@ class Consumer:
         self.requeue_delay = requeue_delay
         self.poll_interval = poll_interval
         self.raw_bodies = raw_bodies
+        self.set_aside = set_aside
+        self.max_failures = max_failures
+        self.transient = transient
+        # (queue, message id) -> failures in a row (max_failures), oldest first
+        self._failures: collections.OrderedDict = collections.OrderedDict()
         self.ready = threading.Event()
         self._pending: collections.deque = collections.deque()
         self._in_hand: list[Any] = []   # the batch being handled, not yet settled
+        self._worker: Any = None        # the handlers' thread, while running
 
     @property
     def batch_prefetch(self) -> int:
@@ -133,6 +157,7 @@ class Consumer:
         delay = RECONNECT_START
         with concurrent.futures.ThreadPoolExecutor(
                 1, thread_name_prefix="fornace-handler") as worker:
+            self._worker = worker   # set_aside runs there too
             while not self.stop.is_set():
                 conn = self.broker.connection()
                 errors: tuple = ()
@@ -209,40 +234,25 @@ class Consumer:
                         redelivered=bool(message.delivery_info.get("redelivered")),
                         headers=dict(message.headers or {}))
 
-    def _decoded(self, queue: str, message: Any) -> tuple[Any, Delivery] | None:
-        """A message's body and delivery; None for a body that is not JSON
-        (dropped and acked, unless ``raw_bodies`` asks for its text)."""
+    def _decoded(self, queue: str, message: Any) -> tuple[Any, Delivery, ContractError | None]:
+        """A message's body and delivery, and why it is bad: a body that is not
+        JSON (its text is the body then, to be set aside, unless
+        ``raw_bodies`` asks for it to be handed over)."""
         delivery = self._delivery(queue, message)
         try:
-            return decode_message(message, queue), delivery
+            return decode_message(message, queue), delivery, None
         except ContractError as exc:
-            if not self.raw_bodies:
-                self._drop(delivery, exc)
-                message.ack()
-                return None
-            return raw_text(message), delivery
+            return raw_text(message), delivery, None if self.raw_bodies else exc
 
     def _handle(self, conn: kombu.Connection, worker: concurrent.futures.Executor,
                 queue: str, message: Any) -> None:
-        decoded = self._decoded(queue, message)
-        if decoded is None:
-            return
-        body, delivery = decoded
-        future = worker.submit(self.handlers[queue], body, delivery)
-        self._wait(conn, future, f"message {delivery.message_id} on {queue!r}")
-        exc = future.exception()
-        if exc is None:
-            message.ack()
-        elif isinstance(exc, ContractError):
-            self._drop(delivery, exc, find_secrets(body))
-            message.ack()
-        else:
-            LOG.error("handler for message %s on %r failed; requeuing it in %.1f s:\n%s",
-                      delivery.message_id, queue, self.requeue_delay,
-                      mask_text("".join(traceback.format_exception(exc)).rstrip(),
-                                find_secrets(body)))
-            self._sit_out_requeue_delay(conn)
-            message.reject(requeue=True)
+        body, delivery, bad = self._decoded(queue, message)
+        outcome: BaseException | None = bad
+        if bad is None:
+            future = worker.submit(self.handlers[queue], body, delivery)
+            self._wait(conn, future, f"message {delivery.message_id} on {queue!r}")
+            outcome = future.exception()
+        self._settle(conn, queue, [(body, delivery)], [message], [outcome])
 
     def _sit_out_requeue_delay(self, conn: kombu.Connection) -> None:
         """Wait ``requeue_delay`` (less after ``stop``), the connection kept alive."""
@@ -280,38 +290,97 @@ class Consumer:
     def _handle_batch(self, conn: kombu.Connection, worker: concurrent.futures.Executor,
                       queue: str, messages: list[Any]) -> None:
         self._in_hand = messages
-        items: list[tuple[Any, Delivery]] = []
-        kept: list[Any] = []
-        for message in messages:
-            decoded = self._decoded(queue, message)
-            if decoded is not None:
-                items.append(decoded)
-                kept.append(message)
+        # bodies that are not JSON are set aside first, alone; those that cannot
+        # be (the dead-letter store out of reach) are requeued with the failed ones
+        entries = [(*self._decoded(queue, message), message) for message in messages]
+        kept = {id(message): why for _, _, message, why in self._put_aside(
+            conn, queue, [(body, delivery, message, bad) for body, delivery, bad, message in entries
+                    if bad is not None])}
+        entries = [(body, delivery, None if bad is None else kept[id(message)], message)
+                   for body, delivery, bad, message in entries
+                   if bad is None or id(message) in kept]
+        items = [(body, delivery) for body, delivery, bad, _ in entries if bad is None]
+        outcomes: list[BaseException | None] = [bad for _, _, bad, _ in entries]
         if items:
             future = worker.submit(self.batch_handlers[queue], items)
             self._wait(conn, future, _batch_name(items, queue))
-            self._settle(conn, queue, items, kept, _outcomes(future, len(items)))
+            handled = iter(_outcomes(future, len(items)))
+            outcomes = [next(handled) if bad is None else bad for _, _, bad, _ in entries]
+        if entries:
+            self._settle(conn, queue, [(body, delivery) for body, delivery, _, _ in entries],
+                         [message for *_, message in entries], outcomes)
         self._in_hand = []
 
     def _settle(self, conn: kombu.Connection, queue: str, items: list[tuple[Any, Delivery]],
                 messages: list[Any], outcomes: list[BaseException | None]) -> None:
-        """Ack what was handled, drop the bad ones, requeue the failed ones in order."""
+        """Ack what was handled, set aside the bad ones (and those that failed
+        too often), requeue the failed ones in order."""
         failed: list[tuple[Any, Delivery, Any, BaseException]] = []
+        bad: list[tuple[Any, Delivery, Any, BaseException]] = []
+        counted: set[int] = set()
         for (body, delivery), message, outcome in zip(items, messages, outcomes):
             if outcome is None:
+                self._failures.pop((queue, delivery.message_id), None)
                 message.ack()
-            elif isinstance(outcome, ContractError):
-                self._drop(delivery, outcome, find_secrets(body))
-                message.ack()
-            else:
-                failed.append((body, delivery, message, outcome))
+                continue
+            if not isinstance(outcome, ContractError) and id(outcome) not in counted:
+                # the first message with this error failed; those after it
+                # with the same one were not tried (see the class's doc)
+                counted.add(id(outcome))
+                outcome = self._count_failure(delivery, outcome)
+            (bad if isinstance(outcome, ContractError) else failed).append(
+                (body, delivery, message, outcome))
+        kept = self._put_aside(conn, queue, bad)
+        if kept:    # the dead-letter store failed: they come again
+            order = {id(message): index for index, message in enumerate(messages)}
+            failed = sorted(failed + kept, key=lambda entry: order[id(entry[2])])
         if not failed:
             return
         self._log_failures(queue, failed)
         self._sit_out_requeue_delay(conn)
         for _, _, message, _ in failed:
             message.reject(requeue=True)
-        self._give_back(queue)   # what came after the failed ones goes back behind them
+        if queue in self.batch_handlers:
+            self._give_back(queue)   # what came after the failed ones goes back behind them
+
+    def _count_failure(self, delivery: Delivery, exc: BaseException) -> BaseException:
+        """``exc``, or a ContractError once the message failed ``max_failures``
+        times in a row with errors that are not ``transient``."""
+        if self.max_failures is None or delivery.message_id is None or self.transient(exc):
+            return exc
+        key = (delivery.queue, delivery.message_id)
+        count = self._failures.pop(key, 0) + 1
+        if count >= self.max_failures:
+            first = (str(exc).splitlines() or [""])[0][:300]
+            return ContractError(f"failed {count} times in a row, last with "
+                                 f"{type(exc).__name__}: {first}")
+        self._failures[key] = count
+        while len(self._failures) > MAX_FAILURES_KEPT:
+            self._failures.popitem(last=False)
+        return exc
+
+    def _put_aside(self, conn: kombu.Connection, queue: str,
+                   bad: list[tuple[Any, Delivery, Any, BaseException]],
+                   ) -> list[tuple[Any, Delivery, Any, BaseException]]:
+        """Set aside bad messages and ack them (:data:`SetAside`); those that
+        could not be set aside are returned, with why, to be requeued."""
+        if not bad:
+            return []
+        if self.set_aside is not None:
+            # in the worker thread, like a handler: this loop keeps the heartbeats
+            future = self._worker.submit(self.set_aside, [(body, delivery, why)
+                                                          for body, delivery, _, why in bad])
+            self._wait(conn, future, f"setting aside {_ids([d for _, d, _, _ in bad])} "
+                                     f"on {queue!r}")
+            exc = future.exception()
+            if exc is not None:   # they are requeued
+                return [(body, delivery, message, exc) for body, delivery, message, _ in bad]
+        else:
+            for body, delivery, _, why in bad:
+                self._drop(delivery, why, find_secrets(body))
+        for _, _, message, _ in bad:
+            message.ack()
+        return []
 
     def _log_failures(self, queue: str,
                       failed: list[tuple[Any, Delivery, Any, BaseException]]) -> None:
@@ -350,7 +419,7 @@ class Consumer:
                 concurrent.futures.wait([future])
                 raise
 
-    def _drop(self, delivery: Delivery, exc: ContractError, secrets: Any = ()) -> None:
+    def _drop(self, delivery: Delivery, exc: BaseException, secrets: Any = ()) -> None:
         LOG.error("dropping bad message %s on %r: %s", delivery.message_id, delivery.queue,
                   mask_text(str(exc), secrets))
 

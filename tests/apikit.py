@@ -68,3 +68,18 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+class ChosenCallers:
+    """An authenticator whose tokens are the names of ``callers`` (contexts a
+    test chooses: roles, projects, the cloud admin)."""
+
+    def __init__(self, callers: dict[str, Any]) -> None:
+        self.callers = callers
+
+    def context(self, headers: Any) -> Any:
+        from fornace.api.errors import Unauthorized
+        token = headers.get("x-auth-token") or ""
+        if token not in self.callers:
+            raise Unauthorized("not a caller of the test")
+        return self.callers[token]

@@ -36,6 +36,7 @@ from fornace.api.errors import BadRequest, Conflict, Unavailable
 from fornace.api.ids import could_be_id, lookup_id
 from fornace.api.limits import UnitLimits
 from fornace.api.packages.usage import package_types
+from fornace.api.stores.deadletters import DeadLetters
 from fornace.api.stores.environments import Environments
 from fornace.api.stores.jobevents import JobEvents
 from fornace.api.stores.reports import Reports
@@ -84,6 +85,7 @@ class Store:
         self.reports = Reports(self)
         self.results = Results(self)
         self.job_events = JobEvents(self)
+        self.dead_letters = DeadLetters(sessions)
 
     @property
     def sessions(self) -> sessionmaker:

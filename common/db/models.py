@@ -232,3 +232,24 @@ class EnvironmentPackage(Base):
     package_id: Mapped[str] = mapped_column(ForeignKey("packages.id"), index=True)
     pinned_by: Mapped[str] = mapped_column(String(64))
     updated: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class DeadLetter(Base):
+    """A message the conductor sent back that could not be stored, even alone
+    (:mod:`fornace.api.stores.deadletters`): set aside with why, so that it
+    neither loops nor holds back the messages behind it, and an operator sees
+    it.  Ids are those the message named, when known; ``body`` is a bounded
+    copy with its secrets masked."""
+
+    __tablename__ = "dead_letters"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True, default=new_id)
+    queue: Mapped[str] = mapped_column(String(255))
+    kind: Mapped[str] = mapped_column(String(32))     # report | result | job event | message
+    message_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    job_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    environment_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    tenant_id: Mapped[str | None] = mapped_column(String(64), nullable=True, index=True)
+    reason: Mapped[str] = mapped_column(Text)
+    body: Mapped[str] = mapped_column(Text)
+    created: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow, index=True)

@@ -13,7 +13,7 @@ import os
 import re
 import uuid
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator
 
 import pytest
 from fastapi.routing import APIRoute
@@ -22,12 +22,11 @@ from oslo_config import cfg
 from oslo_policy import policy as oslo_policy
 
 import identitykit
-from apikit import Api, Published, make_api
-from fornace.api import jobroutes, muranoroutes, policy
+from apikit import Api, ChosenCallers, Published, make_api
+from fornace.api import deadletterroutes, jobroutes, muranoroutes, policy
 from fornace.api.packages import routes as packageroutes
 from fornace.api.app import create_app
 from fornace.api.auth import KeystoneAuth
-from fornace.api.errors import Unauthorized
 from fornace.api.stores.jobs import Jobs
 from fornace.api.server import ApiService
 from fornace.api.context import Context
@@ -60,14 +59,11 @@ CALLERS = {
 }
 
 
-class Chosen:
+class Chosen(ChosenCallers):
     """An authenticator whose tokens are the names of :data:`CALLERS`."""
 
-    def context(self, headers: Mapping[str, str]) -> Context:
-        token = headers.get("x-auth-token") or ""
-        if token not in CALLERS:
-            raise Unauthorized("not a caller of the test")
-        return CALLERS[token]
+    def __init__(self) -> None:
+        super().__init__(CALLERS)
 
 
 def chosen_api(tmp_path, enforcer: oslo_policy.Enforcer | None = None) -> Api:
@@ -122,7 +118,7 @@ def test_the_rules_and_their_defaults():
     assert rules["reader"].check_str == "rule:cloud_admin or rule:owner"
     assert rules["writer"].check_str == \
         "rule:cloud_admin or (rule:owner and (role:member or role:admin))"
-    admin_only = {"environment:list_all_tenants", "package:transfer"}
+    admin_only = {"environment:list_all_tenants", "package:transfer", "dead_letter:list"}
     for name in admin_only:
         assert rules[name].check_str == "rule:cloud_admin", name
     for rule in policy.API_RULES:
@@ -137,7 +133,7 @@ def _route_rules() -> dict[tuple[str, str], str]:
     """(method, path) -> the rule each JSON route checks (its ``permitted`` dependency)."""
     found = {}
     for route in (muranoroutes.router.routes + jobroutes.router.routes
-                  + packageroutes.router.routes):
+                  + packageroutes.router.routes + deadletterroutes.router.routes):
         assert isinstance(route, APIRoute)
         checks = [d.call for d in route.dependant.dependencies
                   if d.call.__name__ == "permitted_caller"]

@@ -259,6 +259,50 @@ def test_a_body_that_is_not_json_is_dropped_without_calling_the_handler(
     assert "invalid JSON at line 1:2" in caplog.text
 
 
+def test_bad_messages_are_set_aside_and_one_that_keeps_failing_too(url, queue, consumers,
+                                                                    monkeypatch):
+    """With a dead-letter store (``set_aside``): a body that is not JSON, a
+    ContractError and a message that failed ``max_failures`` times in a row
+    are handed to it and acked; the message behind them is handled.  While
+    the store is out of reach (it raises) they are requeued, not lost."""
+    name = queue()
+    acks: list = []
+    record_acks(monkeypatch, acks)
+    kept: list[tuple[Any, str | None, str]] = []
+    tries = {"set_aside": 0}
+
+    def set_aside(messages):
+        tries["set_aside"] += 1
+        if tries["set_aside"] == 1:
+            raise ConnectionError("the dead-letter store is out of reach")
+        kept.extend((body, delivery.message_id, str(why)) for body, delivery, why in messages)
+
+    def handler(body, delivery):
+        if body.get("bad"):
+            raise ContractError("report message: field 'level' must be a string")
+        if body.get("always"):
+            raise RuntimeError("the store trips on it")
+
+    with Broker(url) as broker:
+        broker.publish(name, {"bad": True}, message_id="bad")
+        with broker.connection() as conn:
+            kombu.Producer(conn).publish("{not json", exchange="", routing_key=name,
+                                         serializer=None, content_type="text/plain",
+                                         content_encoding="utf-8", message_id="garbage")
+        broker.publish(name, {"always": True}, message_id="always")
+        broker.publish(name, {"n": 1}, message_id="fine")
+    consumers(Broker(url), [name], handler, set_aside=set_aside, max_failures=3)
+    assert all(acked(acks, m) for m in ("bad", "garbage", "always", "fine"))
+    reasons = {message_id: why for _, message_id, why in kept}
+    assert sorted(reasons) == ["always", "bad", "garbage"]     # each once
+    assert reasons["bad"] == "report message: field 'level' must be a string"
+    assert "invalid JSON" in reasons["garbage"]
+    assert reasons["always"] == ("failed 3 times in a row, last with RuntimeError: the "
+                                 "store trips on it")
+    assert [body for body, message_id, _ in kept if message_id == "garbage"] == ["{not json"]
+    assert Broker(url).drain(name, timeout=0.05) == []
+
+
 def test_other_errors_requeue_and_redeliver_with_the_same_id(url, queue, consumers, caplog,
                                                               monkeypatch):
     name = queue()

@@ -487,8 +487,10 @@ def publish_raw(url: str, queue: str, body: bytes, message_id: str) -> None:
 
 def test_malformed_tasks_and_results_are_dropped_and_both_sides_keep_serving(world, caplog):
     """Bad messages on ``tasks``, ``task-results`` and ``task-reports`` are logged as
-    dropped (acked, never retried); a deployment that follows completes."""
+    dropped by the conductor, set aside by the API (acked, never retried); a
+    deployment that follows completes."""
     caplog.set_level(logging.ERROR, logger="fornace.common.consumer")
+    caplog.set_level(logging.WARNING, logger="fornace.api.stores.deadletters")
     url = world.rabbit.url
     conductor = world.start_conductor(agent_timeout=60)
     world.open_gate()
@@ -514,9 +516,11 @@ def test_malformed_tasks_and_results_are_dropped_and_both_sides_keep_serving(wor
     api_dropped = {f"result-no-id-{tag}": "task-results",
                    f"result-not-json-{tag}": "task-results",
                    f"report-bad-{tag}": "task-reports"}
-    wait_for(lambda: all(any(f"dropping bad message {m} on '{q}'" in r.getMessage()
+    # the API sets them aside in its dead-letter table (logged as warnings)
+    wait_for(lambda: all(any(f"message {m} on '{q}'" in r.getMessage()
+                             and "set aside as dead letter" in r.getMessage()
                              for r in caplog.records) for m, q in api_dropped.items()),
-             "the API to drop the bad result and report")
+             "the API to set aside the bad result and report")
     assert conductor.poll() is None
     assert world.client.get("/environments").status_code == 200
 
