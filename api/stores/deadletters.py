@@ -22,7 +22,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session as DbSession, sessionmaker
 
 from fornace.api.ids import could_be_id
-from fornace.api.jobsecrets import job_secrets
+from fornace.api.jobsecrets import SecretKeys, job_secrets
 from fornace.api.messagestore import transient
 from fornace.api.views import iso
 from fornace.common import contract
@@ -44,8 +44,9 @@ Poisoned = tuple[Any, Delivery, BaseException]   # (body, delivery, why)
 class DeadLetters:
     """The dead-letter table on ``sessions``."""
 
-    def __init__(self, sessions: sessionmaker) -> None:
+    def __init__(self, sessions: sessionmaker, secret_keys: SecretKeys) -> None:
         self._sessions = sessions
+        self._secret_keys = secret_keys   # an environment's secret fields (its types')
 
     def set_aside(self, messages: Sequence[Poisoned]) -> None:
         """Keep ``messages`` (a :data:`fornace.common.consumer.SetAside`): in
@@ -63,7 +64,8 @@ class DeadLetters:
 
     def _store(self, messages: Sequence[Poisoned], copies: bool) -> None:
         with self._sessions.begin() as db:
-            rows = [_row(db, body, delivery, why, copies) for body, delivery, why in messages]
+            rows = [_row(db, body, delivery, why, copies, self._secret_keys)
+                    for body, delivery, why in messages]
             now = utcnow()
             for number, row in enumerate(rows):   # in arrival order, whatever the clock
                 row.created = now + datetime.timedelta(microseconds=number)
@@ -97,7 +99,7 @@ def dead_letter_view(row: DeadLetter) -> dict[str, Any]:
 
 
 def _row(db: DbSession, body: Any, delivery: Delivery, why: BaseException,
-         copies: bool) -> DeadLetter:
+         copies: bool, secret_keys: SecretKeys) -> DeadLetter:
     kind = _kind(delivery.queue, body)
     job_id, env_id = _claimed_ids(kind, body, delivery.message_id)
     job = db.get(Job, job_id) if job_id else None
@@ -105,9 +107,9 @@ def _row(db: DbSession, body: Any, delivery: Delivery, why: BaseException,
         if (job is not None or env_id) else None
     secrets = find_secrets(body)
     if job is not None:
-        secrets |= job_secrets(db, job)
+        secrets |= job_secrets(db, job, secret_keys)
     elif env is not None:
-        find_secrets(env.description, secrets)
+        find_secrets(env.description, secrets, secret_keys(db, env.id))
     tenant = job.tenant_id if job is not None else env.tenant_id if env is not None else None
     return DeadLetter(
         id=new_id(), queue=_bounded(delivery.queue, 255), kind=kind,

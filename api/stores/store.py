@@ -85,7 +85,7 @@ class Store:
         self.reports = Reports(self)
         self.results = Results(self)
         self.job_events = JobEvents(self)
-        self.dead_letters = DeadLetters(sessions)
+        self.dead_letters = DeadLetters(sessions, self.secret_keys)
 
     @property
     def sessions(self) -> sessionmaker:
