@@ -38,6 +38,7 @@ import contextlib
 import http.client
 import http.cookies
 import io
+import itertools
 import json
 import os
 import re
@@ -414,11 +415,11 @@ def deploy_site(api: Api) -> str:
     return env_id
 
 
-def delete_and_wait(api: Api, env_id: str) -> None:
+def delete_and_wait(api: Api, env_id: str, tenant: str = "probe-a") -> None:
     """Delete the environment (its local-cloud processes stop) and wait for it."""
-    api.call("DELETE", f"/environments/{env_id}")
-    wait_until(lambda: api.call("GET", f"/environments/{env_id}").status == 404, 120,
-               "the deletion")
+    api.call("DELETE", f"/environments/{env_id}", tenant=tenant)
+    wait_until(lambda: api.call("GET", f"/environments/{env_id}", tenant=tenant).status == 404,
+               120, "the deletion")
 
 
 def refused(answer: Answer, statuses: set[int]) -> Verdict:
@@ -621,9 +622,16 @@ def located(answer: Answer, statuses: set[int], where: str) -> Verdict:
     return verdict
 
 
+_NUMBERS = itertools.count(1)
+
+
 def using(api: Api, name: str, tenant: str = "probe-a") -> tuple[str, str]:
     """A new environment of ``tenant`` pinned to package ``name``, and a session of it."""
-    env_id = api.call("POST", "/environments", {"name": f"uses-{name}"}, tenant=tenant).json()["id"]
+    made = api.call("POST", "/environments", {"name": f"uses-{name}-{next(_NUMBERS)}"},
+                    tenant=tenant)
+    if made.status != 200:
+        raise RuntimeError(f"creating an environment: {made.status} {made.body[:200]!r}")
+    env_id = made.json()["id"]
     pinned = api.call("PUT", f"/environments/{env_id}/packages/{name}", {}, tenant=tenant)
     if pinned.status != 200:
         raise RuntimeError(f"pinning {name}: {pinned.status} {pinned.body[:200]!r}")
@@ -633,7 +641,7 @@ def using(api: Api, name: str, tenant: str = "probe-a") -> tuple[str, str]:
 
 def note_service(type_name: str, **fields: object) -> dict:
     return {"name": "note", "type": type_name, "osImage": {"name": "local", "type": "linux"},
-            "units": [], **fields}
+            "units": [{}], **fields}
 
 
 def package_cases(api: Api) -> Iterator[tuple[str, Callable[[], Verdict]]]:
@@ -776,6 +784,7 @@ def secret_cases(api: Api) -> Iterator[tuple[str, Callable[[], Verdict]]]:
             f"/environments/{env_id}/services", f"/environments/{env_id}/jobs")}
         bodies["unversioned deployments"] = api.call(
             "GET", f"/environments/{env_id}/deployments", prefix="").body
+        delete_and_wait(api, env_id)
         leaks = [path for path, body in bodies.items() if SECRET.encode() in body]
         return Verdict(not leaks, f"shown in {', '.join(leaks)}" if leaks else
                        f"masked in {len(bodies)} answers")
@@ -814,6 +823,8 @@ def poison_cases(api: Api) -> Iterator[tuple[str, Callable[[], Verdict]]]:
         reports = api.call("GET", f"/environments/{honest}/deployments/{deployment['id']}",
                            tenant=tenant).json()["reports"]
         told = any(report.get("text") == "honest report" for report in reports)
+        for env_id, tenant in started:
+            delete_and_wait(api, env_id, tenant)
         return Verdict(told, f"{len(started)} deployments; the other tenant's report "
                              f"{'stored' if told else 'NOT STORED'} ({len(reports)} reports)")
     yield "a poisoned report beside another tenant's deployment", beside
@@ -832,6 +843,8 @@ class Browser:
     def call(self, method: str, path: str, form: dict[str, str] | None = None,
              headers: dict[str, str] | None = None) -> Answer:
         sent = dict(headers or {})
+        if method == "POST" and not {"Origin", "Referer"} & set(sent):
+            sent["Origin"] = f"http://{self.host or '127.0.0.1'}:{self.port}"   # as browsers do
         if self.cookies:
             sent["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
         body = None
