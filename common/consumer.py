@@ -31,6 +31,12 @@ from fornace.common.secrets import find_secrets, mask_text
 LOG = logging.getLogger(__name__)
 
 
+class Requeue(Exception):
+    """Raised by a handler to give its message back to the queue on purpose (its
+    process is stopping, say): requeued like a failure, but logged without a
+    traceback and never counted towards ``max_failures``."""
+
+
 @dataclass(frozen=True)
 class Delivery:
     """What a handler learns about a message besides its body."""
@@ -323,7 +329,7 @@ class Consumer:
                 self._failures.pop((queue, delivery.message_id), None)
                 message.ack()
                 continue
-            if not isinstance(outcome, ContractError) and id(outcome) not in counted:
+            if not isinstance(outcome, (ContractError, Requeue)) and id(outcome) not in counted:
                 # the first message with this error failed; those after it
                 # with the same one were not tried (see the class's doc)
                 counted.add(id(outcome))
@@ -390,6 +396,10 @@ class Consumer:
             groups.setdefault(id(entry[3]), []).append(entry)
         for group in groups.values():
             exc = group[0][3]
+            if isinstance(exc, Requeue):   # given back on purpose: no error, no traceback
+                LOG.info("%s on %r given back: %s", _ids([d for _, d, _, _ in group]), queue,
+                         exc)
+                continue
             secrets: set[str] = set()
             for body, *_ in group:
                 find_secrets(body, secrets)

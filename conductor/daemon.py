@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from fornace.common import contract
 from fornace.common.broker import Broker
-from fornace.common.consumer import Consumer, Delivery
+from fornace.common.consumer import Consumer, Delivery, Requeue
 from fornace.common.catalog import Catalog, declared_secrets, load_catalog
 from fornace.common.db import queues
 from fornace.common.modelview import iter_units
@@ -418,7 +418,7 @@ _NO_LOCK = object()   # no lock table: the job runs alone as far as we know
 LOST = "it lost the environment's lock (abandoned, or taken over by another conductor)"
 
 
-class Interrupted(RuntimeError):
+class Interrupted(Requeue):
     """The conductor stopped in the middle of a job: its task is requeued."""
 
 

@@ -1019,6 +1019,8 @@ def main() -> int:
                         help="memory limit of each operator command (MB)")
     parser.add_argument("--timeout", type=float, default=60.0, metavar="S")
     parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the temporary folder (the API's log, its state) and say where")
     args = parser.parse_args()
     groups = set(args.only or ["operator", *GROUPS, "cli"])
     fornace = [sys.executable, "-m", "fornace.cli"]
@@ -1046,7 +1048,10 @@ def main() -> int:
                 TRACEBACK not in logged, "none" if TRACEBACK not in logged else
                 logged[logged.index(TRACEBACK):][:600]))
     finally:
-        shutil.rmtree(root, ignore_errors=True)
+        if args.keep:
+            print(f"kept {root}")
+        else:
+            shutil.rmtree(root, ignore_errors=True)
     print(f"{tally.tries} tries: {tally.clean} clean, {tally.tries - tally.clean} not clean")
     return 0 if tally.clean == tally.tries else 1
 

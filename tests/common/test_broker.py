@@ -25,7 +25,7 @@ import pytest
 
 from fornace.common import broker as broker_module
 from fornace.common.broker import Broker, kombu_queue
-from fornace.common.consumer import Consumer, Delivery
+from fornace.common.consumer import Consumer, Delivery, Requeue
 from fornace.common.contract import TASKS, ContractError, parse_report, report_body
 from waiting import returns, wait_for
 
@@ -328,6 +328,32 @@ def test_other_errors_requeue_and_redeliver_with_the_same_id(url, queue, consume
     assert len(running.calls) == 3  # acked after the success
     assert Broker(url).drain(name, timeout=0.05) == []
 
+
+
+def test_a_message_given_back_on_purpose_is_requeued_quietly_and_never_set_aside(
+        url, queue, consumers, caplog, monkeypatch):
+    """A handler's :class:`Requeue` (its process is stopping) gives the message
+    back: no error, no traceback in the log, and it does not count towards
+    ``max_failures`` (given back more often than that, it is still handled)."""
+    name = queue()
+    acks: list = []
+    record_acks(monkeypatch, acks)
+    given_back = {"count": 0}
+    kept: list = []
+
+    def handler(body, delivery):
+        if given_back["count"] < 3:
+            given_back["count"] += 1
+            raise Requeue("the conductor is stopping")
+
+    running = consumers(Broker(url), [name], handler, set_aside=kept.extend, max_failures=2)
+    with caplog.at_level(logging.INFO, logger="fornace.common.consumer"), Broker(url) as broker:
+        broker.publish(name, {"n": 1}, message_id="later")
+        running.wait_calls(4)
+    wait_for(lambda: acked(acks, "later"), what="the message acked once handled")
+    assert kept == []
+    assert "Traceback" not in caplog.text and "ERROR" not in caplog.text
+    assert "given back: the conductor is stopping" in caplog.text
 
 def test_one_consumer_serves_several_queues(url, queue, consumers):
     reports, results = queue("reports"), queue("results")
