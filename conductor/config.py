@@ -7,6 +7,7 @@ the API are declared in :mod:`fornace.common.options`.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
+from urllib.parse import unquote, urlsplit
 
 from oslo_config import cfg
 
@@ -63,8 +64,13 @@ engine_opts = [
                     "expressions take number literals of at most 100 characters (fixed)."),
 ]
 
+# each of host, port, login, password, virtual_host and ssl left unset comes from
+# [broker] url when that is an AMQP URL (agent_broker)
 rabbit_opts = [
-    cfg.HostAddressOpt("host", default="127.0.0.1", help="Broker host agents connect to."),
+    cfg.HostAddressOpt("host", default="127.0.0.1",
+                       help="Broker host agents connect to (unset: that of [broker] url when "
+                            "it is an AMQP URL, as for port, login, password, virtual_host "
+                            "and ssl)."),
     cfg.PortOpt("port", default=5672, help="Broker port agents connect to."),
     cfg.StrOpt("login", default="guest", help="Broker user of the agents."),
     cfg.StrOpt("password", default="guest", secret=True, help="Broker password of the agents."),
@@ -181,10 +187,31 @@ def engine_settings(conf: cfg.ConfigOpts) -> Settings:
         agent_timeout=timeout or None, config=config_mapping(conf),
         agent_absent_after=conf.engine.agent_absent_after or None,
         agent_boot_timeout=conf.engine.agent_boot_timeout or None,
-        broker={"host": rabbit.host, "port": rabbit.port, "login": rabbit.login,
-                "password": rabbit.password, "virtual_host": rabbit.virtual_host,
-                "ssl": rabbit.ssl, "server_address": rabbit.server_address,
+        broker={**agent_broker(conf), "server_address": rabbit.server_address,
                 "url": conf.broker.url if is_folder_url(conf.broker.url) else None})
+
+
+def agent_broker(conf: cfg.ConfigOpts) -> dict[str, Any]:
+    """Where agents reach the broker: ``[rabbitmq]``'s options; those left unset
+    come from ``[broker] url`` when it is an AMQP URL (agents then use the
+    conductor's own broker and virtual host, not the defaults' ``/``)."""
+    rabbit = conf.rabbitmq
+    found = {"host": rabbit.host, "port": rabbit.port, "login": rabbit.login,
+             "password": rabbit.password, "virtual_host": rabbit.virtual_host,
+             "ssl": rabbit.ssl}
+    parts = urlsplit(conf.broker.url)
+    if parts.scheme not in ("amqp", "amqps", "pyamqp"):
+        return found
+    from_url = {"host": parts.hostname, "port": parts.port,
+                "login": unquote(parts.username) if parts.username else None,
+                "password": unquote(parts.password) if parts.password else None,
+                "virtual_host": unquote(parts.path[1:]) if len(parts.path) > 1 else None,
+                "ssl": parts.scheme == "amqps" or None}
+    for name, value in from_url.items():
+        if value is not None and conf.get_location(name, "rabbitmq").location \
+                is cfg.Locations.opt_default:
+            found[name] = value
+    return found
 
 
 def trust_deleter(conf: cfg.ConfigOpts) -> Callable[[str], None] | None:
