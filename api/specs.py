@@ -127,6 +127,7 @@ def _validate_within(service: Any, types: Mapping[str, TypeSpec], strict: bool,
     _check_id_and_name(service, "", names.SERVICE_NAME_MAX)
     for index, unit in enumerate(units):
         _check_id_and_name(unit, f"units[{index}]", names.NAME_MAX)
+    _refuse_nul(service, budget)
     seen: dict[str, int] = {}
     for index, unit in enumerate(units):
         unit_id = unit.get("id")
@@ -401,6 +402,27 @@ _FORMATS = {
 def _is_kind(value: Any, kind: str) -> bool:
     actual = json_kind(value)
     return actual == kind or (kind == "number" and actual == "integer")
+
+
+def _refuse_nul(service: dict, budget: ValidationBudget) -> None:
+    """A NUL (U+0000) in any string of the service, key or value, is a
+    :class:`SpecError` at its path: PostgreSQL's text columns refuse it, and a
+    workflow may copy any field into a report."""
+    pending: list[tuple[Any, str]] = [(service, "")]
+    while pending:
+        value, path = pending.pop()
+        budget.spend(1, path or "service")
+        if isinstance(value, str):
+            if "\x00" in value:
+                raise SpecError(path, "must not contain NUL (U+0000): it cannot be stored")
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if "\x00" in key:
+                    raise SpecError(path or "service",
+                                    "a field name must not contain NUL (U+0000)")
+                pending.append((item, _join(path, key)))
+        elif isinstance(value, list):
+            pending.extend((item, f"{path}[{index}]") for index, item in enumerate(value))
 
 
 def _join(prefix: str, name: str) -> str:

@@ -58,6 +58,26 @@ def test_a_nul_in_a_service_name_is_refused_at_the_door_on_postgresql(pg_api):
     assert stored(pg_api, env_id, session) == []
 
 
+@pytest.mark.parametrize("field,value", [
+    ("flavor", "m1\x00.small"),                      # any string a workflow may report
+    ("units[0].location", "west\x00"),
+    ("osImage.name", "ima\x00ge"),
+])
+def test_a_nul_in_any_field_of_a_service_is_refused_at_its_path_on_postgresql(pg_api, field,
+                                                                            value):
+    env_id, session = environment(pg_api)
+    service = web_server("web")
+    if field.startswith("units[0]."):
+        service["units"][0][field.split(".", 1)[1]] = value
+    elif field == "osImage.name":
+        service["osImage"] = {"name": value, "type": "linux"}
+    else:
+        service[field] = value
+    message = refused(send(pg_api, "POST", env_id, session, service), field)
+    assert "NUL" in message and "\x00" not in message
+    assert stored(pg_api, env_id, session) == []
+
+
 @pytest.mark.parametrize("name", ["web\nfake log line", "esc\x1b[31m", "del\x7f",
                                   "sep\u2028arator", "c1\x85"])
 def test_control_characters_in_service_and_unit_names_are_refused(api, name):
