@@ -202,6 +202,7 @@ def check_parameters(action: str, parameters: Any, model: dict[str, Any],
     for name, (check, default) in spec.items():
         param = _Param(action, name)
         if name in parameters:
+            _refuse_nul(param, parameters[name])
             normalized[name] = check(param, parameters[name], (model, catalog))
         elif default is _REQUIRED:
             raise param.error("is required")
@@ -211,6 +212,22 @@ def check_parameters(action: str, parameters: Any, model: dict[str, Any],
     if action == "scale":
         _check_scale(normalized, model)
     return normalized
+
+
+def _refuse_nul(param: _Param, value: Any) -> None:
+    """A NUL (U+0000) anywhere in a parameter's value (strings and keys) is an
+    error: the database's text columns refuse it, and reports may quote it."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                raise param.error("must not contain NUL (U+0000)")
+        elif isinstance(item, dict):
+            pending.extend(item)
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
 
 
 def _check_scale(parameters: dict[str, Any], model: dict[str, Any]) -> None:

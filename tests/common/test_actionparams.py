@@ -180,3 +180,16 @@ def test_a_service_of_an_unknown_type_has_no_operation(catalog):
     checked = check_parameters("execute_operation", {"operation": "restart"}, odd, catalog)
     with pytest.raises(ActionError, match="'teapot', which the catalog does not know"):
         select_units(checked, odd, catalog)
+
+
+@pytest.mark.parametrize("parameters,name", [
+    ({"operation": "restart", "operation_kwargs": {"command": "echo a\x00b"}},
+     "operation_kwargs"),
+    ({"operation": "restart", "operation_kwargs": {"k\x00": 1}}, "operation_kwargs"),
+    ({"operation": "re\x00start"}, "operation"),
+])
+def test_a_nul_anywhere_in_a_parameter_is_refused_naming_it(catalog, parameters, name):
+    """The database's text columns refuse a NUL, and an action's reports may
+    quote its parameters: refused with the others' errors, never stored."""
+    assert error("execute_operation", parameters, catalog) == \
+        f"action execute_operation: parameter {name!r} must not contain NUL (U+0000)"
