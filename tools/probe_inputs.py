@@ -21,6 +21,28 @@ Two groups of tries, each judged from the outside:
   sent to a ``fornace api`` process (SQLite, noauth).  A clean refusal: the
   status the case expects, a JSON ``error`` body, nothing changed, and no
   password or other tenant's data in the answer.
+* ids and names (``names``): NUL and control characters in service and unit
+  names, service and unit ids the message contract would refuse -- a 400
+  naming the field.
+* workflow packages (``packages``): a regex bomb as a type's ``pattern``
+  (answered at once, another tenant's request not held), patterns no
+  linear-time engine runs (refused at upload naming ``types.json:LINE``),
+  package.json, types.json, schemas and workflow XML nested too deep (a 400
+  naming the file), and another project's package name (one 409 that tells
+  nothing of its versions; its private packages not found).
+* secrets (``secrets``): a field a package's type declares ``writeOnly``
+  never echoed by a validation error nor shown by the deployments, the
+  environment, its services and jobs after a deployment.
+* the dashboard (``dashboard``): forms posted with a token the client chose,
+  ``Origin: null``, a foreign Origin or Referer, the login form alike (login
+  CSRF), and a foreign ``Host`` (DNS rebinding) on the API and the dashboard.
+* messages (``messages``): a tenant's deployment whose report cannot be
+  stored (a NUL, on PostgreSQL) beside another tenant's: the other's reports
+  all stored.
+* the logs: no traceback in what the API and the conductor logged.
+
+``--database`` and ``--broker`` run the API on PostgreSQL and RabbitMQ
+(tests/system/test_probe_inputs.py does both runs).
 
 Prints one line per try that was not clean (``-v``: every try), then::
 
@@ -30,6 +52,9 @@ and exits 1 when any try was not clean.
 
     python tools/probe_inputs.py
     python tools/probe_inputs.py --only operator -v
+    python tools/probe_inputs.py --only packages --only dashboard \
+        --database postgresql+psycopg://postgres@127.0.0.1/probe \
+        --broker amqp://guest:guest@127.0.0.1:5672/probe --keep
 """
 from __future__ import annotations
 
