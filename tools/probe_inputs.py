@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Hostile inputs, tried as an attacker and a careless operator would (not a test).
 
-Two groups of tries, each judged from the outside:
+Groups of tries, each judged from the outside:
 
 * operator inputs -- workflow XML, filters, templates, ``--model`` JSON and
   workflows that grow data -- given to ``fornace workflow check`` and
