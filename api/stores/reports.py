@@ -138,7 +138,16 @@ class Reports:
 
 
 def _parse(body: Any, message_id: str | None) -> Parsed:
-    return contract.parse_report(body), contract.fence_of(body, "report"), message_id
+    """A report as the contract reads it; one whose text or details hold a NUL
+    (no PostgreSQL text column holds it) is set aside here, on every backend,
+    rather than failing its batch's transaction and the reports beside it."""
+    report = contract.parse_report(body)
+    for name in ("text", "details"):
+        value = getattr(report, name)
+        if isinstance(value, str) and "\x00" in value:
+            raise contract.ContractError(f"report message: field {name!r} holds a NUL "
+                                         f"(U+0000), which the database cannot store")
+    return report, contract.fence_of(body, "report"), message_id
 
 
 def stored_message_ids(db: DbSession, message_ids: Iterable[str | None]) -> set[str | None]:

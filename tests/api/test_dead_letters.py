@@ -156,8 +156,8 @@ def test_poison_messages_of_a_batch_are_set_aside_and_the_others_stored(service,
     nul = letters["report"]
     assert (nul["queue"], nul["message_id"], nul["job_id"]) == (
         contract.REPORTS, f"{job_id}-report-2", job_id)
-    assert nul["reason"].startswith("the database cannot hold its values") \
-        and "NUL" in nul["reason"]
+    assert nul["reason"] == ("report message: field 'text' holds a NUL (U+0000), which the "
+                             "database cannot store")
     assert "password *** \\u0000 and on" in nul["body"] and secret not in nul["body"]
     event = letters["job event"]
     assert (event["queue"], event["message_id"], event["job_id"]) == (
