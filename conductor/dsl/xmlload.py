@@ -74,12 +74,17 @@ def parse_bytes(data: bytes, file: str, ignored: list[WorkflowError] | None = No
         root = etree.fromstring(data, _parser(), base_url=None)
     except etree.XMLSyntaxError as exc:
         line = exc.position[0] if exc.position else exc.lineno
+        depth = _EXCESSIVE_DEPTH.match(exc.msg or "")
+        if depth:   # libxml2's own limit; its advice (XML_PARSE_HUGE) is not for users
+            raise WorkflowError(f"XML nested deeper than {depth.group(1)} elements", file,
+                                line) from None
         raise WorkflowError(f"XML syntax error: {exc.msg}", file, line) from None
     if ignored is not None:
         ignored.extend(_ignored(root, data, file))
     return _compile(root, file)
 
 
+_EXCESSIVE_DEPTH = re.compile(r"Excessive depth in document: (\d+)")
 _ENTITY_DECLARATION = re.compile(rb"<!ENTITY\s+(%\s*)?([^\s>]+)(?:\s+(SYSTEM|PUBLIC))?")
 
 

@@ -122,7 +122,7 @@ def _deep(levels: int) -> dict:
     ("types.json", json.dumps({"types": note_type(text=_deep(400))}).encode(),
      "types.json:1: JSON nested deeper than 100 levels"),
     ("workflows/deep.xml", b"<workflow>" + b"<a>" * 3000 + b"</a>" * 3000 + b"</workflow>",
-     "workflows/deep.xml:1: XML syntax error: Excessive depth"),
+     "workflows/deep.xml:1: XML nested deeper than 256 elements"),
 ])
 def test_nesting_past_the_limit_is_a_400_naming_the_file(api, name, content, problem):
     answer = upload(api, zip_of({**package_files(), name: content}))
