@@ -379,6 +379,8 @@ def api_process(root: Path, fornace: list[str], database: str | None = None,
             process.wait(10)
         process.kill()
         log.close()
+        # local-cloud units outlive `fornace up` (a try that broke off left them)
+        subprocess.run(["pkill", "-f", str(root / "cloud")], check=False)
 
 
 @dataclass
