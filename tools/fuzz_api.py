@@ -149,6 +149,8 @@ class Target:
         from fornace.api.app import create_app
         from fornace.api.auth import NoAuth
         from fornace.api.hosts import allowed_hosts
+        from fornace.api.packages.store import Packages
+        from fornace.conductor.packages.check import package_checker
         from fornace.common.db.engine import make_engine, session_factory, upgrade
         from fornace.api.stores.store import Store
         from schemathesis.python import asgi
@@ -162,8 +164,10 @@ class Target:
         self.store = Store(session_factory(make_engine(url)),
                            lambda body, message_id: self.published.append((body, message_id)))
         # the in-process clients send Host: testserver (a name of this tool's app only)
+        # with the package checker, as `fornace api` has: uploads are fuzzed for real
         self.app = create_app(self.store, NoAuth(TENANT, USER), self.body_limit,
-                              allowed_hosts=allowed_hosts(["testserver"]))
+                              allowed_hosts=allowed_hosts(["testserver"]),
+                              packages=Packages(self.store.sessions, check=package_checker()))
         self.client = asgi.get_client(self.app)
         self.base_url = "http://testserver"
         self.description = f"in-process app on {url.split('@')[-1]}"
