@@ -139,3 +139,41 @@ def test_an_invalid_value_is_refused_without_being_quoted(api, wrong):
     assert answer.status_code == 400, answer.text
     assert wrong not in answer.text and "signature" in answer.text
     assert "match" in answer.text
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_jobs_stored_before_are_masked_by_the_migration(tmp_path, backend):
+    """Migration 0012: a job stored in clear before declared secrets were masked
+    (written here as an older Fornace left it) is masked, its other values kept."""
+    from alembic import command
+    from fornace.common.db.engine import alembic_config
+    from apikit import reset_postgres
+    from services import postgres_url
+
+    url = f"sqlite:///{tmp_path / 'old.sqlite'}" if backend == "sqlite" else postgres_url()
+    if backend == "postgresql":
+        reset_postgres(url)
+    try:
+        made = packages_api(url)
+        made.published = Published()
+        made.store._publish = made.published
+        uploaded(made, package())
+        env_id, session = pinned_session(made)
+        deploy(made, env_id, session)
+        with made.store.sessions() as db, db.begin():
+            job = db.scalars(select(Job).where(Job.environment_id == env_id)).one()
+            clear = json.loads(json.dumps(job.description))
+            clear["services"][0]["signature"] = SIGNATURE
+            job.description = clear
+            job.parameters = {"signature": SIGNATURE, "note": "kept"}
+            job_id = job.id
+        command.downgrade(alembic_config(url), "0011")
+        command.upgrade(alembic_config(url), "head")
+        with made.store.sessions() as db:
+            job = db.get(Job, job_id)
+            assert job.description["services"][0]["signature"] == "***"
+            assert job.description["services"][0]["name"] == "memo"
+            assert job.parameters == {"signature": "***", "note": "kept"}
+    finally:
+        if backend == "postgresql":
+            reset_postgres(url)
