@@ -33,7 +33,7 @@ from sqlalchemy.exc import IntegrityError
 
 from fornace.common.db import locks
 from fornace.common.db.engine import make_engine
-from fornace.common.db.models import JobLock as LockRow
+from fornace.common.db.models import Job as JobRow, JobLock as LockRow
 
 Clock = Callable[[], datetime.datetime]
 
@@ -117,7 +117,11 @@ class JobLock:
                 stale_after: float = 60.0) -> Grant | LockHeld | AlreadyDone | Revoked:
         """Take the environment's lock for ``job_id``: a :class:`Grant`; else who
         holds it (:class:`LockHeld`, maybe this same job elsewhere), or
-        :class:`AlreadyDone` when this job already ended holding it."""
+        :class:`AlreadyDone` when this job already ended: its row of the jobs
+        table says so (whoever ended it, however late this copy comes), or it
+        was the last job to hold the lock."""
+        if self._ended(job_id):
+            return AlreadyDone(job_id)
         for _ in range(self._ATTEMPTS):
             token = self._insert(environment_id, job_id, holder)
             if token is None:
@@ -136,6 +140,13 @@ class JobLock:
                 return AlreadyDone(job_id)
         raise RuntimeError(f"environment {environment_id}: the job lock kept changing hands "
                            f"while job {job_id} tried to take it")
+
+    def _ended(self, job_id: str) -> bool:
+        """Whether the job's own record (the API's jobs table) says it ended; a
+        job with no record (a conductor without the API's tables) has not."""
+        with self.engine.connect() as conn:
+            return conn.execute(select(JobRow.finished).where(JobRow.id == job_id)
+                                ).scalar() is not None
 
     def holder(self, environment_id: str) -> LockHeld | None:
         """Who holds the environment's lock now (None: nobody)."""
@@ -200,10 +211,13 @@ class JobLock:
                                               LockRow.done_job != job_id)
         settled = or_(LockRow.holder.is_(None), LockRow.holder != locks.REVOKED,
                       LockRow.heartbeat < self._ago(self.revoke_grace))
+        # a silent holder is taken over; a freed row is only free (it says which
+        # job ended last, whose copies must not run)
+        silent = LockRow.job_id.is_not(None) & (LockRow.heartbeat < self._ago(stale_after))
         with self.engine.begin() as conn:
             row = conn.execute(update(LockRow).where(
                 LockRow.environment_id == environment_id,
-                or_(free & settled, LockRow.heartbeat < self._ago(stale_after))).values(
+                or_(free & settled, silent)).values(
                 job_id=job_id, holder=holder, acquired=now, heartbeat=now,
                 token=LockRow.token + 1).returning(LockRow.token)).first()
         return int(row.token) if row is not None else None

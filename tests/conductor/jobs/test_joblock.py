@@ -116,6 +116,50 @@ def test_a_job_that_ended_is_not_run_again(lock):
     assert isinstance(lock.acquire("env1", "job2", "b"), Grant)
 
 
+
+def test_a_copy_of_an_ended_job_is_not_run_however_late_it_comes(lock, clock):
+    """Regression (issue 29): a freed row was taken as stale past ``stale_after``
+    whatever job it last ran, so a copy redelivered 61 s after its job ended got
+    a grant and ran the job again."""
+    grant = lock.acquire("env1", "job1", "a")
+    assert lock.release(grant)
+    clock.advance(61)
+    assert lock.acquire("env1", "job1", "b", stale_after=60) == AlreadyDone("job1")
+
+
+def ended_job(url: str, env_id: str, job_id: str, finished: bool = True) -> None:
+    """An environment and its job as the API stores them, ended when ``finished``."""
+    from sqlalchemy import insert
+    from fornace.common.db.models import Environment, Job
+    engine = make_engine(url)
+    with engine.begin() as conn:
+        if conn.execute(text("SELECT count(*) FROM environments WHERE id = :id"),
+                        {"id": env_id}).scalar() == 0:
+            conn.execute(insert(Environment.__table__).values(
+                id=env_id, name=env_id, tenant_id="t1", description={}, created=T0,
+                updated=T0))
+        conn.execute(insert(Job.__table__).values(
+            id=job_id, environment_id=env_id, tenant_id="t1", kind="deploy",
+            state="success" if finished else "running", description={}, started=T0,
+            finished=T0 if finished else None, created=T0, updated=T0))
+    engine.dispose()
+
+
+def test_the_jobs_own_record_decides_that_it_ended(url, lock, clock):
+    """Regression (issue 29): only the last ended job was remembered, so a copy of
+    an older one ran whenever it came; the job's row in the database, whoever
+    ended it, now says it is over."""
+    for job in ("job1", "job2"):
+        assert lock.release(lock.acquire("env1", job, "a"))
+    ended_job(url, "env1", "job1")      # the API stored their ends
+    ended_job(url, "env1", "job2")
+    ended_job(url, "env1", "job3", finished=False)
+    assert lock.acquire("env1", "job1", "b") == AlreadyDone("job1")   # not the last one
+    clock.advance(3600)
+    assert lock.acquire("env1", "job1", "b") == AlreadyDone("job1")
+    assert isinstance(lock.acquire("env1", "job3", "b"), Grant)       # still to run
+
+
 def test_revocation_raises_the_token_and_stops_the_holder(lock, clock):
     grant = lock.acquire("env1", "job1", "a")
     assert lock.clear("env1") == 2
