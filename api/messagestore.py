@@ -20,11 +20,10 @@ from __future__ import annotations
 import logging
 from typing import Any, Callable, Sequence, TypeVar
 
-from sqlalchemy.exc import (DataError, DBAPIError, DisconnectionError, InterfaceError,
-                            OperationalError)
-from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.exc import DataError
 
 from fornace.common.contract import ContractError
+from fornace.common.db.outages import transient
 
 LOG = logging.getLogger(__name__)
 
@@ -103,17 +102,6 @@ def store_all(items: Sequence[Item], together: Callable[[Sequence[Item]], None],
             continue
         outcomes.append(None)
     return outcomes
-
-
-def transient(exc: BaseException) -> bool:
-    """Whether a failure may pass by itself: the database (or the network to
-    it) out of reach, a connection lost, a pool exhausted, a deadlock or a
-    serialization failure (PostgreSQL's are OperationalErrors).  Anything
-    else that fails for one message alone would fail again."""
-    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
-        return True
-    return isinstance(exc, (OperationalError, InterfaceError, DisconnectionError, PoolTimeout,
-                            ConnectionError, TimeoutError))
 
 
 def set_aside(exc: BaseException) -> ContractError:

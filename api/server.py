@@ -31,7 +31,8 @@ from fornace.api.hosts import EVERY_ADDRESS, AllowedHosts, allowed_hosts
 from fornace.api.stores.jobs import Jobs
 from fornace.api.limits import UnitLimits
 from fornace.api.packages.store import Packages
-from fornace.api.messagestore import Outcome, transient
+from fornace.api.messagestore import Outcome
+from fornace.common.db.outages import transient
 from fornace.api.stores.store import Store
 from fornace.api.packages.workflows import WorkflowFiles
 from fornace.common import contract

@@ -20,6 +20,7 @@ from typing import Any, Callable
 from fornace.common import contract
 from fornace.common.broker import Broker
 from fornace.common.consumer import Consumer, Delivery, Requeue
+from fornace.common.db.outages import retried
 from fornace.common.catalog import Catalog, declared_secrets, load_catalog
 from fornace.common.db import queues
 from fornace.common.modelview import iter_units
@@ -401,7 +402,10 @@ class Conductor:
         if grant is _NO_LOCK or watch.lost.is_set():
             return
         try:   # a job that sent no result is not done: its next copy must run it
-            self.locks.release(grant, done=watch.answered)
+            # a short database outage must not keep the lock held by an ended job
+            # (the API would accept jobs that the conductor then refuses)
+            retried(lambda: self.locks.release(grant, done=watch.answered),
+                    f"job {grant.job_id}: releasing the lock")
             LOG.info("environment %s: job %s released the lock (token %d)",
                      grant.environment_id, grant.job_id, grant.token)
         except Exception as exc:  # noqa: BLE001 -- it goes stale and is taken over

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session as DbSession, sessionmaker
 
 from fornace.api.ids import could_be_id
 from fornace.api.jobsecrets import SecretKeys, job_secrets
-from fornace.api.messagestore import transient
+from fornace.common.db.outages import transient
 from fornace.api.views import iso
 from fornace.common import contract
 from fornace.common.consumer import Delivery

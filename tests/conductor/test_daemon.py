@@ -517,3 +517,39 @@ def test_a_deletion_that_succeeded_deletes_its_trust_and_a_failed_one_keeps_it()
 class FailingDelete(UnreachableStacks):
     def __init__(self) -> None:
         super().__init__("Heat said no")
+
+
+def test_a_lock_release_during_a_short_database_outage_is_retried(tmp_path, monkeypatch,
+                                                                    caplog):
+    """Regression (issue 29): PostgreSQL gone for 2 s as a job released its lock
+    left the ended job holding it until it went stale, and the environment's
+    next jobs were refused.  The release is tried again (bounded, logged)."""
+    from sqlalchemy.exc import OperationalError
+    from fornace.common.consumer import Delivery
+    from fornace.common.db import outages
+    from fornace.common.db.engine import upgrade
+    from fornace.conductor.jobs.lock import Grant, JobLock
+    url = f"sqlite:///{tmp_path / 'locks.sqlite'}"
+    upgrade(url)
+    env_id = "d" + uuid.uuid4().hex[:8]
+    monkeypatch.setattr(outages, "BACKOFF", (0.0, 0.0, 0.0))
+    release, failures = JobLock.release, []
+
+    def flaky_release(self, grant, done=True):
+        if len(failures) < 2:
+            failures.append(grant.job_id)
+            raise OperationalError("UPDATE job_locks", {}, Exception("server closed the "
+                                                                    "connection"))
+        return release(self, grant, done)
+    monkeypatch.setattr(JobLock, "release", flaky_release)
+    daemon = Conductor(ConductorSettings(broker_url="memory://", data_dir=DATA, database_url=url,
+                                         engine=Settings(agent_timeout=0.5)),
+                       lambda task: SimulatedCloud().executors()[0])
+    with caplog.at_level("WARNING", logger="fornace.common.db.outages"):
+        daemon.handle_task(one_unit_task(env_id), Delivery(message_id="t-" + env_id,
+                                                           queue=contract.TASKS))
+    assert failures == ["t-" + env_id] * 2
+    assert "releasing the lock failed (OperationalError" in caplog.text
+    with JobLock(url) as lock:
+        assert lock.holder(env_id) is None
+        assert isinstance(lock.acquire(env_id, "next-job", "c"), Grant)

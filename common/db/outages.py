@@ -1,0 +1,49 @@
+"""Database failures that pass by themselves, and a bounded retry across them.
+
+The API's message store (what to requeue rather than set aside) and the
+conductor (a lock release during a short outage) ask the same question:
+:func:`transient`.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Callable, Sequence, TypeVar
+
+from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+LOG = logging.getLogger(__name__)
+T = TypeVar("T")
+
+#: seconds between tries of :func:`retried`: about 15 s of outage in all
+BACKOFF = (0.5, 1.0, 2.0, 4.0, 8.0)
+
+
+def transient(exc: BaseException) -> bool:
+    """Whether a failure may pass by itself: the database (or the network to
+    it) out of reach, a connection lost, a pool exhausted, a deadlock or a
+    serialization failure (PostgreSQL's are OperationalErrors).  Anything
+    else would fail again."""
+    if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    return isinstance(exc, (OperationalError, InterfaceError, DisconnectionError, PoolTimeout,
+                            ConnectionError, TimeoutError))
+
+
+def retried(call: Callable[[], T], what: str, backoff: Sequence[float] | None = None,
+            sleep: Callable[[float], object] = time.sleep) -> T:
+    """``call()``, tried again after each delay of ``backoff`` (:data:`BACKOFF`)
+    while it fails with a :func:`transient` error (each logged, naming
+    ``what``); the last failure, or any other, goes up."""
+    for delay in BACKOFF if backoff is None else backoff:
+        try:
+            return call()
+        except Exception as exc:  # noqa: BLE001 -- only transient ones are retried
+            if not transient(exc):
+                raise
+            LOG.warning("%s failed (%s: %s); trying again in %.1f s", what,
+                        type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc) else "",
+                        delay)
+        sleep(delay)
+    return call()
