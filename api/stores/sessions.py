@@ -11,10 +11,11 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import update
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session as DbSession
 
 from fornace.api.context import Context
-from fornace.api.errors import BadRequest, Forbidden
+from fornace.api.errors import BadRequest, Conflict, Forbidden
 from fornace.api.jobstate import BUSY, busy_error, refuse_if_busy
 from fornace.api.packages.usage import task_packages
 from fornace.api.trusts import Delegation
@@ -95,6 +96,8 @@ class ConfigSessions:
             if session.version != env.version:
                 raise Forbidden(f"session {session_id} is invalid: another session was "
                                 f"deployed since it was opened")
+            if session.description == env.description:
+                refuse_if_another_holds_changes(db, env, session)
             previous = env.state
             claimed = db.execute(update(Environment).where(
                 Environment.id == env.id, Environment.version == session.version,
@@ -118,3 +121,20 @@ class ConfigSessions:
                                       trust_id=delegation.trust_id,
                                       packages=task_packages(db, env.id))
         return body, deployment.id, previous
+
+
+def refuse_if_another_holds_changes(db: DbSession, env: Environment,
+                                    session: ConfigSession) -> None:
+    """A session without changes is not deployed over another open session of
+    the environment that holds some (409): deployed first, it would make that
+    one invalid and leave the environment as it was -- two users deploying at
+    once, the one with nothing to deploy winning.  Alone, it redeploys."""
+    rivals = db.scalars(select(ConfigSession).where(
+        ConfigSession.environment_id == env.id, ConfigSession.id != session.id,
+        ConfigSession.state == "open", ConfigSession.version == env.version)
+        .order_by(ConfigSession.updated.desc()))
+    for rival in rivals:
+        if rival.description != env.description:
+            raise Conflict(f"session {session.id} has no changes to deploy, and session "
+                           f"{rival.id} of this environment (user {rival.user_id}) holds "
+                           f"changes: deploy that session, or delete it first")
