@@ -408,21 +408,13 @@ def _refuse_nul(service: dict, budget: ValidationBudget) -> None:
     """A NUL (U+0000) in any string of the service, key or value, is a
     :class:`SpecError` at its path: PostgreSQL's text columns refuse it, and a
     workflow may copy any field into a report."""
-    pending: list[tuple[Any, str]] = [(service, "")]
-    while pending:
-        value, path = pending.pop()
+    for path, text, is_key in names.texts(service):
         budget.spend(1, path or "service")
-        if isinstance(value, str):
-            if "\x00" in value:
-                raise SpecError(path, "must not contain NUL (U+0000): it cannot be stored")
-        elif isinstance(value, dict):
-            for key, item in value.items():
-                if "\x00" in key:
-                    raise SpecError(path or "service",
-                                    "a field name must not contain NUL (U+0000)")
-                pending.append((item, _join(path, key)))
-        elif isinstance(value, list):
-            pending.extend((item, f"{path}[{index}]") for index, item in enumerate(value))
+        if "\x00" not in text:
+            continue
+        if is_key:
+            raise SpecError(path or "service", "a field name must not contain NUL (U+0000)")
+        raise SpecError(path, "must not contain NUL (U+0000): it cannot be stored")
 
 
 def _join(prefix: str, name: str) -> str:

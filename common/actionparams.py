@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from fornace.common import contract
+from fornace.common import contract, names
 from fornace.common.catalog import Catalog, Operation, render, unit_cursor
 from fornace.common.errors import FornaceError
 from fornace.common.modelview import find_service, service_type, services_of, units_of
@@ -217,17 +217,8 @@ def check_parameters(action: str, parameters: Any, model: dict[str, Any],
 def _refuse_nul(param: _Param, value: Any) -> None:
     """A NUL (U+0000) anywhere in a parameter's value (strings and keys) is an
     error: the database's text columns refuse it, and reports may quote it."""
-    pending = [value]
-    while pending:
-        item = pending.pop()
-        if isinstance(item, str):
-            if "\x00" in item:
-                raise param.error("must not contain NUL (U+0000)")
-        elif isinstance(item, dict):
-            pending.extend(item)
-            pending.extend(item.values())
-        elif isinstance(item, list):
-            pending.extend(item)
+    if any("\x00" in text for _path, text, _key in names.texts(value)):
+        raise param.error("must not contain NUL (U+0000)")
 
 
 def _check_scale(parameters: dict[str, Any], model: dict[str, Any]) -> None:

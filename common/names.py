@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from typing import Any
+from typing import Any, Iterator
 
 ID_MAX = 64
 ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,%d}" % (ID_MAX - 1))
@@ -92,3 +92,21 @@ def name_problem(value: Any, max_length: int = NAME_MAX) -> str | None:
         return (f"must not contain control characters such as U+{ord(char):04X} "
                 f"(NUL, newlines, escapes, line separators, bidirectional controls)")
     return None
+
+
+def texts(value: Any) -> Iterator[tuple[str, str, bool]]:
+    """Every string in ``value`` (a JSON value), keys included: ``(path, text,
+    is_key)``, the path as ``a.b[0]`` ("" for ``value`` itself; a key's is its
+    object's).  What may hold a NUL (U+0000), which no PostgreSQL text column
+    stores, is found by walking this once."""
+    pending: list[tuple[Any, str]] = [(value, "")]
+    while pending:
+        item, path = pending.pop()
+        if isinstance(item, str):
+            yield path, item, False
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                yield path, key, True
+                pending.append((child, f"{path}.{key}" if path else key))
+        elif isinstance(item, list):
+            pending.extend((child, f"{path}[{index}]") for index, child in enumerate(item))
