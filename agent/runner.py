@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from fornace.agent.config import AgentSettings
+from fornace.agent.holds import COMMANDS_ENDED, hold
 from fornace.agent.plan import V2, Command, Plan
 from fornace.common import contract
 
@@ -162,6 +163,7 @@ class Runner:
             if not asked.incomplete:     # an incomplete command's output is no result
                 entries.append({"IsException": False, "Result": lines})
             break
+        hold(COMMANDS_ENDED, plan.id)
         self.prune(keep=folder)
         return run
 
