@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from fornace.agent.config import AgentSettings
-from fornace.agent.holds import COMMANDS_ENDED, hold
 from fornace.agent.plan import V2, Command, Plan
 from fornace.common import contract
 
@@ -131,7 +130,9 @@ class Runner:
 
         ``done`` are the result entries of the commands before ``start`` (the
         re-run of an incomplete plan keeps them); ``on_line`` gets every
-        output line while a command runs.
+        output line while a command runs.  It returns as soon as the last
+        command ended, so that the caller journals how the plan ended before
+        anything else (then :meth:`prune`).
         """
         folder = self.plan_folder(key)
         folder.mkdir(parents=True, exist_ok=True)
@@ -163,8 +164,6 @@ class Runner:
             if not asked.incomplete:     # an incomplete command's output is no result
                 entries.append({"IsException": False, "Result": lines})
             break
-        hold(COMMANDS_ENDED, plan.id)
-        self.prune(keep=folder)
         return run
 
     def _run_command(self, plan: Plan, folder: Path, index: int, scripts: list[Path],
