@@ -7,6 +7,7 @@ agent process, and a power off or a stop ends the instance's agent.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -15,6 +16,7 @@ import sys
 import threading
 import uuid
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -550,6 +552,22 @@ def held_unit(request, tmp_path):
 RUNS = 'echo ran >> "$FORNACE_WORK_DIR/runs"\n'
 
 
+@contextlib.contextmanager
+def conductor_waiting(unit: Unit, plan: dict) -> Iterator[list]:
+    """The conductor's side: ``plan`` sent to the unit and its reply waited for,
+    in a thread; the yielded list gets the reply."""
+    replies: list = []
+    agents = AmqpAgents(Broker(unit.url), unit.env, default_timeout=TIMEOUT)
+    thread = threading.Thread(target=lambda: replies.extend(
+        agents.run([PlanRequest("svc", "vm", "plan", plan)])), daemon=True)
+    thread.start()
+    try:
+        yield replies
+    finally:
+        thread.join(TIMEOUT)
+        agents.broker.close()
+
+
 @pytest.mark.parametrize("script, expected", [
     (RUNS + "echo deployed\n",
      {"IsException": False, "Result": [{"IsException": False, "Result": ["deployed"]}]}),
@@ -567,15 +585,10 @@ def test_an_agent_killed_once_its_script_finished_answers_how_the_plan_ended(
     unit = held_unit
     assert unit.hold is not None
     pid = unit.agent_pid()
-    unit.hold.write_text(COMMANDS_ENDED)            # the agent stops there, once
+    unit.hold.write_text(COMMANDS_ENDED)     # the agent waits there while the file is
     plan = v2_plan({"site.sh": script}, [cmd("site.sh")])
-    replies: list = []
-    agents = AmqpAgents(Broker(unit.url), unit.env, default_timeout=TIMEOUT)
-    conductor = threading.Thread(target=lambda: replies.extend(
-        agents.run([PlanRequest("svc", "vm", "site", plan)])), daemon=True)
-    try:
-        conductor.start()
-        reached = unit.hold.with_name("hold.reached")
+    with conductor_waiting(unit, plan) as replies:
+        reached = unit.hold.with_name(unit.hold.name + ".reached")
         wait_for(reached.exists, "the agent to end the plan's commands",
                  explain=lambda: unit.console()[-3000:])
         assert reached.read_text() == plan["ID"]
@@ -583,9 +596,6 @@ def test_an_agent_killed_once_its_script_finished_answers_how_the_plan_ended(
         unit.hold.unlink()                           # the next agent holds nowhere
         wait_for(lambda: replies, "the conductor's reply",
                  explain=lambda: unit.console()[-3000:])
-    finally:
-        conductor.join(TIMEOUT)
-        agents.broker.close()
     assert not alive(pid) and "the agent crashed (code 137)" in unit.console()
     [reply] = replies
     assert not reply.timed_out and reply.result == expected
@@ -610,21 +620,15 @@ def test_an_agent_killed_while_its_script_runs_answers_the_plan_interrupted(held
               'while [ ! -f "$FORNACE_WORK_DIR/go" ] && [ $i -lt 900 ]; do\n'
               '    sleep 0.1; i=$((i+1))\ndone\necho finished late\n')
     plan = v2_plan({"slow.sh": script}, [cmd("slow.sh")])
-    replies: list = []
-    agents = AmqpAgents(Broker(unit.url), unit.env, default_timeout=TIMEOUT)
-    conductor = threading.Thread(target=lambda: replies.extend(
-        agents.run([PlanRequest("svc", "vm", "slow", plan)])), daemon=True)
-    try:
-        conductor.start()
-        wait_for((work / "running").exists, "the script to run",
-                 explain=lambda: unit.console()[-3000:])
-        os.kill(pid, signal.SIGKILL)
-        wait_for(lambda: replies, "the conductor's reply",
-                 explain=lambda: unit.console()[-3000:])
-    finally:
-        (work / "go").touch()                  # the orphaned script ends
-        conductor.join(TIMEOUT)
-        agents.broker.close()
+    with conductor_waiting(unit, plan) as replies:
+        try:
+            wait_for((work / "running").exists, "the script to run",
+                     explain=lambda: unit.console()[-3000:])
+            os.kill(pid, signal.SIGKILL)
+            wait_for(lambda: replies, "the conductor's reply",
+                     explain=lambda: unit.console()[-3000:])
+        finally:
+            (work / "go").touch()              # the orphaned script ends
     [reply] = replies
     assert reply.result["IsException"] and reply.result["Result"][0] == "AgentInterrupted"
     assert (work / "runs").read_text() == "ran\n"
