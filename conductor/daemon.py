@@ -297,9 +297,11 @@ class Conductor:
     def _record_queues(self, environment_id: str, names: list[str]) -> None:
         if self.locks is None or not names:
             return
-        try:
+        def record() -> None:
             with self.locks.engine.begin() as connection:
                 queues.record(connection, environment_id, names)
+        try:   # a short outage must not leave queues nobody deletes with the environment
+            retried(record, f"environment {environment_id}: writing down its queues")
         except Exception as exc:  # noqa: BLE001 -- the job goes on; `fornace gc` can't see them
             LOG.warning("environment %s: could not write down its queues %s: %s",
                         environment_id, ", ".join(names), exc)

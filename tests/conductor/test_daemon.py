@@ -553,3 +553,40 @@ def test_a_lock_release_during_a_short_database_outage_is_retried(tmp_path, monk
     with JobLock(url) as lock:
         assert lock.holder(env_id) is None
         assert isinstance(lock.acquire(env_id, "next-job", "c"), Grant)
+
+
+def test_queues_written_down_during_a_short_database_outage_are_retried(tmp_path, monkeypatch):
+    """Regression (issue 29, found by tools/chaos.py restart-database): PostgreSQL
+    restarting as a job began lost the record of its units' queues ("could not
+    write down its queues"), so deleting the environment left its results queue
+    on the broker.  Writing them down is tried again (bounded, logged)."""
+    from sqlalchemy.exc import OperationalError
+    from fornace.common.consumer import Delivery
+    from fornace.common.db import outages, queues
+    from fornace.common.db.engine import make_engine, upgrade
+    url = f"sqlite:///{tmp_path / 'locks.sqlite'}"
+    upgrade(url)
+    env_id = "q" + uuid.uuid4().hex[:8]
+    monkeypatch.setattr(outages, "BACKOFF", (0.0, 0.0, 0.0))
+    record, failures = queues.record, []
+
+    def flaky_record(connection, environment_id, names):
+        if len(failures) < 2:
+            failures.append(environment_id)
+            raise OperationalError("INSERT INTO agent_queues", {},
+                                   Exception("the database system is starting up"))
+        return record(connection, environment_id, names)
+    monkeypatch.setattr(queues, "record", flaky_record)
+    daemon = Conductor(ConductorSettings(broker_url="memory://", data_dir=DATA, database_url=url,
+                                         engine=Settings(agent_timeout=0.5)),
+                       lambda task: SimulatedCloud().executors()[0])
+    daemon.handle_task(one_unit_task(env_id), Delivery(message_id="t-" + env_id,
+                                                       queue=contract.TASKS))
+    assert failures == [env_id] * 2
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            kept = queues.of_environment(connection, env_id)
+    finally:
+        engine.dispose()
+    assert any(name.startswith(f"e{env_id}-") for name in kept), kept
