@@ -39,7 +39,7 @@ def run(conf: cfg.ConfigOpts) -> int:
     settings = ConductorSettings(
         broker_url=conf.broker.url, data_dir=Path(conf.data_dir),
         max_environments=command.max_environments or conf.conductor.max_environments,
-        lock_stale_after=conf.conductor.lock_stale_after,
+        lock_stale_after=conf.conductor.lock_stale_after, lock_wait=conf.conductor.lock_wait,
         engine=engine_settings(conf), database_url=database_url(conf),
         agents=command.agents or conf.conductor.agents, delete_trust=trust_deleter(conf),
         trace=conf.conductor.trace, trace_bytes=conf.conductor.trace_bytes)

@@ -57,7 +57,7 @@ class OneBox:
         settings = ConductorSettings(
             broker_url=self.broker_url, data_dir=Path(conf.data_dir),
             max_environments=max_environments or conf.conductor.max_environments,
-            lock_stale_after=conf.conductor.lock_stale_after,
+            lock_stale_after=conf.conductor.lock_stale_after, lock_wait=conf.conductor.lock_wait,
             engine=engine_settings(conf), database_url=db or database_url(conf),
             delete_trust=trust_deleter(conf), trace=conf.conductor.trace,
             trace_bytes=conf.conductor.trace_bytes)

@@ -139,6 +139,15 @@ conductor_opts = [
                       "taken to be dead and may be taken over (by a copy of the same job, "
                       "or another job); the heartbeat runs every quarter of it. The "
                       "database's clock on PostgreSQL."),
+    cfg.FloatOpt("lock_wait", default=600.0, min=0.0,
+                 help="Seconds a job waits for its environment's lock when another job "
+                      "holds it (the job before had its result stored but its conductor "
+                      "had not freed the lock yet, a release delayed by a database outage): "
+                      "the API shows the job queued, with which job holds the lock, on "
+                      "which conductor and since when, and it runs once the lock is free; "
+                      "past this it is refused, saying how long it waited. A waiting job "
+                      "keeps one of this conductor's max_environments consumer threads; "
+                      "a job abandoned meanwhile leaves the wait. 0: refused at once."),
 ]
 
 

@@ -30,6 +30,7 @@ from fornace.conductor.executors import agents_class
 from fornace.conductor.executors.base import JobAgents, StackExecutor, UnreachableStacks
 from fornace.conductor.jobs.lifecycle import Job, failed, run_job
 from fornace.conductor.jobs.lock import AlreadyDone, Grant, JobLock, LockHeld, Revoked
+from fornace.conductor.jobs.lockwait import LockWait
 from fornace.conductor.jobs.records import JobRecorder
 from fornace.conductor.jobs.tracing import TRACE_BYTES, JobTrace, encode
 from fornace.conductor.packages.jobdata import (JobData, PackageData, PackageUnavailable,
@@ -51,6 +52,7 @@ class ConductorSettings:
     engine: Settings | None = None
     database_url: str | None = None   # where the job locks are (None: no lock)
     lock_stale_after: float = 60.0    # seconds without a heartbeat: a dead holder
+    lock_wait: float = 600.0          # seconds a job waits for a lock another job holds
     agents: str = "amqp"              # the agent backend (executors.AGENTS)
     # deletes a Keystone trust once its environment's deletion succeeded (None:
     # no [keystone] service user: a task's trust stays for the operator)
@@ -192,6 +194,8 @@ class Conductor:
         watch = _LockWatch(self.stop)
         if grant is not _NO_LOCK:
             fence[0] = grant.token
+            # a job shown queued (here, or by a copy at a conductor that stopped) runs now
+            recorder.job_state("running")
             self._beat(grant, watch)
         counter = iter(range(1, 1 << 30))
         errors = [0]   # error reports sent: the API ends such a job completed_w_errors
@@ -345,12 +349,15 @@ class Conductor:
     def _lock(self, task: contract.Task, job_id: str, recorder: JobRecorder) -> Any:
         """The environment's lock for the job: a Grant (or _NO_LOCK without a
         database); None when the job must not run -- refused because another
-        job holds the lock (it ends ``refused`` at once), or ended before.
-        A copy of a job another conductor still runs waits here, unacknowledged,
-        until that one ends or goes stale."""
+        job held the lock past ``lock_wait`` (it waits until then, shown
+        ``queued``: :mod:`fornace.conductor.jobs.lockwait`), or ended before
+        (also while it waited: abandoned).  A copy of a job another conductor
+        still runs waits here, unacknowledged, until that one ends or goes
+        stale.  A stopping conductor leaves any wait at once (Interrupted)."""
         if self.locks is None:
             return _NO_LOCK
         waiting = False
+        turn = LockWait(task.environment_id, job_id, self.settings.lock_wait)
         while True:
             try:
                 found = self.locks.acquire(task.environment_id, job_id, self.holder,
@@ -360,21 +367,26 @@ class Conductor:
                             "without it", task.environment_id, exc, job_id)
                 return _NO_LOCK
             if isinstance(found, Grant):
-                LOG.info("environment %s: job %s holds the lock (token %d)",
-                         task.environment_id, job_id, found.token)
+                LOG.info("environment %s: job %s holds the lock (token %d)%s",
+                         task.environment_id, job_id, found.token,
+                         f" after waiting {turn.waited():.1f} s" if turn.queued else "")
                 return found
             if isinstance(found, AlreadyDone):
-                LOG.info("environment %s: job %s already ended; its task came again and "
-                         "is acknowledged without running", task.environment_id, job_id)
+                LOG.info("environment %s: job %s %s acknowledged without running",
+                         task.environment_id, job_id,
+                         "ended while it waited for the lock (abandoned): its task is"
+                         if turn.queued else "already ended; its task came again and is")
                 return None
             if isinstance(found, LockHeld) and found.job_id != job_id:
-                reason = (f"{found.describe(task.environment_id)}; job {job_id} refused, "
-                          f"nothing was run")
-                LOG.warning("%s", reason)
-                recorder.job_state("refused", reason)
-                return None
-            # revoked a moment ago, or this job runs at another conductor: wait
-            if not waiting:
+                said = turn.held(found)
+                if said is not None:
+                    state, reason = said
+                    LOG.log(logging.WARNING if state == "refused" else logging.INFO,
+                            "%s", reason)
+                    recorder.job_state(state, reason)
+                    if state == "refused":
+                        return None
+            elif not waiting:   # revoked a moment ago, or this job runs at another conductor
                 LOG.info("environment %s: job %s waits for %s", task.environment_id, job_id,
                          "the revoked job to stop" if isinstance(found, Revoked) else
                          f"its run at conductor {found.holder} to end or go stale")
