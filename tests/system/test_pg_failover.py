@@ -28,7 +28,8 @@ from sqlalchemy import select
 
 from apikit import free_port
 from fornace.api.server import ApiService
-from fornace.cli.main import build_conf
+from fornace.cli.main import build_conf, main
+from fornace.common.db.engine import head_revision
 from fornace.common.db.models import JobLock
 from services import private_vhost, require
 from test_faults import expected_texts, open_world, unit_names
@@ -62,7 +63,8 @@ def answer(client: TestClient, path: str) -> tuple[int, dict]:
     return response.status_code, response.json()
 
 
-def test_the_api_answers_503_during_the_failover_and_serves_again_after_the_promotion(pair):
+def test_the_api_answers_503_during_the_failover_and_serves_again_after_the_promotion(
+        pair, capsys):
     """Regression: while no server took writes every request was a 500
     ("unexpected error: OperationalError") -- nothing a client could tell from
     a bug in the API."""
@@ -83,7 +85,8 @@ def test_the_api_answers_503_during_the_failover_and_serves_again_after_the_prom
         wait_for(lambda: answer(client, "/environments")[0] == 200,
                  "the API to serve again after the promotion")
         recovery = time.monotonic() - promoted
-        print(f"\nAPI: first answer {recovery:.3f} s after the promotion")
+        with capsys.disabled():
+            print(f"\nAPI: first answer {recovery:.3f} s after the promotion")
         names = {e["id"]: e["name"] for e in client.get("/environments").json()["environments"]}
         assert names == {before: "before"}                       # committed: not lost
         response = client.post("/environments", json={"name": "after"})   # writes go through
@@ -92,6 +95,10 @@ def test_the_api_answers_503_during_the_failover_and_serves_again_after_the_prom
         assert server == (2,)                                    # on the new primary
     finally:
         api.stop()
+    assert main(["db", "current", "--db", url]) == 0      # the old primary is still down
+    hosts = f"host=127.0.0.1:{pair.primary.port}&host=127.0.0.1:{pair.standby.port}"
+    assert f"postgresql+psycopg://postgres@/fornace?{hosts}&target_session_attrs=read-write: " \
+        f"revision {head_revision()} (the newest)" in capsys.readouterr().out
 
 
 def test_a_deployment_survives_the_primary_dying_and_the_standby_taking_over(pair):
