@@ -78,11 +78,17 @@ def _version(name: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", name)) or (0,)
 
 
-def free_port() -> int:
-    """A TCP port of 127.0.0.1 that is free right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def spare_ports(count: int) -> list[int]:
+    """``count`` different TCP ports of 127.0.0.1, free right now (held open
+    together while chosen, so no two are the same)."""
+    sockets = [socket.socket() for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
 
 
 @dataclass
@@ -114,10 +120,9 @@ class Pair:
     promoted: bool = False
 
     def __post_init__(self) -> None:
-        self.primary = Server("primary", self.root / "primary", free_port(),
-                              self.root / "primary.log")
-        self.standby = Server("standby", self.root / "standby", free_port(),
-                              self.root / "standby.log")
+        first, second = spare_ports(2)
+        self.primary = Server("primary", self.root / "primary", first, self.root / "primary.log")
+        self.standby = Server("standby", self.root / "standby", second, self.root / "standby.log")
 
     # -- what clients use ---------------------------------------------------------
     def url(self, database: str = "postgres", user: str = "postgres",
@@ -258,20 +263,10 @@ def clean_leftovers() -> list[Path]:
     removed = []
     for folder in Path(tempfile.gettempdir()).glob(PREFIX + "*"):
         pid = folder.name[len(PREFIX):].split("-")[0]
-        if bindir is not None and pid.isdigit() and not _alive(int(pid)):
+        if bindir is not None and pid.isdigit() and not Path(f"/proc/{pid}").exists():
             _remove(folder, bindir)
             removed.append(folder)
     return removed
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @contextlib.contextmanager

@@ -23,7 +23,7 @@ TWO = "host=127.0.0.1:5432&host=127.0.0.1:5433"
      "names several hosts: add target_session_attrs=read-write"),
     (f"postgresql+psycopg://u@/db?{TWO}&target_session_attrs=prefer-standby",
      "names several hosts: add target_session_attrs=read-write"),
-    (f"postgresql+psycopg://u@/db?host=h1,h2&port=5432,5433",
+    ("postgresql+psycopg://u@/db?host=h1,h2&port=5432,5433",
      "names several hosts: add target_session_attrs=read-write"),
     # the address's host was silently ignored for the query's
     ("postgresql+psycopg://u@h0:5432/db?host=h1:5432&target_session_attrs=read-write",

@@ -377,6 +377,19 @@ def unit_names(environment: dict) -> dict[str, str]:
             for s in environment["services"] for u in s["units"]}
 
 
+def site_reports(world: World, environment: dict, deployment_id: str,
+                 port: int) -> list[tuple[str | None, str, str]]:
+    """The stored reports of a one-unit site deployment that ended ready, once
+    there are as many as it sends; each text checked to be there once."""
+    address = environment["services"][0]["units"][0]["state"]["address"]
+    expected = expected_texts("site", unit_names(environment),
+                              {"web1": f"serving http://{address}:{port}/"})
+    stored = world.wait_reports(deployment_id, len(expected))
+    assert collections.Counter(text for _, _, text in stored) == \
+        collections.Counter(expected), world.explain()
+    return stored
+
+
 def test_a_conductor_killed_mid_deployment_is_replaced_without_losing_or_repeating(world):
     """SIGKILL conductor A while both units run their plan; conductor B gets the task
     again from the broker and finishes it: every report stored once, each unit's
@@ -472,12 +485,8 @@ def test_a_broker_restart_during_the_agent_step_does_not_stop_the_deployment(wor
     environment = world.wait_end(env_id, timeout=150)
 
     assert environment["status"] == "ready", world.texts(env_id)
+    site_reports(world, environment, deployment_id, port)
     address = environment["services"][0]["units"][0]["state"]["address"]
-    expected = expected_texts("site", unit_names(environment),
-                              {"web1": f"serving http://{address}:{port}/"})
-    stored = world.wait_reports(deployment_id, len(expected))
-    assert collections.Counter(text for _, _, text in stored) == \
-        collections.Counter(expected)
     assert world.runs(env_id, "web1") == 1
     assert conductor.poll() is None
     # the site the plan started answers

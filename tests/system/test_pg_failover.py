@@ -16,7 +16,6 @@ are printed: ``pytest -s`` shows them.
 """
 from __future__ import annotations
 
-import collections
 import importlib.util
 import sys
 import time
@@ -32,7 +31,7 @@ from fornace.cli.main import build_conf, main
 from fornace.common.db.engine import head_revision
 from fornace.common.db.models import JobLock
 from services import private_vhost, require
-from test_faults import expected_texts, open_world, unit_names
+from test_faults import open_world, site_reports
 from waiting import wait_for
 
 TOOL = Path(__file__).resolve().parents[2] / "tools" / "pgstandby.py"
@@ -138,12 +137,7 @@ def test_a_deployment_survives_the_primary_dying_and_the_standby_taking_over(pai
               f"lock released {released - promoted:.3f} s after it")
 
         assert environment["status"] == "ready", world.texts(env_id)
-        address = environment["services"][0]["units"][0]["state"]["address"]
-        expected = expected_texts("site", unit_names(environment),
-                                  {"web1": f"serving http://{address}:{port}/"})
-        stored = world.wait_reports(deployment_id, len(expected))
-        assert collections.Counter(text for _, _, text in stored) == \
-            collections.Counter(expected), world.explain()
+        stored = site_reports(world, environment, deployment_id, port)   # each once
         assert set(stored_before) <= set(stored)                 # committed: not lost
         assert world.runs(env_id, "web1") == 1
         deployments = world.client.get(f"/environments/{env_id}/deployments").json()
