@@ -51,7 +51,11 @@ database_opts = [
     cfg.StrOpt("connection", secret=True,
                help="SQLAlchemy URL of the database (default: SQLite file "
                     "fornace.sqlite in state_dir), e.g. "
-                    "postgresql+psycopg://user@127.0.0.1:5432/fornace."),
+                    "postgresql+psycopg://user@127.0.0.1:5432/fornace. A PostgreSQL "
+                    "primary and its standbys: "
+                    "postgresql+psycopg://user@/fornace?host=db1:5432&host=db2:5432"
+                    "&target_session_attrs=read-write (the services follow a "
+                    "failover; they do not promote)."),
 ]
 
 

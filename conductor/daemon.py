@@ -359,9 +359,10 @@ class Conductor:
         waiting = False
         turn = LockWait(task.environment_id, job_id, self.settings.lock_wait)
         while True:
-            try:
-                found = self.locks.acquire(task.environment_id, job_id, self.holder,
-                                           self.settings.lock_stale_after)
+            try:   # a short outage (a failover) is waited out rather than run through
+                found = retried(lambda: self.locks.acquire(
+                    task.environment_id, job_id, self.holder, self.settings.lock_stale_after),
+                    f"job {job_id}: taking the lock")
             except Exception as exc:  # noqa: BLE001 -- no database: run, but say so
                 LOG.warning("environment %s: job lock unavailable (%s); running job %s "
                             "without it", task.environment_id, exc, job_id)

@@ -19,6 +19,7 @@ step may end, so faults happen at a known point without timed sleeps.
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 import shutil
@@ -31,6 +32,7 @@ import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 from urllib.parse import urlsplit, urlunsplit
 
 import kombu
@@ -165,6 +167,7 @@ class World:
     cloud_dir: Path
     conductors: list[subprocess.Popen] = field(default_factory=list)
     logs: dict[int, Path] = field(default_factory=dict)
+    database: str = ""   # the API's URL: the conductors' job locks are the API's
 
     # -- configuration and conductors ------------------------------------------
     def config(self, agent_timeout: float) -> Path:
@@ -173,8 +176,7 @@ class World:
         path.write_text(
             f"[DEFAULT]\ndata_dir = {self.catalog}\n"
             f"[api]\nstate_dir = {self.root / 'state'}\n"
-            # the API's database: the conductors' job locks are the API's
-            f"[database]\nconnection = sqlite:///{self.root / 'api.sqlite'}\n"
+            f"[database]\nconnection = {self.database}\n"
             f"[broker]\nurl = {r.url}\n"
             f"[conductor]\ncloud_dir = {self.cloud_dir}\nmax_environments = 2\n"
             f"[engine]\nagent_timeout = {agent_timeout:g}\n"
@@ -303,6 +305,15 @@ def make_catalog(target: Path, gates: Path) -> Path:
 
 @pytest.fixture
 def world(rabbit):
+    with open_world(rabbit) as made:
+        yield made
+
+
+@contextlib.contextmanager
+def open_world(rabbit: Rabbit, db_url: str = "") -> Iterator[World]:
+    """The API (on ``db_url``, else SQLite in a temporary folder), the catalog
+    copy and the local cloud of a test; its conductors and instances stopped,
+    its stacks deleted afterwards."""
     root = Path(tempfile.mkdtemp(prefix="fornace-faults-"))
     gates = root / "gates"
     gates.mkdir()
@@ -314,9 +325,11 @@ def world(rabbit):
         conf = build_conf()
         conf(["api"], default_config_files=[])
         conf.set_override("url", rabbit.url, group="broker")
-        api = ApiService(conf, f"sqlite:///{root / 'api.sqlite'}")
+        database = db_url or f"sqlite:///{root / 'api.sqlite'}"
+        api = ApiService(conf, database)
         assert api.start_consumers().ready.wait(30), "the API could not subscribe"
-        made = World(root, rabbit, api, TestClient(api.app), catalog, gates, cloud_dir)
+        made = World(root, rabbit, api, TestClient(api.app), catalog, gates, cloud_dir,
+                      database=database)
         yield made
     finally:
         tokens = []
@@ -362,6 +375,19 @@ def expected_texts(service: str, units: dict[str, str], answers: dict[str, str])
 def unit_names(environment: dict) -> dict[str, str]:
     return {u["state"]["hostname"]: u["name"]
             for s in environment["services"] for u in s["units"]}
+
+
+def site_reports(world: World, environment: dict, deployment_id: str,
+                 port: int) -> list[tuple[str | None, str, str]]:
+    """The stored reports of a one-unit site deployment that ended ready, once
+    there are as many as it sends; each text checked to be there once."""
+    address = environment["services"][0]["units"][0]["state"]["address"]
+    expected = expected_texts("site", unit_names(environment),
+                              {"web1": f"serving http://{address}:{port}/"})
+    stored = world.wait_reports(deployment_id, len(expected))
+    assert collections.Counter(text for _, _, text in stored) == \
+        collections.Counter(expected), world.explain()
+    return stored
 
 
 def test_a_conductor_killed_mid_deployment_is_replaced_without_losing_or_repeating(world):
@@ -459,12 +485,8 @@ def test_a_broker_restart_during_the_agent_step_does_not_stop_the_deployment(wor
     environment = world.wait_end(env_id, timeout=150)
 
     assert environment["status"] == "ready", world.texts(env_id)
+    site_reports(world, environment, deployment_id, port)
     address = environment["services"][0]["units"][0]["state"]["address"]
-    expected = expected_texts("site", unit_names(environment),
-                              {"web1": f"serving http://{address}:{port}/"})
-    stored = world.wait_reports(deployment_id, len(expected))
-    assert collections.Counter(text for _, _, text in stored) == \
-        collections.Counter(expected)
     assert world.runs(env_id, "web1") == 1
     assert conductor.poll() is None
     # the site the plan started answers
