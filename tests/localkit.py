@@ -87,14 +87,20 @@ conf(["conductor", "--stacks", "local"], project="fornace", prog="fornace",
      default_config_files=[], default_config_dirs=[])
 conf.set_override("cloud_dir", cloud, group="conductor")
 conf.set_override("lock_stale_after", float(lease_time), group="conductor")
-real_stat = processes.stat
+real_start, real_stat = processes.start, processes.stat
 
 def stat_then_freeze(pid):
     processes.stat = real_stat
     os.kill(os.getpid(), signal.SIGSTOP)
     return real_stat(pid)
 
-processes.stat = stat_then_freeze
+def start_then_arm(*args, **kwargs):   # the first look after the first start freezes
+    processes.start = real_start
+    started = real_start(*args, **kwargs)
+    processes.stat = stat_then_freeze
+    return started
+
+processes.start = start_then_arm
 try:
     LocalStacks.factory(conf)(None).apply(StackRequest(stack, json.loads(template), {}))
 except StackFailure as exc:

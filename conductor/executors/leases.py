@@ -70,11 +70,15 @@ class _State:
 class Lease:
     """One holder's lease on a name, while it is held (see :meth:`Leases.held`)."""
 
-    def __init__(self, leases: "Leases", name: str, holder: str, token: int) -> None:
+    def __init__(self, leases: "Leases", name: str, holder: str, token: int,
+                 asked_at: int) -> None:
         self.leases = leases
         self.name = name
         self.holder = holder
         self.token = token
+        # the token of the first holder this one waited for (its own when it did not
+        # wait): holders from that token on may have acted since it was asked for
+        self.asked_at = asked_at
 
     @contextlib.contextmanager
     def fenced(self) -> Iterator[None]:
@@ -140,7 +144,7 @@ class Leases:
     def _take(self, name: str) -> Lease:
         holder = (f"{socket.gethostname()}:{os.getpid()}:{threading.get_ident()}:"
                   f"{uuid.uuid4().hex[:8]}")
-        waiting = False
+        asked_at: int | None = None   # None: not waited
         while True:
             with self._guard(name):
                 state = self._read(name)
@@ -152,11 +156,12 @@ class Leases:
                         LOG.warning("%s %s: lease of %s taken over (token %d): not renewed "
                                     "for %.1f s", self.what, name, state.describe(), token,
                                     now - state.expires + self.lease_time)
-                    return Lease(self, name, holder, token)
-            if not waiting:
+                    return Lease(self, name, holder, token,
+                                 token if asked_at is None else asked_at)
+            if asked_at is None:
+                asked_at = state.token
                 LOG.info("%s %s: waiting for its lease, held by %s for %.1f s more unless "
                          "renewed", self.what, name, state.describe(), state.expires - now)
-                waiting = True
             time.sleep(POLL)
 
     def _renew(self, lease: Lease, done: threading.Event) -> None:

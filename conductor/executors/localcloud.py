@@ -122,6 +122,7 @@ class LocalStacks(StackExecutor):
         name = request.stack_name
         stack_dir = self._stack_dir(name)
         with self.leases.held(name) as lease:
+            self._refuse_if_deleted_meanwhile(lease, name)
             try:
                 current = self._load_template(stack_dir)
                 merged = merge(current, copy.deepcopy(request.template))
@@ -206,10 +207,27 @@ class LocalStacks(StackExecutor):
             return
         try:
             self._destroy(lease, *(stack_dir / i for i in sorted(self._sandboxes(stack_dir))))
-            _remove_folder(lease, stack_dir)
+            _remove_folder(lease, stack_dir, deletion_mark=self._deletion_mark(stack_name))
         except OSError as exc:
             raise StackFailure(f"stack {stack_name}: {exc}", str(exc)) from None
         LOG.info("stack %s deleted", stack_name)
+
+    def _deletion_mark(self, stack_name: str) -> Path:
+        """The file saying under which lease token the stack was last deleted."""
+        return self.leases.folder / f"{stack_name}.deleted"
+
+    def _refuse_if_deleted_meanwhile(self, lease: Lease, stack_name: str) -> None:
+        """An apply that waited for the lease while the stack was deleted was asked
+        for before the deletion (a job abandoned or taken over, whose round waited
+        on the stack): it must not make the stack again."""
+        try:
+            deleted = int(json.loads(self._deletion_mark(stack_name).read_text()))
+        except (OSError, ValueError, TypeError):
+            return
+        if deleted >= lease.asked_at:
+            raise StackFailure(f"stack {stack_name} was deleted (lease token {deleted}) while "
+                               f"this round waited for it: it is not made again",
+                               f"stack {stack_name} deleted meanwhile")
 
     def _remove_instances(self, lease: Lease, stack_name: str, stack_dir: Path,
                           template: dict[str, Any], removed: tuple[str, ...]) -> None:
@@ -417,12 +435,15 @@ def _read_info(sandbox: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _remove_folder(lease: Lease, folder: Path) -> None:
+def _remove_folder(lease: Lease, folder: Path, deletion_mark: Path | None = None) -> None:
     """Remove a sandbox or a stack's folder: moved aside while the lease is held (a
     holder that lost it cannot remove what its successor made there since), then
-    deleted without holding anything."""
+    deleted without holding anything.  ``deletion_mark`` gets the lease's token in
+    the same fenced step."""
     aside = folder.with_name(f".removed-{folder.name}-{lease.token}-{uuid.uuid4().hex[:8]}")
     with lease.fenced():
+        if deletion_mark is not None:
+            _write_json(deletion_mark, lease.token)
         try:
             folder.rename(aside)
         except FileNotFoundError:

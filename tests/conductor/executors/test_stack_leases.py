@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fornace.cli.main import build_conf
-from fornace.conductor.executors.base import StackRequest
+from fornace.conductor.executors.base import StackFailure, StackRequest
 from fornace.conductor.executors.localcloud import LocalStacks
 from localkit import end_holder, frozen_holder, instance_processes, processes_with
 from waiting import returns, wait_for
@@ -110,6 +110,47 @@ def test_a_live_holder_keeps_its_lease_past_the_lease_time(tmp_path, caplog):
     finally:
         first.join()
         other.delete("elive")
+
+
+def test_an_apply_that_waited_while_its_stack_was_deleted_does_not_make_it_again(
+        tmp_path, caplog):
+    """A round of a job abandoned while it waited on the stack must not bring back
+    the stack that the clean-up deleted meanwhile."""
+    caplog.set_level(logging.INFO, logger="fornace.conductor.executors.leases")
+    stacks = LocalStacks(tmp_path / "cloud", lease_time=LEASE, stop_timeout=5)
+    stubborn = "#!/bin/sh\ntrap '' TERM\nexec sleep 300\n"   # its deletion takes 5 s
+    stacks.apply(StackRequest("egone", {"Resources": {"a": vm(stubborn)}}, {}))
+    deletion = threading.Thread(target=stacks.delete, args=("egone",))
+    late: list = []
+
+    def late_round() -> None:
+        try:
+            stacks.apply(StackRequest("egone", {"Resources": {"b": vm()}}, {}))
+        except StackFailure as exc:
+            late.append(exc.message)
+        else:
+            late.append(None)
+    waiting = threading.Thread(target=late_round)
+    try:
+        deletion.start()
+        wait_for(lambda: stacks.leases.holder("egone"), "the deletion to hold the lease")
+        waiting.start()
+        wait_for(lambda: "egone: waiting for its lease" in caplog.text,
+                 "the late round to wait for the lease", timeout=30)
+        returns(waiting.join, "the late round", timeout=60)
+        assert late and late[0] is not None, "the late round made the stack again"
+        assert "stack egone was deleted" in late[0] and "while this round waited" in late[0]
+        assert not deletion.is_alive()
+        assert not (stacks.state_dir / "egone").exists()
+        assert not processes_with("FORNACE_STACK=egone")
+        # asked for after the deletion, the stack is made again
+        stacks.apply(StackRequest("egone", {"Resources": {"b": vm()}}, {}))
+        assert stacks.instances("egone")["b"]["running"]
+    finally:
+        deletion.join()
+        if waiting.is_alive():
+            waiting.join()
+        stacks.delete("egone")
 
 
 def test_the_lease_time_must_be_positive(tmp_path):
