@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from waiting import wait_for
 
@@ -46,9 +47,11 @@ def instance_processes(token: str) -> list[int]:
 
 
 def running_onebox(state_dir: Path, max_environments: int = 2, agent_timeout: float = 60,
-                   db: str | None = None, conf=None):
+                   db: str | None = None, conf=None,
+                   overrides: dict[str, dict[str, Any]] | None = None):
     """A started :class:`fornace.cli.onebox.OneBox` on ``state_dir`` (folder broker and
-    SQLite unless ``conf``/``db`` say otherwise), for ``yield from`` in a fixture:
+    SQLite unless ``conf``/``db`` say otherwise; ``overrides``: group -> option ->
+    value, set on the configuration), for ``yield from`` in a fixture:
     stopped at the end, and every local-cloud stack deleted (which stops every
     process of the units) even when the test failed."""
     from fornace.cli.main import build_conf
@@ -59,6 +62,9 @@ def running_onebox(state_dir: Path, max_environments: int = 2, agent_timeout: fl
         conf(["up"], project="fornace", default_config_files=[], default_config_dirs=[])
     conf.set_override("state_dir", str(state_dir), group="api")
     conf.set_override("agent_timeout", agent_timeout, group="engine")
+    for group, options in (overrides or {}).items():
+        for name, value in options.items():
+            conf.set_override(name, value, group=group)
     onebox = OneBox(conf, host="127.0.0.1", port=0, db=db, max_environments=max_environments)
     onebox.start()
     try:

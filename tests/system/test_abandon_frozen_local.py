@@ -17,12 +17,8 @@ TIMEOUT = 120.0
 
 @pytest.fixture(scope="module")
 def box(tmp_path_factory):
-    from fornace.cli.main import build_conf
-
-    conf = build_conf()
-    conf(["up"], project="fornace", default_config_files=[], default_config_dirs=[])
-    conf.set_override("lock_stale_after", LEASE, group="conductor")
-    yield from running_onebox(tmp_path_factory.mktemp("frozen") / "state", conf=conf)
+    yield from running_onebox(tmp_path_factory.mktemp("frozen") / "state",
+                              overrides={"conductor": {"lock_stale_after": LEASE}})
 
 
 def site(name: str) -> dict:
