@@ -115,7 +115,8 @@ except StackFailure as exc:
 """
 
 
-def frozen_holder(cloud_dir: Path, lease_time: float, stack: str, template: dict):
+def frozen_holder(cloud_dir: Path, lease_time: float, stack: str,
+                  template: dict) -> subprocess.Popen:
     """A :class:`subprocess.Popen` of a conductor frozen inside a stack step of the
     local cloud in ``cloud_dir`` (see ``_FROZEN_HOLDER``), once it is stopped.
     The caller continues or kills it in a ``finally`` (:func:`end_holder`)."""
@@ -134,7 +135,7 @@ def frozen_holder(cloud_dir: Path, lease_time: float, stack: str, template: dict
     return holder
 
 
-def end_holder(holder) -> None:
+def end_holder(holder: subprocess.Popen) -> None:
     """Kill a holder whatever its state (stopped or not)."""
     if holder.poll() is None:
         holder.kill()
