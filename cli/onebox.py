@@ -27,7 +27,7 @@ from fornace.common.errors import FornaceError
 from fornace.conductor.config import engine_settings, trust_deleter
 from fornace.conductor.daemon import Conductor, ConductorSettings
 from fornace.conductor.executors.base import StackFailure, StackRequest
-from fornace.conductor.executors.localcloud import LocalStacks, cloud_dir
+from fornace.conductor.executors.localcloud import LocalStacks
 
 LOG = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ class OneBox:
         if is_in_memory(self.broker_url):
             self.broker_url = f"filesystem://{self.state_dir.resolve() / 'broker'}"
             conf.set_override("url", self.broker_url, group="broker")
-        self.cloud = LocalStacks(cloud_dir(conf))
+        self.cloud = LocalStacks.from_conf(conf)
         if host:   # the address listened on is a Host the API serves
             conf.set_override("host", host, group="api")
         self.api = ApiService(conf, db, package_check=package_check(conf),
