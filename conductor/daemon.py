@@ -20,7 +20,7 @@ from typing import Any, Callable
 from fornace.common import contract
 from fornace.common.broker import Broker
 from fornace.common.consumer import Consumer, Delivery, Requeue
-from fornace.common.db.outages import retried
+from fornace.common.db.outages import retried, transient
 from fornace.common.catalog import Catalog, declared_secrets, load_catalog
 from fornace.common.db import queues
 from fornace.common.modelview import iter_units
@@ -363,9 +363,16 @@ class Conductor:
                 found = retried(lambda: self.locks.acquire(
                     task.environment_id, job_id, self.holder, self.settings.lock_stale_after),
                     f"job {job_id}: taking the lock")
-            except Exception as exc:  # noqa: BLE001 -- no database: run, but say so
-                LOG.warning("environment %s: job lock unavailable (%s); running job %s "
-                            "without it", task.environment_id, exc, job_id)
+            except Exception as exc:  # noqa: BLE001 -- see below
+                if transient(exc):
+                    # a longer outage: running unlocked could let a second conductor
+                    # run the job too; the task goes back to the queue and comes again
+                    LOG.warning("environment %s: job %s: the job lock is out of reach "
+                                "(%s); its task goes back to the queue, nothing was run",
+                                task.environment_id, job_id, _first_line(exc))
+                    raise LockUnreachable(f"job {job_id}: the job lock is out of reach")
+                LOG.error("environment %s: job lock unusable (%s); running job %s "
+                          "without it", task.environment_id, _first_line(exc), job_id)
                 return _NO_LOCK
             if isinstance(found, Grant):
                 LOG.info("environment %s: job %s holds the lock (token %d)%s",
@@ -439,6 +446,16 @@ LOST = "it lost the environment's lock (abandoned, or taken over by another cond
 
 class Interrupted(Requeue):
     """The conductor stopped in the middle of a job: its task is requeued."""
+
+
+class LockUnreachable(Requeue):
+    """The database of the job locks stayed out of reach past the retries:
+    the task is requeued, not run without its lock."""
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:200]}" if text else type(exc).__name__
 
 
 class _Run:

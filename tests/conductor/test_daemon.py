@@ -590,3 +590,37 @@ def test_queues_written_down_during_a_short_database_outage_are_retried(tmp_path
     finally:
         engine.dispose()
     assert any(name.startswith(f"e{env_id}-") for name in kept), kept
+
+
+def test_a_job_whose_lock_stays_out_of_reach_goes_back_to_the_queue_unrun(tmp_path, monkeypatch):
+    """Regression (issue 29): a database out of reach past the retries of
+    taking the lock ran the job without it ("running job ... without it"), so
+    a second conductor could run it too.  The task now goes back to the queue
+    (Requeue) with nothing run and no result sent."""
+    from sqlalchemy.exc import OperationalError
+    from fornace.common.consumer import Delivery, Requeue
+    from fornace.common.db import outages
+    from fornace.common.db.engine import upgrade
+    from fornace.conductor.jobs.lock import JobLock
+    url = f"sqlite:///{tmp_path / 'locks.sqlite'}"
+    upgrade(url)
+    env_id = "u" + uuid.uuid4().hex[:8]
+    monkeypatch.setattr(outages, "BACKOFF", (0.0, 0.0))
+    tries = []
+
+    def unreachable(self, *args, **kwargs):
+        tries.append(args[0])
+        raise OperationalError("SELECT deployments.finished", {},
+                               Exception("connection refused"))
+    monkeypatch.setattr(JobLock, "acquire", unreachable)
+    broker_url = "memory://"
+    daemon = Conductor(ConductorSettings(broker_url=broker_url, data_dir=DATA, database_url=url,
+                                         engine=Settings(agent_timeout=0.5)),
+                       lambda task: SimulatedCloud().executors()[0])
+    with pytest.raises(Requeue, match="the job lock is out of reach"):
+        daemon.handle_task(one_unit_task(env_id), Delivery(message_id="t-" + env_id,
+                                                           queue=contract.TASKS))
+    assert tries == [env_id] * 3   # the first try and the two retries
+    with Broker(broker_url) as broker:   # (memory:// is shared by the process's tests)
+        sent = [body for body, _ in broker.drain(contract.RESULTS, timeout=0.2)]
+    assert [body for body in sent if env_id in repr(body)] == []
