@@ -55,7 +55,8 @@ class OneBox:
         self.api = ApiService(conf, db, package_check=package_check(conf),
                               workflow_check=workflow_check(conf))
         settings = ConductorSettings(
-            broker_url=self.broker_url, data_dir=Path(conf.data_dir),
+            broker_url=self.broker_url, broker_queue_type=conf.broker.queue_type,
+            data_dir=Path(conf.data_dir),
             max_environments=max_environments or conf.conductor.max_environments,
             lock_stale_after=conf.conductor.lock_stale_after,
             engine=engine_settings(conf), database_url=db or database_url(conf),

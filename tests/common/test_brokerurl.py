@@ -74,3 +74,20 @@ def test_one_host_urls_stay_as_they_were():
     assert [h.host for h in hosts("amqp://guest:guest@127.0.0.1:5672//")] == ["127.0.0.1"]
     assert hosts("memory://") == [] and hosts("filesystem:///tmp/b") == []
     assert hosts("amqp://h1")[0].virtual_host == "/"
+
+
+@pytest.mark.parametrize("command", ["conductor", "api"])
+def test_a_daemon_with_a_bad_url_stops_at_once_naming_the_part(tmp_path, capsys, command):
+    """Not a daemon that starts and retries a URL it can never use."""
+    from fornace.cli.main import main
+    from waiting import returns
+    config = tmp_path / "fornace.conf"
+    config.write_text("[broker]\nurl = amqp://u:s3cret@h1:5672//;amqp://u:s3cret@h2:x//\n"
+                      f"[api]\nstate_dir = {tmp_path}\n")
+    code = returns(lambda: main(["--config-file", str(config), command]),
+                   f"fornace {command} to stop", timeout=60)
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "[broker] url, host 2 of 2 (amqp://u:**@h2:x//): the port 'x' is not a number" \
+        in err, err
+    assert "s3cret" not in err
