@@ -19,6 +19,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -195,6 +196,7 @@ def rabbit_cluster_tool() -> Any:
     spec = importlib.util.spec_from_file_location("rabbitcluster",
                                                   ROOT / "tools" / "rabbitcluster.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module     # its dataclasses look their module up there
     spec.loader.exec_module(module)
     require("rabbitmq-server (to start private RabbitMQ nodes)", module.installed())
     return module
