@@ -23,6 +23,7 @@ from pathlib import Path
 from oslo_config import cfg
 
 from fornace.common.broker import is_in_memory
+from fornace.common.brokerurl import masked
 from fornace.common.errors import FornaceError
 from fornace.conductor.config import engine_settings, trust_deleter
 from fornace.conductor.daemon import Conductor, ConductorSettings
@@ -73,7 +74,7 @@ class OneBox:
         """Start everything; ``FornaceError`` when the API cannot listen."""
         self.resume_instances()
         if not self.api.start_consumers().ready.wait(timeout):
-            raise FornaceError(f"the API could not subscribe on {self.broker_url}")
+            raise FornaceError(f"the API could not subscribe on {masked(self.broker_url)}")
         self.conductor.start()
         self._thread = threading.Thread(target=self._serve, name="api-server", daemon=True)
         self._thread.start()
@@ -86,7 +87,7 @@ class OneBox:
             time.sleep(0.02)
         if not self.conductor.wait_ready(timeout):
             self.stop()
-            raise FornaceError(f"the conductor could not subscribe on {self.broker_url}")
+            raise FornaceError(f"the conductor could not subscribe on {masked(self.broker_url)}")
 
     def _serve(self) -> None:
         try:

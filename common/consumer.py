@@ -111,8 +111,10 @@ class Consumer:
     * handled messages are acked as soon as the handler returned; failed ones
       are requeued after ``requeue_delay``, in order, followed by the
       messages of the same queue that arrived meanwhile, so that on RabbitMQ
-      (which puts a requeued message back at its place) the queue's order
-      holds.  A handler that must keep its messages in order therefore stops
+      (whose classic queues put a requeued message back at its place) the
+      queue's order holds; quorum queues requeue at the tail, so there it
+      holds for what this consumer held (up to the prefetch), not past it.
+      A handler that must keep its messages in order therefore stops
       at the first failure and gives every later message the same exception
       (not tried).  memory:// and folder brokers requeue at the tail, for
       single messages as for batches.
