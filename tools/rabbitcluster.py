@@ -9,8 +9,9 @@ cookie in a private ``HOME`` (Erlang reads the cookie from
 machine's configuration (``/etc/rabbitmq``) is not read either: each node gets
 its own ``rabbitmq.conf`` that listens on 127.0.0.1 and its port only. The
 second and later nodes join the first (``rabbitmqctl -n NODE stop_app``,
-``join_cluster``, ``start_app``). Everything is stopped, and the folder
-removed, on :meth:`Cluster.stop` (or leaving the ``with`` block, or Ctrl-C).
+``join_cluster``, ``start_app``). Every node is killed, and the folder
+removed, on :meth:`Cluster.stop` (or leaving the ``with`` block, or Ctrl-C):
+their data is thrown away.
 
 The machine's own node (``rabbit@localhost``) is never addressed: every
 ``rabbitmqctl`` call here names one of the cluster's nodes with ``-n``.
@@ -20,11 +21,10 @@ As a script it prints each node's URL and the failover URL of all of them
 
     python tools/rabbitcluster.py --nodes 3
 
-Tests load it from the checkout (``tools/`` is not installed)::
-
-    spec = importlib.util.spec_from_file_location("rabbitcluster", ROOT / "tools" / ...)
-
-and use :class:`Cluster` as a context manager.
+Tests load it from the checkout (``tools/`` is not installed):
+``tests/services.py``'s ``private_cluster(size)`` is a started :class:`Cluster`
+(a skip without rabbitmq-server); other tools use :class:`Cluster` as a
+context manager.
 """
 from __future__ import annotations
 
@@ -42,7 +42,6 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 from urllib.parse import quote
 
 #: Where Debian's packages put the real scripts: /usr/sbin/rabbitmqctl is a
@@ -274,11 +273,6 @@ class Cluster:
         node.process.wait(timeout=60)
         node.process = None
 
-    def running(self, node: Node) -> list[str]:
-        """The nodes ``node`` sees running in its cluster (from its status)."""
-        out = self.ctl(node, "eval", "rabbit_nodes:all_running().")
-        return sorted(part.strip(" []'\n") for part in out.split(",") if part.strip(" []\n"))
-
     # -- stopping ----------------------------------------------------------------
     def stop(self) -> None:
         """Kill every node still running and remove the folder (if it made it).
@@ -295,13 +289,6 @@ class Cluster:
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
-
-
-@contextlib.contextmanager
-def cluster(size: int = 3) -> Iterator[Cluster]:
-    """A started cluster of ``size`` nodes, stopped when the block ends."""
-    with Cluster(size) as started:
-        yield started
 
 
 def main(argv: list[str] | None = None) -> int:

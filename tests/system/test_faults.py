@@ -395,6 +395,31 @@ def unit_names(environment: dict) -> dict[str, str]:
             for s in environment["services"] for u in s["units"]}
 
 
+def assert_deployed_once(world: World, environment: dict, deployment_id: str,
+                         port: int) -> dict[str, str]:
+    """A ready 2-unit ``site`` deployment with nothing lost and nothing doubled:
+    each unit's script ran once, every report is stored once (ids 1..N, all
+    info) and the deployment succeeded. The units' addresses by hostname."""
+    env_id = environment["id"]
+    for instance in ("web1", "web2"):
+        assert world.runs(env_id, instance) == 1, f"{instance} ran its script again"
+    units = unit_names(environment)
+    assert sorted(units) == ["web1", "web2"]
+    addresses = {u["state"]["hostname"]: u["state"]["address"]
+                 for u in environment["services"][0]["units"]}
+    expected = expected_texts("site", units, {h: f"serving http://{a}:{port}/"
+                                              for h, a in addresses.items()})
+    stored = world.wait_reports(deployment_id, len(expected))
+    assert collections.Counter(text for _, _, text in stored) == \
+        collections.Counter(expected), world.explain()
+    assert all(level == "info" for _, level, _ in stored)
+    assert sorted(m for m, _, _ in stored) == sorted(
+        f"{deployment_id}-report-{n}" for n in range(1, len(expected) + 1))
+    deployment = world.client.get(f"/environments/{env_id}/deployments").json()["deployments"]
+    assert [d["state"] for d in deployment] == ["success"]
+    return addresses
+
+
 def test_a_conductor_killed_mid_deployment_is_replaced_without_losing_or_repeating(world):
     """SIGKILL conductor A while both units run their plan; conductor B gets the task
     again from the broker and finishes it: every report stored once, each unit's
@@ -420,22 +445,7 @@ def test_a_conductor_killed_mid_deployment_is_replaced_without_losing_or_repeati
 
     # the same agents served both conductors (the instances were not restarted)
     assert {n: i["pid"] for n, i in world.instances(env_id).items()} == agents
-    for instance in ("web1", "web2"):
-        assert world.runs(env_id, instance) == 1, f"{instance} ran its script again"
-    units = unit_names(environment)
-    assert sorted(units) == ["web1", "web2"]
-    addresses = {u["state"]["hostname"]: u["state"]["address"]
-                 for u in environment["services"][0]["units"]}
-    expected = expected_texts("site", units, {h: f"serving http://{a}:{port}/"
-                                              for h, a in addresses.items()})
-    stored = world.wait_reports(deployment_id, len(expected))
-    assert collections.Counter(text for _, _, text in stored) == \
-        collections.Counter(expected), world.explain()
-    assert all(level == "info" for _, level, _ in stored)
-    assert sorted(m for m, _, _ in stored) == sorted(
-        f"{deployment_id}-report-{n}" for n in range(1, len(expected) + 1))
-    deployment = world.client.get(f"/environments/{env_id}/deployments").json()["deployments"]
-    assert [d["state"] for d in deployment] == ["success"]
+    assert_deployed_once(world, environment, deployment_id, port)
     assert second.poll() is None
 
 
