@@ -19,7 +19,6 @@ import subprocess
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable
-from urllib.parse import urlsplit
 
 from fornace.agent.config import AgentSettings
 from fornace.agent.holds import COMMANDS_ENDED, hold
@@ -29,7 +28,8 @@ from fornace.agent.plan import Plan, PlanError, decode_body, parse_plan, plan_id
 from fornace.agent.runner import PlanRun, Runner
 from fornace.agent.states import EXIT_POWEROFF, EXIT_REBOOT, EXIT_STOPPED, Machine
 from fornace.common import contract
-from fornace.common.broker import Broker
+from fornace.common.broker import Broker, describe
+from fornace.common.brokerurl import passwords
 from fornace.common.secrets import mask_text
 
 LOG = logging.getLogger(__name__)
@@ -256,18 +256,16 @@ class Agent:
             LOG.error("%s %r failed: %s", option, command, exc)
 
     def describe_error(self, exc: BaseException) -> str:
-        """``Type: message`` of an error, with the broker password masked."""
-        text = f"{type(exc).__name__}: {exc}"
-        try:
-            password = urlsplit(self.settings.broker_url).password
-        except ValueError:
-            password = None
-        return mask_text(text, [password]) if password else text
+        """``Type: message`` of an error (or the queue type mismatch it means),
+        with the password of every broker host masked."""
+        text = describe(exc, self.settings.broker_queue_type)
+        return mask_text(text, passwords(self.settings.broker_url))
 
     # -- over the broker -----------------------------------------------------------
     def broker(self) -> Broker:
         if self._broker is None:
-            self._broker = AgentBroker(self.settings.broker_url, ssl=self.settings.broker_ssl)
+            self._broker = AgentBroker(self.settings.broker_url, ssl=self.settings.broker_ssl,
+                                       queue_type=self.settings.broker_queue_type)
         return self._broker
 
     def _publish_to_broker(self, key: str, result: dict[str, Any]) -> None:

@@ -95,7 +95,7 @@ def run(conf: cfg.ConfigOpts) -> int:
                 trouble = True
         removed = []
         if gone_queues:
-            with Broker(conf.broker.url) as broker:
+            with Broker(conf.broker.url, queue_type=conf.broker.queue_type) as broker:
                 for name in (n for names in gone_queues.values() for n in names):
                     try:
                         broker.delete(name)

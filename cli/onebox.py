@@ -23,6 +23,7 @@ from pathlib import Path
 from oslo_config import cfg
 
 from fornace.common.broker import is_in_memory
+from fornace.common.brokerurl import masked
 from fornace.common.errors import FornaceError
 from fornace.conductor.config import engine_settings, trust_deleter
 from fornace.conductor.daemon import Conductor, ConductorSettings
@@ -55,7 +56,8 @@ class OneBox:
         self.api = ApiService(conf, db, package_check=package_check(conf),
                               workflow_check=workflow_check(conf))
         settings = ConductorSettings(
-            broker_url=self.broker_url, data_dir=Path(conf.data_dir),
+            broker_url=self.broker_url, broker_queue_type=conf.broker.queue_type,
+            data_dir=Path(conf.data_dir),
             max_environments=max_environments or conf.conductor.max_environments,
             lock_stale_after=conf.conductor.lock_stale_after, lock_wait=conf.conductor.lock_wait,
             engine=engine_settings(conf), database_url=db or database_url(conf),
@@ -72,7 +74,7 @@ class OneBox:
         """Start everything; ``FornaceError`` when the API cannot listen."""
         self.resume_instances()
         if not self.api.start_consumers().ready.wait(timeout):
-            raise FornaceError(f"the API could not subscribe on {self.broker_url}")
+            raise FornaceError(f"the API could not subscribe on {masked(self.broker_url)}")
         self.conductor.start()
         self._thread = threading.Thread(target=self._serve, name="api-server", daemon=True)
         self._thread.start()
@@ -85,7 +87,7 @@ class OneBox:
             time.sleep(0.02)
         if not self.conductor.wait_ready(timeout):
             self.stop()
-            raise FornaceError(f"the conductor could not subscribe on {self.broker_url}")
+            raise FornaceError(f"the conductor could not subscribe on {masked(self.broker_url)}")
 
     def _serve(self) -> None:
         try:

@@ -33,7 +33,18 @@ broker_opts = [
                     "agents in one process), filesystem:///some/folder (messages as files, "
                     "shared by the processes of one machine, e.g. local cloud agents; "
                     "their agents get this URL too) or amqp://user:password@host:5672/vhost "
-                    "for RabbitMQ (agents get the [rabbitmq] settings)."),
+                    "for RabbitMQ (agents get the [rabbitmq] settings). The nodes of a "
+                    "RabbitMQ cluster one after the other, ';' between their URLs "
+                    "(amqp://u:pw@mq1:5672/vh;amqp://u:pw@mq2:5672/vh): a connection goes "
+                    "to the first node that answers, and to another when its node dies; "
+                    "agents get every node."),
+    cfg.StrOpt("queue_type", default="classic", choices=["classic", "quorum"],
+               help="How the durable queues (tasks, results, reports, job events, the "
+                    "agents' queues) are declared on RabbitMQ: classic (on one node), or "
+                    "quorum (replicated on the nodes of a cluster: their messages outlive "
+                    "the loss of a minority of nodes). Agents are told. A queue that exists "
+                    "with the other type is refused with an error naming it: delete it "
+                    "once it is empty to change. Ignored by memory:// and filesystem://."),
 ]
 
 data_opts = [

@@ -47,6 +47,7 @@ StacksFactory = Callable[[contract.Task], StackExecutor]
 @dataclass
 class ConductorSettings:
     broker_url: str = "memory://"
+    broker_queue_type: str = "classic"  # [broker] queue_type
     data_dir: Path = Path("data")
     max_environments: int = 4
     engine: Settings | None = None
@@ -98,7 +99,7 @@ class Conductor:
     def start(self) -> None:
         """Start the consumer threads (one deployment each at a time)."""
         for number in range(self.settings.max_environments):
-            consumer = Consumer(Broker(self.settings.broker_url),
+            consumer = Consumer(self._broker(),
                                 {contract.TASKS: self.handle_task}, self.stop)
             thread = threading.Thread(target=consumer.run, name=f"conductor-{number}",
                                       daemon=True)
@@ -120,13 +121,16 @@ class Conductor:
                 broker.close()
             self._publishers.clear()
 
+    def _broker(self) -> Broker:
+        return Broker(self.settings.broker_url, queue_type=self.settings.broker_queue_type)
+
     def _publisher(self) -> Broker:
         """This consumer thread's publishing broker: its connection is kept from
         one job to the next (a new one per job cost a connection handshake
         on both sides for every deployment); it reconnects by itself."""
         broker = getattr(self._thread_state, "broker", None)
         if broker is None:
-            broker = self._thread_state.broker = Broker(self.settings.broker_url)
+            broker = self._thread_state.broker = self._broker()
             with self._publishers_lock:
                 self._publishers.append(broker)
         return broker

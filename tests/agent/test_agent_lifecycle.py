@@ -303,7 +303,7 @@ def test_log_lines_are_sent_in_batches_before_the_answer(settings):
 def render_user_data(broker_url: str, env: str, unit: str, hold: Path | None = None) -> str:
     """init.sh with the agent configuration inside, as prepare-user-data renders it
     (``hold``: the agent's hold file, see :mod:`fornace.agent.holds`)."""
-    values = {"BROKER_URL": broker_url, "RABBITMQ_SSL": "False",
+    values = {"BROKER_URL": broker_url, "RABBITMQ_SSL": "False", "BROKER_QUEUE_TYPE": "classic",
               "RABBITMQ_INPUT_QUEUE": contract.agent_queue(env, "svc", unit),
               "RESULT_QUEUE": contract.results_queue(env), "INTERNAL_HOSTNAME": unit,
               "MURANO_SERVER_ADDRESS": "127.0.0.1"}
