@@ -25,7 +25,14 @@ random moment of the deployment, does one of:
   starts, never the machine's) in the middle of the deployment;
 * ``release-outage``: stop PostgreSQL for 3 s the moment the job's end is
   stored, when its conductor frees the environment's lock, then redeploy
-  the environment: the second job must run, not be refused.
+  the environment: the second job must run, not be refused;
+* ``kill-rabbit-node`` (with ``--cluster``): SIGKILL the RabbitMQ node the
+  lock's conductor is connected to (booted again after the run).
+
+``--cluster`` runs everything on a private 3-node RabbitMQ cluster
+(``tools/rabbitcluster.py``, spare ports) with ``[broker] queue_type =
+quorum`` and every node in ``[broker] url`` (the agents' too) instead of a
+virtual host of the machine's RabbitMQ.
 
 After each run it checks what happened, from the outside:
 
@@ -49,6 +56,7 @@ and prints one line per run, then::
     python tools/chaos.py --runs 20
     python tools/chaos.py --runs 20 --units 8 --conductors 3 --slow 3 --strike-within 6
     python tools/chaos.py --runs 3 --faults kill-conductor --seed 7
+    python tools/chaos.py --runs 20 --cluster --faults kill-rabbit-node,freeze-conductor
 """
 from __future__ import annotations
 
@@ -79,10 +87,17 @@ from fornace.cli.client.http import ApiClient, ClientError
 from fornace.conductor.executors.localcloud import LocalStacks
 
 FAULTS = ("kill-conductor", "close-connection", "kill-agent", "kill-api", "freeze-conductor",
-          "late-redelivery", "restart-database", "release-outage")
+          "late-redelivery", "restart-database", "release-outage", "kill-rabbit-node")
 STALE_AFTER = 6.0        # the conductors' lock_stale_after (seconds)
 AMQP = os.environ.get("FORNACE_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672//")
 POSTGRES = os.environ.get("FORNACE_TEST_DB_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
+CLUSTER: list = []     # the private cluster of --cluster (tools/rabbitcluster.Cluster)
+AMQP_PORTS = {urlsplit(AMQP).port or 5672}
+
+
+def QUEUE_TYPE() -> str:   # noqa: N802 -- read when called: --cluster sets CLUSTER
+    return "quorum" if CLUSTER else "classic"
+
 LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)")
 HOLDS = re.compile(r"environment (\S+): job (\S+) holds the lock \(token (\d+)\)")
 # what changes the cloud, as the conductor logs it (localcloud.py)
@@ -92,6 +107,9 @@ AGAIN = re.compile(r"job (\S+) already ended; its task came again")
 
 
 def rabbitmqctl(*args: str, check: bool = True) -> str:
+    if CLUSTER:   # a node of the private cluster that runs, never the machine's
+        alive = next(node for node in CLUSTER[0].nodes if node.process is not None)
+        return CLUSTER[0].ctl(alive, *args, check=check)
     done = subprocess.run(["rabbitmqctl", *args], capture_output=True, text=True, timeout=120)
     if check and done.returncode != 0:
         raise SystemExit(f"rabbitmqctl {' '.join(args)}: {done.stderr.strip()}")
@@ -153,7 +171,7 @@ def private_services(postgres: str = POSTGRES) -> Iterator[tuple[str, str]]:
     """(amqp URL of a new vhost, PostgreSQL URL of a new database), removed after;
     the vhost has a tap queue bound to the tasks exchange (every task's copy)."""
     name = f"fornace-chaos-{uuid.uuid4().hex[:8]}"
-    base = urlsplit(AMQP)
+    base = urlsplit(AMQP.split(";")[0])
     rabbitmqctl("add_vhost", name)
     db = name.replace("-", "_")
     admin = postgres.replace("+psycopg", "")
@@ -161,7 +179,8 @@ def private_services(postgres: str = POSTGRES) -> Iterator[tuple[str, str]]:
         conn.execute(f'CREATE DATABASE "{db}"')
     try:
         rabbitmqctl("set_permissions", "-p", name, base.username or "guest", ".*", ".*", ".*")
-        amqp = f"{base.scheme}://{base.netloc}/{quote(name, safe='')}"
+        amqp = (CLUSTER[0].url(name) if CLUSTER
+                else f"{base.scheme}://{base.netloc}/{quote(name, safe='')}")
         Tap(amqp).declare()
         yield amqp, postgres.rsplit("/", 1)[0] + "/" + db
     finally:
@@ -186,11 +205,13 @@ class Tap:
         from fornace.common import contract
         with kombu.Connection(self.amqp) as conn:
             kombu.Queue(self.NAME, kombu.Exchange(contract.TASKS, "direct", durable=True),
-                        routing_key=contract.TASKS, durable=True)(conn.channel()).declare()
+                        routing_key=contract.TASKS, durable=True,
+                        queue_arguments={"x-queue-type": "quorum"} if CLUSTER else None,
+                        )(conn.channel()).declare()
 
     def task_of(self, job_id: str) -> tuple[dict, str] | None:
         from fornace.common.broker import Broker
-        with Broker(self.amqp) as broker:
+        with Broker(self.amqp, queue_type=QUEUE_TYPE()) as broker:
             for body, message_id in broker.drain(self.NAME, timeout=0.2):
                 if isinstance(body, dict) and message_id:
                     job = body.get("job") if isinstance(body.get("job"), dict) else {}
@@ -200,7 +221,7 @@ class Tap:
     def send_again(self, body: dict, message_id: str) -> None:
         from fornace.common import contract
         from fornace.common.broker import Broker
-        with Broker(self.amqp) as broker:
+        with Broker(self.amqp, queue_type=QUEUE_TYPE()) as broker:
             broker.publish(contract.TASKS, body, message_id)
 
 
@@ -357,11 +378,23 @@ def slow_catalog(target: Path, seconds: float) -> Path:
     return target
 
 
+def broker_ports(pid: int) -> set[int]:
+    """The broker ports process ``pid`` has connections to."""
+    ports = set()
+    for line in subprocess.run(["ss", "-tnpH"], capture_output=True, text=True).stdout.splitlines():
+        fields = line.split()
+        if f"pid={pid}," in line and len(fields) > 4:
+            port = int(fields[4].rsplit(":", 1)[1])
+            if port in AMQP_PORTS:
+                ports.add(port)
+    return ports
+
+
 def close_connections(vhost: str, pid: int) -> int:
     """Close the AMQP connections of process ``pid`` (matched by its local ports)."""
     ports = set()
     for line in subprocess.run(["ss", "-tnpH"], capture_output=True, text=True).stdout.splitlines():
-        if f"pid={pid}," in line and ":5672" in line.split()[4]:
+        if f"pid={pid}," in line and int(line.split()[4].rsplit(":", 1)[1]) in AMQP_PORTS:
             ports.add(line.split()[3].rsplit(":", 1)[1])
     closed = 0
     listing = rabbitmqctl("list_connections", "-p", vhost, "pid", "peer_port", "--no-table-headers",
@@ -465,6 +498,16 @@ def fault(world: World, kind: str, env_id: str, vhost: str, db_url: str,
         assert postgres is not None
         postgres.outage(2.0)
         return "restart-database: PostgreSQL down 2 s (immediate stop), started again"
+    if kind == "kill-rabbit-node":
+        pid = lock_holder(db_url, env_id)
+        if pid is None or not CLUSTER:
+            return f"{kind}: no conductor held the lock at that moment"
+        nodes = [CLUSTER[0].node_of(port) for port in sorted(broker_ports(pid))]
+        victim = next((node for node in nodes if node is not None and node.process), None)
+        if victim is None:
+            return f"{kind}: conductor {pid} had no connection to a node"
+        CLUSTER[0].kill(victim)
+        return f"kill-rabbit-node: {victim.name} (conductor {pid}'s) killed"
     if kind == "freeze-conductor":
         pid = lock_holder(db_url, env_id)
         holder = next((h for h in world.conductors if h.pid == pid), None)
@@ -561,8 +604,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--units", type=int, default=3)
     parser.add_argument("--conductors", type=int, default=2)
-    parser.add_argument("--faults", default=",".join(FAULTS),
-                        help=f"comma-separated, from {', '.join(FAULTS)}")
+    parser.add_argument("--faults", default=None,
+                        help=f"comma-separated, from {', '.join(FAULTS)} (default: all; "
+                             f"kill-rabbit-node only with --cluster)")
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds per run")
     parser.add_argument("--strike-within", type=float, default=2.0, metavar="S",
                         help="the fault comes at a random moment of the first S seconds "
@@ -570,12 +614,34 @@ def main() -> int:
     parser.add_argument("--slow", type=float, default=0.0, metavar="S",
                         help="each unit's site deployment takes S seconds more")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--cluster", action="store_true",
+                        help="a private 3-node RabbitMQ cluster with quorum queues "
+                             "(tools/rabbitcluster.py) instead of the machine's RabbitMQ")
     parser.add_argument("--keep", action="store_true", help="keep the work folder")
     args = parser.parse_args()
-    faults = [f for f in args.faults.split(",") if f]
+    faults = ([f for f in args.faults.split(",") if f] if args.faults is not None else
+              [f for f in FAULTS if args.cluster or f != "kill-rabbit-node"])
     if unknown := set(faults) - set(FAULTS):
         parser.error(f"unknown fault(s): {', '.join(sorted(unknown))}")
+    if "kill-rabbit-node" in faults and not args.cluster:
+        parser.error("kill-rabbit-node needs --cluster (a node of the machine's RabbitMQ "
+                     "is never killed)")
     rng = random.Random(args.seed)
+    if args.cluster:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from rabbitcluster import Cluster
+        CLUSTER.append(Cluster(3).start())
+        AMQP_PORTS.clear()
+        AMQP_PORTS.update(node.port for node in CLUSTER[0].nodes)
+    try:
+        return chaos(args, faults, rng)
+    finally:
+        if CLUSTER:
+            CLUSTER[0].stop()
+
+
+def chaos(args: argparse.Namespace, faults: list[str], rng: random.Random) -> int:
+    """The runs, their summary and the exit status."""
     root = Path(tempfile.mkdtemp(prefix="fornace-chaos-"))
     postgres = (PrivatePostgres(root / "postgres")
                 if {"restart-database", "release-outage"} & set(faults) else None)
@@ -605,22 +671,25 @@ def runs(args: argparse.Namespace, faults: list[str], rng: random.Random, root: 
     """The runs on the services made for them: (totals, worst recovery)."""
     totals = {"finished": 0, "doubled": 0, "lost": 0, "two": 0, "untruthful": 0, "left": 0}
     worst = 0.0
-    vhost = urlsplit(amqp).path.lstrip("/")
+    vhost = urlsplit(amqp.split(";")[0]).path.lstrip("/")
     base = urlsplit(AMQP)
     cloud_dir = root / "cloud"
     config = root / "fornace.conf"
     data = f"data_dir = {slow_catalog(root / 'data', args.slow)}\n" if args.slow else ""
     config.write_text(
         f"[DEFAULT]\n{data}"
-        f"[api]\nstate_dir = {root / 'state'}\n[broker]\nurl = {amqp}\n"
+        f"[api]\nstate_dir = {root / 'state'}\n"
         f"[database]\nconnection = {db_url}\n"
         f"[conductor]\nstacks = local\ncloud_dir = {cloud_dir}\n"
         f"lock_stale_after = {STALE_AFTER:g}\n"
         f"[engine]\nagent_timeout = 120\nagent_absent_after = 10\n"
-        # what the units' agents connect to (their user data): the same vhost
-        f"[rabbitmq]\nhost = {base.hostname or '127.0.0.1'}\nport = {base.port or 5672}\n"
-        f"login = {base.username or 'guest'}\npassword = {base.password or 'guest'}\n"
-        f"virtual_host = {vhost}\n")
+        f"[broker]\nurl = {amqp}\n"
+        + ("queue_type = quorum\n" if CLUSTER else "")   # agents get every node
+        + ("" if CLUSTER else
+           # what the units' agents connect to (their user data): the same vhost
+           f"[rabbitmq]\nhost = {base.hostname or '127.0.0.1'}\nport = {base.port or 5672}\n"
+           f"login = {base.username or 'guest'}\npassword = {base.password or 'guest'}\n"
+           f"virtual_host = {vhost}\n"))
     world = World(root, config, free_port())
     tap = Tap(amqp)
     try:
@@ -684,6 +753,9 @@ def runs(args: argparse.Namespace, faults: list[str], rng: random.Random, root: 
             totals["two"] += bool(out_of_turn)
             left = left_behind(world, env_id, vhost, cloud_dir)
             totals["left"] += bool(left)
+            for node in (CLUSTER[0].nodes if CLUSTER else []):
+                if node.process is None:   # killed: booted again for the next runs
+                    CLUSTER[0].revive(node)
             print(f"run {run:>2}: {what}; status {env['status'] if env else 'NOT ENDED'}{why}, "
                   f"{recovery:.1f} s after the fault, doubled {doubled}, "
                   f"two holders {'YES' if out_of_turn else 'no'}, "

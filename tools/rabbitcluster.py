@@ -273,6 +273,16 @@ class Cluster:
         node.process.wait(timeout=60)
         node.process = None
 
+    def revive(self, node: Node) -> None:
+        """Boot a node :meth:`kill` took down again: it keeps its data, so it
+        rejoins the cluster (its quorum queues catch up from the others)."""
+        self._launch(node)
+        self._await(node)
+
+    def node_of(self, port: int) -> Node | None:
+        """The node listening on AMQP ``port`` (None: none of this cluster's)."""
+        return next((node for node in self.nodes if node.port == port), None)
+
     # -- stopping ----------------------------------------------------------------
     def stop(self) -> None:
         """Kill every node still running and remove the folder (if it made it).
