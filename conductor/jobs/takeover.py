@@ -1,0 +1,114 @@
+"""Taking over the job of a silent lock holder, on the database's heartbeat.
+
+A conductor that stops without dying (SIGSTOP, a paused VM, a process stuck
+in the kernel) keeps its task message unacknowledged: RabbitMQ hands it to
+another conductor only when it drops the connection (a minute or more of
+missed broker heartbeats); the folder broker never does.  Its job lock
+goes stale after ``lock_stale_after`` seconds without a heartbeat, but no
+other conductor has the task to run.
+
+So the lock row keeps the task of its grant (:class:`HeldTask`), and every
+conductor sweeps the table every few seconds (:class:`Takeover`): a held lock
+whose heartbeat is stale and whose job has not ended is claimed by one
+conditional UPDATE (one conductor wins; a claim holds for a stale period) and
+its task runs in this conductor, through the normal path: ``acquire`` takes
+the silent holder's lock over (token + 1).  The old holder, if it wakes,
+finds its grant gone at its next heartbeat or fence check and stops without
+acting; the broker's copy of the task, delivered again one day, waits for
+the job or is acknowledged as done.
+
+The task runs here rather than going back to the broker: on RabbitMQ a copy
+published to the tasks queue may well be pushed to an idle consumer of the
+frozen conductor itself, and wait there for the broker's timeout after all.
+A conductor claims a takeover only with a consumer slot free
+(``max_environments``), and gives the task back to the broker if it stops
+before the job's end.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from typing import Any, Callable
+
+from fornace.conductor.jobs.lock import HeldTask, JobLock
+
+LOG = logging.getLogger(__name__)
+
+#: (message id) -> whether this conductor can run that task now (a slot free,
+#: and the task not already running here)
+HasRoom = Callable[[str], bool]
+#: (task body, message id) -> None: start running it (in a thread of its own)
+Start = Callable[[Any, str], None]
+
+
+class Takeover:
+    """The sweeper of one conductor (``holder``): its thread looks for silent
+    holders every ``every`` seconds (a quarter of ``stale_after``, at most 2 s)
+    until ``stop`` is set."""
+
+    def __init__(self, locks: JobLock, holder: str, stale_after: float, has_room: HasRoom,
+                 start: Start, stop: threading.Event, every: float | None = None) -> None:
+        self.locks = locks
+        self.holder = holder
+        self.stale_after = stale_after
+        self.has_room = has_room
+        self.start_task = start
+        self.stop = stop
+        self.every = every if every is not None else min(stale_after / 4, 2.0)
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="lock-takeover", daemon=True)
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while not self.stop.wait(self.every):
+            try:
+                self.sweep()
+            except Exception as exc:  # noqa: BLE001 -- the database may come back
+                LOG.warning("looking for silent lock holders failed: %s: %s",
+                            type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc)
+                            else "")
+
+    def sweep(self) -> list[str]:
+        """One look: claim and start the jobs of silent holders this conductor
+        has room for; their message ids."""
+        started = []
+        for found in self.locks.silent(self.stale_after, other_than=self.holder):
+            if self.stop.is_set():
+                break
+            if not self.has_room(found.task_id):
+                continue
+            task = self.locks.claim(found, self.stale_after)
+            if task is None:          # it beat again, or another conductor claimed it
+                continue
+            body = _body(task)
+            if body is None:
+                continue
+            LOG.warning("environment %s: the holder of job %s (conductor %s, token %d) is "
+                        "silent for %g s; this conductor takes the job over",
+                        found.environment_id, found.job_id, found.holder, found.token,
+                        self.stale_after)
+            self.start_task(body, task.message_id)
+            started.append(task.message_id)
+        return started
+
+
+def _body(task: HeldTask) -> Any:
+    """The task's body, or None (logged, never shown) when it is not JSON."""
+    try:
+        return json.loads(task.body)
+    except ValueError as exc:
+        LOG.error("task %s kept with its lock is not JSON (%s at %d); it cannot be taken over",
+                  task.message_id, type(exc).__name__, getattr(exc, "pos", -1))
+        return None
+
+
+def kept(body: Any, message_id: str) -> HeldTask:
+    """What a grant keeps of the task it runs."""
+    return HeldTask(message_id, json.dumps(body, separators=(",", ":")))
