@@ -22,10 +22,10 @@ from fornace.common.consumer import Delivery
 from fornace.common.db.engine import upgrade
 from fornace.conductor.daemon import Conductor, ConductorSettings
 from fornace.conductor.executors.base import Fenced, FencedStacks, StackRequest
-from fornace.conductor.executors.simulator import SimulatedCloud, SimulatedStacks
 from fornace.conductor.jobs.fencing import GrantFence
 from fornace.conductor.jobs.lock import Grant, JobLock
 from fornace.conductor.session import Settings
+from standins import RecordingStacks, one_unit_task
 from waiting import wait_for
 
 DATA = Path(__file__).resolve().parents[2] / "data"
@@ -36,37 +36,6 @@ class FrozenBeat(Conductor):
 
     def _beat(self, grant, watch):
         pass
-
-
-class RecordingStacks(SimulatedStacks):
-    """The simulated cloud's stacks, every call written down; ``gate`` (if any)
-    holds the first apply in the cloud until it is set."""
-
-    def __init__(self, calls: list, gate: threading.Event | None = None,
-                 entered: threading.Event | None = None) -> None:
-        super().__init__(SimulatedCloud())
-        self.calls, self.gate, self.entered = calls, gate, entered
-
-    def apply(self, request):
-        self.calls.append(("apply", request.stack_name))
-        if self.gate is not None and len(self.calls) == 1:
-            self.entered.set()
-            self.gate.wait(60)
-        return super().apply(request)
-
-    def delete(self, stack_name):
-        self.calls.append(("delete", stack_name))
-        return super().delete(stack_name)
-
-    def remove(self, stack_name, resources):
-        self.calls.append(("remove", stack_name))
-        return super().remove(stack_name, resources)
-
-
-def one_unit_task(env_id: str) -> dict:
-    return contract.task_body({"id": env_id, "name": "x", "services": [{
-        "id": "s1", "name": "site", "type": "linuxWebServer", "units": [
-            {"id": "u1", "name": "site_instance_0"}]}]}, None, "t1")
 
 
 @pytest.fixture
