@@ -98,9 +98,8 @@ class Conductor:
         self._publishers_lock = threading.Lock()
         # the jobs of silent lock holders, found in the database and run here
         self.takeover = Takeover(self.locks, self.holder, settings.lock_stale_after,
-                                 self._has_room, self._take_over, self.stop) \
+                                 self._has_room, self._reserve, self._requeue, self.stop) \
             if self.locks else None
-        self._taken_over: list[threading.Thread] = []
 
     def start(self) -> None:
         """Start the consumer threads (one deployment each at a time)."""
@@ -122,7 +121,7 @@ class Conductor:
         self.stop.set()
         if self.takeover is not None:
             self.takeover.join(timeout)
-        for thread in [*self._threads, *self._taken_over]:
+        for thread in self._threads:
             thread.join(timeout)
         if not any(thread.is_alive() for thread in self._threads):
             self.data.close()
@@ -197,38 +196,31 @@ class Conductor:
             return (task_id not in self._running and not self.stop.is_set()
                     and len(self._running) < self.settings.max_environments)
 
-    def _take_over(self, body: Any, task_id: str) -> None:
-        """Run, in a thread of its own, the task of a silent holder claimed from
-        the database; if it is not answered here (the conductor stops, a fault),
-        it goes back to the broker as a requeued message would."""
+    def _reserve(self, body: Any, task_id: str) -> Callable[[], None] | None:
+        """A slot here for the task of a silent holder: the call that runs it (in
+        a thread of the caller's), or None (a copy of it came meanwhile, or it
+        is malformed).  It raises when the task is not answered."""
         try:
             task = contract.parse_task(body)
         except contract.ContractError as exc:
             LOG.error("task %s kept with its lock cannot be taken over: %s", task_id, exc)
-            return
+            return None
         with self._running_lock:
-            if task_id in self._running:   # a copy came meanwhile: it runs the job
-                return
+            if task_id in self._running:   # that copy runs the job
+                return None
             running = self._running[task_id] = _Run()
 
         def run() -> None:
             try:
                 self._run_task(task, body, task_id, running)
-            except Exception as exc:  # noqa: BLE001 -- Interrupted included: requeued
-                LOG.warning("environment %s: the job of task %s taken over here did not "
-                            "end (%s); its task goes back to the queue", task.environment_id,
-                            task_id, exc)
-                try:
-                    self._publisher().publish(contract.TASKS, body, task_id)
-                except Exception as lost:  # noqa: BLE001 -- the broker's copy is all left
-                    LOG.error("environment %s: task %s could not go back to the queue: %s",
-                              task.environment_id, task_id, lost)
             finally:
-                self._close_publisher()
+                self._close_publisher()    # the thread ends with the job
+        return run
 
-        thread = threading.Thread(target=run, name=f"takeover-{task_id}", daemon=True)
-        self._taken_over = [t for t in self._taken_over if t.is_alive()] + [thread]
-        thread.start()
+    def _requeue(self, body: Any, task_id: str) -> None:
+        """The task back to the queue, as the broker requeues an unanswered one."""
+        with Broker(self.settings.broker_url) as broker:
+            broker.publish(contract.TASKS, body, task_id)
 
     def _deploy(self, task: contract.Task, task_id: str, body: Any = None) -> None:
         """Run the task's job; it is answered when this returns (its result sent,

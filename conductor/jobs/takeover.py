@@ -38,8 +38,11 @@ LOG = logging.getLogger(__name__)
 #: (message id) -> whether this conductor can run that task now (a slot free,
 #: and the task not already running here)
 HasRoom = Callable[[str], bool]
-#: (task body, message id) -> None: start running it (in a thread of its own)
-Start = Callable[[Any, str], None]
+#: (task body, message id) -> the call that runs it in the slot it takes, or
+#: None (it cannot run here); the call raises when the task is not answered
+Reserve = Callable[[Any, str], "Callable[[], None] | None"]
+#: (task body, message id) -> None: the task back to the broker's queue
+Requeue = Callable[[Any, str], None]
 
 
 class Takeover:
@@ -48,23 +51,28 @@ class Takeover:
     until ``stop`` is set."""
 
     def __init__(self, locks: JobLock, holder: str, stale_after: float, has_room: HasRoom,
-                 start: Start, stop: threading.Event, every: float | None = None) -> None:
+                 reserve: Reserve, requeue: Requeue, stop: threading.Event,
+                 every: float | None = None) -> None:
         self.locks = locks
         self.holder = holder
         self.stale_after = stale_after
         self.has_room = has_room
-        self.start_task = start
+        self.reserve = reserve
+        self.requeue = requeue
         self.stop = stop
         self.every = every if every is not None else min(stale_after / 4, 2.0)
         self._thread: threading.Thread | None = None
+        self._jobs: list[threading.Thread] = []   # the jobs taken over, running
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="lock-takeover", daemon=True)
         self._thread.start()
 
     def join(self, timeout: float | None = None) -> None:
-        if self._thread is not None:
-            self._thread.join(timeout)
+        """Wait for the sweeper and the jobs it started (after ``stop``)."""
+        for thread in [self._thread, *self._jobs]:
+            if thread is not None:
+                thread.join(timeout)
 
     def _run(self) -> None:
         while not self.stop.wait(self.every):
@@ -88,15 +96,32 @@ class Takeover:
             if task is None:          # it beat again, or another conductor claimed it
                 continue
             body = _body(task)
-            if body is None:
+            run = self.reserve(body, task.message_id) if body is not None else None
+            if run is None:
                 continue
             LOG.warning("environment %s: the holder of job %s (conductor %s, token %d) is "
                         "silent for %g s; this conductor takes the job over",
                         found.environment_id, found.job_id, found.holder, found.token,
                         self.stale_after)
-            self.start_task(body, task.message_id)
+            thread = threading.Thread(target=self._run_job, args=(run, body, task.message_id),
+                                      name=f"takeover-{task.message_id}", daemon=True)
+            self._jobs = [job for job in self._jobs if job.is_alive()] + [thread]
+            thread.start()
             started.append(task.message_id)
         return started
+
+    def _run_job(self, run: Callable[[], None], body: Any, message_id: str) -> None:
+        """Run a job taken over; one not answered here (the conductor stops, a
+        fault) goes back to the broker, as an unacknowledged message would."""
+        try:
+            run()
+        except Exception as exc:  # noqa: BLE001 -- the conductor's Interrupted included
+            LOG.warning("task %s taken over here did not end (%s); it goes back to the queue",
+                        message_id, exc)
+            try:
+                self.requeue(body, message_id)
+            except Exception as lost:  # noqa: BLE001 -- the broker's first copy is left
+                LOG.error("task %s could not go back to the queue: %s", message_id, lost)
 
 
 def _body(task: HeldTask) -> Any:

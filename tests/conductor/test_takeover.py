@@ -32,6 +32,7 @@ from fornace.common.broker import Broker
 from fornace.common.db.engine import upgrade
 from fornace.conductor.daemon import Conductor, ConductorSettings
 from fornace.conductor.jobs.lock import JobLock
+from fornace.conductor.jobs.takeover import kept
 from fornace.conductor.session import Settings
 from apikit import reset_postgres
 from services import postgres_url, rabbitmqctl
@@ -180,3 +181,32 @@ def test_a_frozen_conductors_job_is_taken_over_after_lock_stale_after(backends, 
         frozen.wait(60)
         if successor is not None:
             successor.shutdown()
+
+
+def test_a_job_taken_over_goes_back_to_the_queue_if_its_conductor_stops(tmp_path):
+    """The silent holder still has the task message, but it will only acknowledge
+    it once it wakes and finds its lock lost: a job taken over and interrupted
+    (its new conductor stopping) must not be lost with it."""
+    url = f"sqlite:///{tmp_path / 'locks.sqlite'}"
+    upgrade(url)
+    env_id = "d" + uuid.uuid4().hex[:8]
+    task_id = "t-" + env_id
+    with JobLock(url) as lock:        # a conductor took the task, then froze
+        lock.acquire(env_id, task_id, "frozen-conductor", task=kept(one_unit_task(env_id),
+                                                                    task_id))
+    successor = Conductor(ConductorSettings(
+        broker_url="memory://", data_dir=DATA, max_environments=1, database_url=url,
+        lock_stale_after=1, engine=Settings(agent_timeout=3600, agent_boot_timeout=3600)),
+        lambda task: RecordingStacks([]))
+    successor.start()
+    try:
+        with Broker("memory://") as broker:      # taken over: its plan waits for an agent
+            wait_for(lambda: broker.drain(contract.agent_queue(env_id, "s1", "u1"),
+                                          timeout=0.1), "the job taken over to send its plan")
+            successor.shutdown()
+            tasks = broker.drain(contract.TASKS, timeout=0.3)
+    finally:
+        successor.shutdown()
+    assert [(body["id"], message_id) for body, message_id in tasks] == [(env_id, task_id)]
+    with JobLock(url) as lock:                   # freed, not ended: the copy will run it
+        assert lock.holder(env_id) is None and lock.token(env_id) == 2
