@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+import time
 from typing import Any, Callable
 
 from fornace.conductor.jobs.lock import HeldTask, JobLock
@@ -48,11 +49,13 @@ Requeue = Callable[[Any, str], None]
 class Takeover:
     """The sweeper of one conductor (``holder``): its thread looks for silent
     holders every ``every`` seconds (a quarter of ``stale_after``, at most 2 s)
-    until ``stop`` is set."""
+    until ``stop`` is set, except for ``stale_after`` after the database failed
+    it (see :meth:`look`)."""
 
     def __init__(self, locks: JobLock, holder: str, stale_after: float, has_room: HasRoom,
                  reserve: Reserve, requeue: Requeue, stop: threading.Event,
-                 every: float | None = None) -> None:
+                 every: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.locks = locks
         self.holder = holder
         self.stale_after = stale_after
@@ -63,6 +66,8 @@ class Takeover:
         self.every = every if every is not None else min(stale_after / 4, 2.0)
         self._thread: threading.Thread | None = None
         self._jobs: list[threading.Thread] = []   # the jobs taken over, running
+        self.clock = clock
+        self._quiet_until = float("-inf")         # no takeover before (a database failure)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="lock-takeover", daemon=True)
@@ -76,12 +81,24 @@ class Takeover:
 
     def _run(self) -> None:
         while not self.stop.wait(self.every):
-            try:
-                self.sweep()
-            except Exception as exc:  # noqa: BLE001 -- the database may come back
-                LOG.warning("looking for silent lock holders failed: %s: %s",
-                            type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc)
-                            else "")
+            self.look()
+
+    def look(self) -> list[str]:
+        """One :meth:`sweep`, unless the database failed this conductor less than
+        ``stale_after`` ago: a heartbeat that stopped while the database was out
+        of reach says nothing of its holder, which may well be beating again
+        (or have ended its job, its release lost in the outage) by the time
+        the database answers; a whole stale period of answers tells."""
+        if self.clock() < self._quiet_until:
+            return []
+        try:
+            return self.sweep()
+        except Exception as exc:  # noqa: BLE001 -- the database may come back
+            self._quiet_until = self.clock() + self.stale_after
+            LOG.warning("looking for silent lock holders failed (%s: %s); no takeover for "
+                        "%g s", type(exc).__name__,
+                        str(exc).splitlines()[0][:200] if str(exc) else "", self.stale_after)
+            return []
 
     def sweep(self) -> list[str]:
         """One look: claim and start the jobs of silent holders this conductor

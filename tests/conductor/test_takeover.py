@@ -20,6 +20,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -32,7 +33,7 @@ from fornace.common.broker import Broker
 from fornace.common.db.engine import upgrade
 from fornace.conductor.daemon import Conductor, ConductorSettings
 from fornace.conductor.jobs.lock import JobLock
-from fornace.conductor.jobs.takeover import kept
+from fornace.conductor.jobs.takeover import Takeover, kept
 from fornace.conductor.session import Settings
 from apikit import reset_postgres
 from services import postgres_url, rabbitmqctl
@@ -210,3 +211,32 @@ def test_a_job_taken_over_goes_back_to_the_queue_if_its_conductor_stops(tmp_path
     assert [(body["id"], message_id) for body, message_id in tasks] == [(env_id, task_id)]
     with JobLock(url) as lock:                   # freed, not ended: the copy will run it
         assert lock.holder(env_id) is None and lock.token(env_id) == 2
+
+
+def test_no_takeover_until_the_database_answered_for_a_stale_period(tmp_path):
+    """After a database outage every holder looks silent (its heartbeats failed
+    too), and a job that ended in it may still hold its lock (its release lost):
+    a conductor the database failed takes nothing over for a stale period."""
+    folder, away = tmp_path / "db", tmp_path / "away"
+    folder.mkdir()
+    url = f"sqlite:///{folder / 'locks.sqlite'}"
+    upgrade(url)
+    env_id = "d" + uuid.uuid4().hex[:8]
+    with JobLock(url, clock=lambda: datetime.datetime(2000, 1, 1)) as old:   # silent for long
+        old.acquire(env_id, "t-" + env_id, "silent", task=kept(one_unit_task(env_id),
+                                                               "t-" + env_id))
+    now, ran = [0.0], []
+    with JobLock(url) as lock:
+        takeover = Takeover(lock, "me", 10, lambda task_id: True,
+                            lambda body, task_id: lambda: ran.append(task_id),
+                            lambda body, task_id: None, threading.Event(),
+                            clock=lambda: now[0])
+        lock.engine.dispose()
+        folder.rename(away)                  # the database out of reach
+        assert takeover.look() == []
+        away.rename(folder)                  # back
+        now[0] = 9.0
+        assert takeover.look() == [] and [s.job_id for s in lock.silent(10)] == ["t-" + env_id]
+        now[0] = 10.5
+        assert takeover.look() == ["t-" + env_id]
+        wait_for(lambda: ran == ["t-" + env_id], "the job taken over to run")
