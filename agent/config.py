@@ -7,6 +7,7 @@ template (``data/templates/agent-config/Default.template``) writes and that
     [DEFAULT]
     broker_url = amqp://user:password@host:5672//
     broker_ssl = False
+    broker_queue_type = classic
     input_queue = e<env>-<service>-<unit>
     result_routing_key = -execution-results-e<env>
 
@@ -33,8 +34,13 @@ from oslo_config import cfg
 
 connection_opts = [
     cfg.StrOpt("broker_url", default="memory://", secret=True,
-               help="Broker the agent takes its plans from (amqp://user:pw@host:5672/vhost)."),
+               help="Broker the agent takes its plans from (amqp://user:pw@host:5672/vhost); "
+                    "the nodes of a RabbitMQ cluster one after the other, ';' between "
+                    "their URLs."),
     cfg.BoolOpt("broker_ssl", default=False, help="Reach the broker over TLS."),
+    cfg.StrOpt("broker_queue_type", default="classic", choices=["classic", "quorum"],
+               help="How the agent declares its queues: as the conductor does ([broker] "
+                    "queue_type), or the broker refuses them."),
     cfg.StrOpt("input_queue", default="",
                help="Queue of this unit's execution plans (e<env>-<service>-<unit>)."),
     cfg.StrOpt("result_routing_key", default="",
@@ -108,6 +114,7 @@ class AgentSettings:
     journal_keep: int = 1000
     broker_url: str = "memory://"
     broker_ssl: bool = False
+    broker_queue_type: str = "classic"
     input_queue: str = ""
     result_queue: str = ""
 
@@ -128,5 +135,6 @@ class AgentSettings:
                    shell=agent.shell, keep_plans=agent.keep_plans,
                    keep_plan_inputs=agent.keep_plan_inputs,
                    journal_keep=agent.journal_keep, broker_url=conf.broker_url,
-                   broker_ssl=conf.broker_ssl, input_queue=conf.input_queue,
+                   broker_ssl=conf.broker_ssl, broker_queue_type=conf.broker_queue_type,
+                   input_queue=conf.input_queue,
                    result_queue=conf.result_routing_key)

@@ -42,10 +42,10 @@ class PlanInbox:
         """Subscribe (prefetch 1); the broker starts pushing plans."""
         if self._conn is not None:
             return
-        conn = self.broker.connection()
+        conn = self.broker.open_connection()   # every node of a cluster is tried
         try:
-            conn.connect()
-            consumer = kombu.Consumer(conn.channel(), queues=[kombu_queue(self.queue)],
+            consumer = kombu.Consumer(conn.channel(),
+                                      queues=[kombu_queue(self.queue, self.broker.queue_type)],
                                       on_message=self._buffer.append, prefetch_count=1)
             consumer.consume()
         except Exception:

@@ -3,8 +3,9 @@
 Records (``event`` field):
 
 * ``started``  ``{id}`` -- a plan began to run;
-* ``result``   ``{id, result, reboot}`` -- its answer, written BEFORE it is sent;
-  ``reboot`` is true when the plan asked for a reboot (the answer is then
+* ``result``   ``{id, result, reboot}`` -- its answer, written as soon as the
+  plan's commands ended, BEFORE it is sent (an agent that dies then sends it
+  when it starts again); ``reboot`` is true when the plan asked for a reboot (the answer is then
   sent after the restart, as Murano 0.2 agents did);
 * ``sent``     ``{id}`` -- the answer was published;
 * ``rebooted`` ``{id}`` -- the agent came back after that plan's reboot;

@@ -130,7 +130,9 @@ class Runner:
 
         ``done`` are the result entries of the commands before ``start`` (the
         re-run of an incomplete plan keeps them); ``on_line`` gets every
-        output line while a command runs.
+        output line while a command runs.  It returns as soon as the last
+        command ended, so that the caller journals how the plan ended before
+        anything else (then :meth:`prune`).
         """
         folder = self.plan_folder(key)
         folder.mkdir(parents=True, exist_ok=True)
@@ -162,7 +164,6 @@ class Runner:
             if not asked.incomplete:     # an incomplete command's output is no result
                 entries.append({"IsException": False, "Result": lines})
             break
-        self.prune(keep=folder)
         return run
 
     def _run_command(self, plan: Plan, folder: Path, index: int, scripts: list[Path],

@@ -19,16 +19,17 @@ import subprocess
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable
-from urllib.parse import urlsplit
 
 from fornace.agent.config import AgentSettings
+from fornace.agent.holds import COMMANDS_ENDED, hold
 from fornace.agent.journal import Entry, Journal
 from fornace.agent.logstream import LogSender, LogStream
 from fornace.agent.plan import Plan, PlanError, decode_body, parse_plan, plan_id
 from fornace.agent.runner import PlanRun, Runner
 from fornace.agent.states import EXIT_POWEROFF, EXIT_REBOOT, EXIT_STOPPED, Machine
 from fornace.common import contract
-from fornace.common.broker import Broker
+from fornace.common.broker import Broker, describe
+from fornace.common.brokerurl import passwords
 from fornace.common.secrets import mask_text
 
 LOG = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ class Outcome:
     answer: dict[str, Any] | None    # None: incomplete, answered after its re-run
     action: str | None = None        # "stop", "poweroff", "reboot", "restart" (exit 128)
     reason: str = ""                 # for the state machine's log
+    to_send: bool = False            # the answer is journaled, not yet published
 
 
 class Agent:
@@ -89,7 +91,7 @@ class Agent:
         if entry is not None and entry.rerun_pending:
             return self.rerun(entry)
         if entry is not None and entry.started:
-            return self._answer(None, key, interrupted_result(),
+            return self._answer(key, interrupted_result(),
                                 f"plan {key} was interrupted before: answered as failed")
 
         self.journal.started(key)
@@ -97,9 +99,9 @@ class Agent:
             plan = parse_plan(parsed_body if parsed_body is not None else body)
         except PlanError as exc:
             LOG.warning("plan %s cannot run: %s: %s", key, exc.kind, exc)
-            return self._answer(None, key, contract.exception_result(exc.kind, str(exc)),
+            return self._answer(key, contract.exception_result(exc.kind, str(exc)),
                                 f"plan {key} cannot run: {exc.kind}")
-        return self._finish(plan, key, self._run(plan, key), incompletes=0)
+        return self._run(plan, key, incompletes=0)
 
     def rerun(self, entry: Entry) -> Outcome:
         """Run an incomplete plan again from the command that was incomplete."""
@@ -108,34 +110,47 @@ class Agent:
             plan = parse_plan(self.runner.load_plan(key))
         except (OSError, ValueError, PlanError) as exc:
             LOG.error("incomplete plan %s cannot be run again: %s", key, exc)
-            return self._answer(None, key, contract.exception_result(
+            return self._answer(key, contract.exception_result(
                 "IncompletePlanLost", f"the incomplete plan cannot be run again: {exc}"),
                 f"incomplete plan {key} is lost: answered as failed")
         LOG.info("plan %s: running it again from command %d (incomplete %d time(s))", key,
                  entry.next, entry.incompletes)
         self.journal.resumed(key)
-        run = self._run(plan, key, start=entry.next, done=entry.done or [])
-        return self._finish(plan, key, run, incompletes=entry.incompletes)
+        return self._run(plan, key, incompletes=entry.incompletes, start=entry.next,
+                         done=entry.done or [])
 
-    def _run(self, plan: Plan, key: str, start: int = 0,
-             done: list[dict[str, Any]] | tuple = ()) -> PlanRun:
-        """Run the commands, streaming their output lines while they run."""
+    def _run(self, plan: Plan, key: str, incompletes: int, start: int = 0,
+             done: list[dict[str, Any]] | tuple = ()) -> Outcome:
+        """Run the commands (streaming their output lines), journal how the plan
+        ended, then send its answer.
+
+        The end is journaled (fsynced) as soon as the last command ended, before
+        the last log lines go out (a broker in trouble can hold them) and before
+        the answer: an agent killed from then on sends that answer when it starts
+        again (:meth:`startup`) instead of answering the plan as interrupted.
+        """
         stream = None
         if self.publish_log is not None and not key.startswith("sha256:"):
             stream = LogStream(key, self.publish_log)
         try:
-            return self.runner.run_plan(plan, key, start=start, done=done,
-                                        on_line=stream.add if stream else None)
-        except Exception as exc:   # noqa: BLE001 -- the agent itself failed
-            LOG.exception("plan %s: the agent failed running it", key)
-            return PlanRun(contract.exception_result(type(exc).__name__,
-                                                     f"the agent failed: {exc}"))
+            try:
+                run = self.runner.run_plan(plan, key, start=start, done=done,
+                                           on_line=stream.add if stream else None)
+            except Exception as exc:   # noqa: BLE001 -- the agent itself failed
+                LOG.exception("plan %s: the agent failed running it", key)
+                run = PlanRun(contract.exception_result(type(exc).__name__,
+                                                        f"the agent failed: {exc}"))
+            outcome = self._conclude(plan, key, run, incompletes)
+            hold(COMMANDS_ENDED, key)
         finally:
             if stream is not None:
                 stream.close()    # the last lines go out before the answer
+        self.runner.prune(keep=self.runner.plan_folder(key))
+        return self._deliver(outcome)
 
-    def _finish(self, plan: Plan, key: str, run: PlanRun, incompletes: int) -> Outcome:
-        """Journal what the run gave: an incomplete plan to re-run, or the answer."""
+    def _conclude(self, plan: Plan, key: str, run: PlanRun, incompletes: int) -> Outcome:
+        """Journal what the run gave: an incomplete plan to re-run, or the answer
+        (sent by :meth:`_deliver`)."""
         asked = run.signal
         what = f"{run.name} exited {run.code}"
         if asked is not None and asked.incomplete:
@@ -156,19 +171,23 @@ class Agent:
         result = run.result
         failed = result["IsException"] or any(e["IsException"] for e in result["Result"])
         if plan.reboot == 2 or (plan.reboot == 1 and not failed):
-            return self._answer(plan, key, result, f"plan {key} asks for a reboot "
-                                                   f"(RebootOnCompletion {plan.reboot})",
-                                deferred_reboot=True)
+            return self._journal_answer(key, result, f"plan {key} asks for a reboot "
+                                                     f"(RebootOnCompletion {plan.reboot})",
+                                        deferred_reboot=True)
         if asked is None:
-            return self._answer(plan, key, result, f"plan {key} answered")
-        outcome = self._answer(plan, key, result, f"plan {key} answered; {what}: "
-                                                  f"{asked.action}")
+            return self._journal_answer(key, result, f"plan {key} answered")
+        outcome = self._journal_answer(key, result, f"plan {key} answered; {what}: "
+                                                    f"{asked.action}")
         outcome.action = asked.action
         return outcome
 
-    def _answer(self, plan: Plan | None, key: str, result: dict[str, Any], reason: str,
-                deferred_reboot: bool = False) -> Outcome:
-        """Journal the answer, then send it -- or, for a reboot plan, keep it for later."""
+    def _answer(self, key: str, result: dict[str, Any], reason: str) -> Outcome:
+        """Journal the answer, then send it."""
+        return self._deliver(self._journal_answer(key, result, reason))
+
+    def _journal_answer(self, key: str, result: dict[str, Any], reason: str,
+                        deferred_reboot: bool = False) -> Outcome:
+        """Journal the answer, to send -- or, for a reboot plan, kept for after it."""
         contract.parse_plan_result(result)   # our own answers follow the contract
         self.journal.result(key, result, reboot=deferred_reboot)
         if deferred_reboot:
@@ -176,9 +195,16 @@ class Agent:
             LOG.info("plan %s asks for a reboot; its answer is sent after the restart", key)
             self.reboot_requested = key
             return Outcome(key, result, "reboot", reason)
-        self._send(key, result)
-        self._forget_inputs(key)   # after the answer went: it does not wait for the disk
-        return Outcome(key, result, None, reason)
+        return Outcome(key, result, None, reason, to_send=True)
+
+    def _deliver(self, outcome: Outcome) -> Outcome:
+        """Send a journaled answer that is to be sent now."""
+        if outcome.to_send:
+            assert outcome.answer is not None
+            self._send(outcome.plan_id, outcome.answer)
+            outcome.to_send = False
+            self._forget_inputs(outcome.plan_id)   # after the answer: it waits for no disk
+        return outcome
 
     def _forget_inputs(self, key: str) -> None:
         if not self.settings.keep_plan_inputs:   # answered: its inputs are not needed
@@ -191,7 +217,9 @@ class Agent:
     def startup(self) -> int:
         """After a (re)start: fail the plans a dead agent left running (incomplete
         ones excepted: they run again), then send the answers journaled but not
-        sent, oldest first.  The number of answers sent."""
+        sent, oldest first -- among them those of plans whose commands had ended
+        when the agent died, as they ended: the script is not run again.  The
+        number of answers sent."""
         for entry in self.journal.interrupted():
             LOG.warning("plan %s was running when the agent stopped; it is answered as "
                         "failed, not run again", entry.id)
@@ -199,7 +227,7 @@ class Agent:
         sent = 0
         for entry in self.journal.unsent():
             LOG.info("sending the journaled answer of plan %s", entry.id)
-            self._send(entry.id, entry.result)
+            self._deliver(Outcome(entry.id, entry.result, to_send=True))
             sent += 1
         for entry in self.journal.reboots_pending():
             self.journal.rebooted(entry.id)
@@ -228,18 +256,16 @@ class Agent:
             LOG.error("%s %r failed: %s", option, command, exc)
 
     def describe_error(self, exc: BaseException) -> str:
-        """``Type: message`` of an error, with the broker password masked."""
-        text = f"{type(exc).__name__}: {exc}"
-        try:
-            password = urlsplit(self.settings.broker_url).password
-        except ValueError:
-            password = None
-        return mask_text(text, [password]) if password else text
+        """``Type: message`` of an error (or the queue type mismatch it means),
+        with the password of every broker host masked."""
+        text = describe(exc, self.settings.broker_queue_type)
+        return mask_text(text, passwords(self.settings.broker_url))
 
     # -- over the broker -----------------------------------------------------------
     def broker(self) -> Broker:
         if self._broker is None:
-            self._broker = AgentBroker(self.settings.broker_url, ssl=self.settings.broker_ssl)
+            self._broker = AgentBroker(self.settings.broker_url, ssl=self.settings.broker_ssl,
+                                       queue_type=self.settings.broker_queue_type)
         return self._broker
 
     def _publish_to_broker(self, key: str, result: dict[str, Any]) -> None:

@@ -6,7 +6,8 @@ console log of a unit tells what its agent did and why.
 
 * ``INIT`` -- read the journal, answer the plans a dead agent left running
   as failed (except incomplete ones, which are run again), send the answers
-  not yet sent, subscribe to the input queue.  Error: sleep, ``INIT`` again.
+  not yet sent (a plan whose commands had ended: as it ended), subscribe to
+  the input queue.  Error: sleep, ``INIT`` again.
   Else ``WAIT_FOR_RUNNABLE``.
 * ``WAIT_FOR_RUNNABLE`` -- an incomplete plan to re-run, or a plan from the
   input queue: ``RUN_TASK``; the stop signal: ``EXIT``; a broker error:

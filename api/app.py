@@ -16,6 +16,7 @@ from fastapi import FastAPI, Request
 from oslo_policy import policy as oslo_policy
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from fornace.api import policy
@@ -28,6 +29,7 @@ from fornace.api.jobroutes import router as jobs_router
 from fornace.api.muranoroutes import router as murano_router
 from fornace.api.packages.routes import router as packages_router
 from fornace.api.stores.store import Store
+from fornace.common.db.outages import transient
 
 if TYPE_CHECKING:
     from fornace.api.stores.jobs import Jobs
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
     from fornace.api.packages.workflows import WorkflowFiles
 
 LOG = logging.getLogger(__name__)
+RETRY_AFTER = 2   # seconds a client is told to wait when the database is out of reach
 
 
 class BodyLimit:
@@ -164,6 +167,18 @@ def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
                  413: "Request Entity Too Large"}.get(exc.status_code, "Error")
         return JSONResponse(error_body(exc.status_code, title, str(exc.detail)),
                             status_code=exc.status_code)
+
+    @app.exception_handler(SQLAlchemyError)
+    async def database_error(request: Request, exc: SQLAlchemyError) -> JSONResponse:
+        if not transient(exc):
+            raise exc          # a bug: the 500 below
+        # the database out of reach, or a failover under way: nothing is wrong
+        # with the request, it may be sent again
+        LOG.warning("%s %s: the database is out of reach: %s", request.method,
+                    request.url.path, str(exc).splitlines()[0][:200])
+        return JSONResponse(error_body(503, "Service Unavailable",
+                                       "the database is out of reach for a moment; try again"),
+                            status_code=503, headers={"Retry-After": str(RETRY_AFTER)})
 
     @app.exception_handler(Exception)
     async def crash(request: Request, exc: Exception) -> JSONResponse:

@@ -34,7 +34,7 @@ def running_job(db: DbSession, env_id: str) -> Job | None:
 
 
 def busy_message(env_name: str, job: Job) -> str:
-    return (f"environment {env_name} is busy: job {job.id} ({job.kind}) running since "
+    return (f"environment {env_name} is busy: job {job.id} ({job.kind}) {job.state} since "
             f"{utc(job.started)}; wait for it to end or abandon it")
 
 

@@ -37,6 +37,7 @@ from fornace.api.stores.store import Store
 from fornace.api.packages.workflows import WorkflowFiles
 from fornace.common import contract
 from fornace.common.broker import Broker
+from fornace.common.brokerurl import check
 from fornace.common.consumer import BATCH_SIZE, Consumer, Delivery
 from fornace.common import options
 from fornace.common.catalog import load_catalog
@@ -57,16 +58,22 @@ Items = list[tuple[Any, Delivery]]
 class ThreadBrokers:
     """A publisher with one :class:`Broker` per calling thread."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, queue_type: str = "classic") -> None:
+        check(url)   # a bad URL stops the API's start, naming what is wrong
         self.url = url
+        self.queue_type = queue_type
         self._local = threading.local()
         self._all: list[Broker] = []
         self._lock = threading.Lock()
 
+    def new(self) -> Broker:
+        """A broker of its own (``[broker] url`` and ``queue_type``), not kept here."""
+        return Broker(self.url, queue_type=self.queue_type)
+
     def broker(self) -> Broker:
         broker = getattr(self._local, "broker", None)
         if broker is None:
-            broker = self._local.broker = Broker(self.url)
+            broker = self._local.broker = self.new()
             with self._lock:
                 self._all.append(broker)
         return broker
@@ -95,7 +102,7 @@ class ApiService:
         if migrate:  # worker processes leave it to their parent
             upgrade(url)
         self.engine = make_engine(url)
-        self.brokers = ThreadBrokers(conf.broker.url)
+        self.brokers = ThreadBrokers(conf.broker.url, conf.broker.queue_type)
         auth: Any = (KeystoneAuth.from_config(conf) if conf.api.auth_mode == "keystone"
                      else NoAuth(conf.api.default_tenant, conf.api.default_user))
         # keystone mode: jobs act on the cloud through trusts (fornace.api.trusts)
@@ -144,7 +151,7 @@ class ApiService:
 
     def start_consumers(self) -> Consumer:
         """Consume results, reports and job events in a background thread."""
-        self._consumer = Consumer(Broker(self.brokers.url), {}, self._stop,
+        self._consumer = Consumer(self.brokers.new(), {}, self._stop,
                                   batch_handlers={contract.RESULTS: self._on_results,
                                                   contract.REPORTS: self._on_reports,
                                                   contract.JOB_EVENTS: self._on_job_events},

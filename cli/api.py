@@ -36,6 +36,7 @@ def run(conf: cfg.ConfigOpts) -> int:
 
     from fornace.api.protocol import http_protocol
     from fornace.common.broker import is_in_memory, warn_if_in_memory
+    from fornace.common.brokerurl import check
 
     command = conf.command
     workers = command.workers or conf.api.workers
@@ -43,6 +44,7 @@ def run(conf: cfg.ConfigOpts) -> int:
         print("fornace api: --workers above 1 needs a broker shared by the processes: "
               "set [broker] url = filesystem:///folder or amqp://...", file=sys.stderr)
         return 2
+    check(conf.broker.url)   # here: worker processes would each fail on their own
     daemonlogs.setup(conf)
     _listen_on(conf)
     options = {"host": conf.api.host, "port": command.port or conf.api.port,

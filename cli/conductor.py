@@ -29,17 +29,20 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
 def run(conf: cfg.ConfigOpts) -> int:
     from fornace.common.broker import warn_if_in_memory
+    from fornace.common.brokerurl import check
     from fornace.common.options import database_url   # where the job locks are
     from fornace.conductor.config import engine_settings, trust_deleter
     from fornace.conductor.daemon import Conductor, ConductorSettings
     from fornace.conductor.executors import stacks_factory
 
+    check(conf.broker.url)   # before logging is set up: on the terminal, naming the part
     daemonlogs.setup(conf)
     command = conf.command
     settings = ConductorSettings(
-        broker_url=conf.broker.url, data_dir=Path(conf.data_dir),
+        broker_url=conf.broker.url, broker_queue_type=conf.broker.queue_type,
+        data_dir=Path(conf.data_dir),
         max_environments=command.max_environments or conf.conductor.max_environments,
-        lock_stale_after=conf.conductor.lock_stale_after,
+        lock_stale_after=conf.conductor.lock_stale_after, lock_wait=conf.conductor.lock_wait,
         engine=engine_settings(conf), database_url=database_url(conf),
         agents=command.agents or conf.conductor.agents, delete_trust=trust_deleter(conf),
         trace=conf.conductor.trace, trace_bytes=conf.conductor.trace_bytes)

@@ -5,13 +5,13 @@ start (processes starting together take turns); these commands let an
 operator do it before, or see where a database stands.  Exit status of
 ``current``: 0 at the newest revision, 1 behind it (or empty); of both, as
 ``fornace --help`` says: 2 for a URL that names no database Fornace can use
-(unparseable, an unknown dialect or driver), 3 for a database that is
-unreachable or refuses (one line naming the URL, its password masked).
+(unparseable, an unknown dialect or driver, several PostgreSQL hosts named
+in a way that cannot work), 3 for a database that is unreachable or refuses
+(one line naming the URL: every host, its passwords masked).
 """
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 
 from oslo_config import cfg
@@ -37,8 +37,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
 def run(conf: cfg.ConfigOpts) -> int:
     from alembic.util import CommandError
-    from sqlalchemy import make_url
     from sqlalchemy.exc import ArgumentError, NoSuchModuleError, SQLAlchemyError
+
+    from fornace.common.db.urls import DatabaseUrlError, checked, passwords, shown
 
     command = conf.command
     try:
@@ -47,20 +48,17 @@ def run(conf: cfg.ConfigOpts) -> int:
         return _fail(f"in [api] state_dir {conf.api.state_dir}", "cannot be made",
                      _reason(exc, []), UNAVAILABLE)
     try:
-        parsed = make_url(url)
-    except (ArgumentError, ValueError):   # ValueError: a port that is no number
-        # without SQLAlchemy's reason: it may quote a piece of the password
-        shown = _UNPARSED_PASSWORD.sub(lambda found: f"{found[1]}:***@", url)
-        return _fail(shown, "is no database URL",
-                     "dialect+driver://user:password@host:port/name expected", USAGE)
-    shown = parsed.render_as_string(hide_password=True)
-    password = [str(parsed.password)] if parsed.password else []
+        checked(url)
+    except DatabaseUrlError as exc:   # its text never quotes SQLAlchemy's reason (a password)
+        print(f"fornace db: {exc}", file=sys.stderr)
+        return USAGE
+    seen, secrets = shown(url), passwords(url)
     try:
-        return _run(command.action, url, shown)
+        return _run(command.action, url, seen)
     except (ArgumentError, NoSuchModuleError, ImportError) as exc:   # ImportError: no driver
-        return _fail(shown, "is no database Fornace can use", _reason(exc, password), USAGE)
+        return _fail(seen, "is no database Fornace can use", _reason(exc, secrets), USAGE)
     except (SQLAlchemyError, CommandError, OSError) as exc:   # OSError: SQLite's folder
-        return _fail(shown, "cannot be used", _reason(exc, password), UNAVAILABLE)
+        return _fail(seen, "cannot be used", _reason(exc, secrets), UNAVAILABLE)
 
 
 def _run(action: str, url: str, shown: str) -> int:
@@ -78,10 +76,6 @@ def _run(action: str, url: str, shown: str) -> int:
     state = "the newest" if revision == head else f"behind the newest, {head}"
     print(f"{shown}: revision {revision or 'none (empty schema)'} ({state})")
     return OK if revision == head else FAILED
-
-
-# scheme://user:password@ of a URL SQLAlchemy cannot parse (to the last @)
-_UNPARSED_PASSWORD = re.compile(r"(//[^:/@]*):.*@")
 
 
 def _reason(exc: BaseException, secrets: list[str]) -> str:

@@ -21,6 +21,7 @@ from oslo_config import cfg
 
 from fornace.cli import daemonlogs
 from fornace.cli.client.http import ApiClient, ClientError
+from fornace.common.brokerurl import masked
 from fornace.common.errors import FornaceError
 
 POLL = 0.25
@@ -159,7 +160,7 @@ def run(conf: cfg.ConfigOpts) -> int:
     box = OneBox(conf, host="127.0.0.1", port=0)
     out(f"fornace demo: starting Fornace in {state_dir}")
     box.start()
-    out(f"  API {box.url}/, broker {box.broker_url}, local cloud {box.cloud.state_dir}")
+    out(f"  API {box.url}/, broker {masked(box.broker_url)}, local cloud {box.cloud.state_dir}")
     demo = Demo(ApiClient(box.url), out, command.timeout)
     ok = False
     try:

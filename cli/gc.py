@@ -41,10 +41,10 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
 def _backends(conf: cfg.ConfigOpts) -> list[tuple[str, Any, Any]]:
     """(label, executor, which stack names are Fornace's) to look at."""
-    from fornace.conductor.executors.localcloud import LocalStacks, cloud_dir
+    from fornace.conductor.executors.localcloud import LocalStacks
 
     backends: list[tuple[str, Any, Any]] = [
-        ("local", LocalStacks(cloud_dir(conf)), lambda name: name.startswith("e"))]
+        ("local", LocalStacks.from_conf(conf), lambda name: name.startswith("e"))]
     if (conf.command.stacks or conf.conductor.stacks) == "heat":
         from fornace.conductor.executors.heat import HeatStacks
         backends.append(("heat", HeatStacks.from_config(conf), HEAT_STACK_NAME.fullmatch))
@@ -95,7 +95,7 @@ def run(conf: cfg.ConfigOpts) -> int:
                 trouble = True
         removed = []
         if gone_queues:
-            with Broker(conf.broker.url) as broker:
+            with Broker(conf.broker.url, queue_type=conf.broker.queue_type) as broker:
                 for name in (n for names in gone_queues.values() for n in names):
                     try:
                         broker.delete(name)

@@ -23,11 +23,12 @@ from pathlib import Path
 from oslo_config import cfg
 
 from fornace.common.broker import is_in_memory
+from fornace.common.brokerurl import masked
 from fornace.common.errors import FornaceError
 from fornace.conductor.config import engine_settings, trust_deleter
 from fornace.conductor.daemon import Conductor, ConductorSettings
 from fornace.conductor.executors.base import StackFailure, StackRequest
-from fornace.conductor.executors.localcloud import LocalStacks, cloud_dir
+from fornace.conductor.executors.localcloud import LocalStacks
 
 LOG = logging.getLogger(__name__)
 
@@ -49,15 +50,16 @@ class OneBox:
         if is_in_memory(self.broker_url):
             self.broker_url = f"filesystem://{self.state_dir.resolve() / 'broker'}"
             conf.set_override("url", self.broker_url, group="broker")
-        self.cloud = LocalStacks(cloud_dir(conf))
+        self.cloud = LocalStacks.from_conf(conf)
         if host:   # the address listened on is a Host the API serves
             conf.set_override("host", host, group="api")
         self.api = ApiService(conf, db, package_check=package_check(conf),
                               workflow_check=workflow_check(conf))
         settings = ConductorSettings(
-            broker_url=self.broker_url, data_dir=Path(conf.data_dir),
+            broker_url=self.broker_url, broker_queue_type=conf.broker.queue_type,
+            data_dir=Path(conf.data_dir),
             max_environments=max_environments or conf.conductor.max_environments,
-            lock_stale_after=conf.conductor.lock_stale_after,
+            lock_stale_after=conf.conductor.lock_stale_after, lock_wait=conf.conductor.lock_wait,
             engine=engine_settings(conf), database_url=db or database_url(conf),
             delete_trust=trust_deleter(conf), trace=conf.conductor.trace,
             trace_bytes=conf.conductor.trace_bytes)
@@ -72,7 +74,7 @@ class OneBox:
         """Start everything; ``FornaceError`` when the API cannot listen."""
         self.resume_instances()
         if not self.api.start_consumers().ready.wait(timeout):
-            raise FornaceError(f"the API could not subscribe on {self.broker_url}")
+            raise FornaceError(f"the API could not subscribe on {masked(self.broker_url)}")
         self.conductor.start()
         self._thread = threading.Thread(target=self._serve, name="api-server", daemon=True)
         self._thread.start()
@@ -85,7 +87,7 @@ class OneBox:
             time.sleep(0.02)
         if not self.conductor.wait_ready(timeout):
             self.stop()
-            raise FornaceError(f"the conductor could not subscribe on {self.broker_url}")
+            raise FornaceError(f"the conductor could not subscribe on {masked(self.broker_url)}")
 
     def _serve(self) -> None:
         try:

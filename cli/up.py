@@ -31,6 +31,7 @@ def run(conf: cfg.ConfigOpts) -> int:
     daemonlogs.setup(conf)
     command = conf.command
     from fornace.cli.onebox import OneBox
+    from fornace.common.brokerurl import masked
 
     box = OneBox(conf, command.host, command.port, command.db, command.max_environments)
     box.start()
@@ -39,7 +40,7 @@ def run(conf: cfg.ConfigOpts) -> int:
     resumed = len(box.cloud.stack_names())
     print(f"Fornace is up on this machine.\n"
           f"  API          {box.url}/  (also at {box.url}/v1)\n"
-          f"  broker       {box.broker_url}\n"
+          f"  broker       {masked(box.broker_url)}\n"
           f"  local cloud  {box.cloud.state_dir} ({resumed} stack(s))\n"
           f"  workflows    {conf.data_dir}\n"
           f"Press Ctrl-C to stop.", flush=True)

@@ -5,7 +5,13 @@ one process shares its queues, so the API, the conductor and simulated agents
 can run as threads of one process.  ``Broker("filesystem:///some/folder")``
 keeps messages as files in a folder, shared by the processes of one machine
 (:mod:`fornace.common.folderbroker`; the local cloud's agents are such processes).
-``Broker("amqp://user:pw@host:5672//")`` talks to RabbitMQ.
+``Broker("amqp://user:pw@host:5672//")`` talks to RabbitMQ;
+``Broker("amqp://...@mq1//;amqp://...@mq2//")`` to a RabbitMQ cluster (kombu's
+failover URL, :mod:`fornace.common.brokerurl`): each connection goes to the
+first node that answers, the node that answered last tried first.  With
+``queue_type="quorum"`` every queue is declared as a quorum queue (replicated
+on the cluster's nodes), else as a classic one; a queue that exists with the
+other type is refused with a :class:`QueueTypeError` naming it.
 
 Delivery is at least once: messages are persistent on durable queues,
 publishing waits for the broker's confirmation and retries through a broker
@@ -20,21 +26,24 @@ logs a body unmasked or a password (see :mod:`fornace.common.secrets`).
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
 import logging
+import re
 import socket
 import threading
 import time
 import uuid
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Iterator, Mapping
 
 import kombu
 import kombu.common
 from kombu import compression
 
 from fornace.common import contract, folderbroker
-from fornace.common.brokerurl import is_folder_url
+from fornace.common.brokerurl import AMQP_PORT, hosts, is_folder_url, masked
 from fornace.common.contract import ContractError
+from fornace.common.errors import FornaceError
 
 LOG = logging.getLogger(__name__)
 
@@ -44,25 +53,65 @@ CONFIRM_TIMEOUT = 30.0      # seconds to wait for the broker to confirm a publis
 RECONNECT_START = 0.5       # reconnection backoff of consumers: 0.5, 1.5, 2.5 ... 5 s
 RECONNECT_STEP = 1.0
 RECONNECT_MAX = 5.0
+#: ``[broker] queue_type``: how the durable queues are declared.
+CLASSIC, QUORUM = "classic", "quorum"
+QUEUE_TYPES = (CLASSIC, QUORUM)
 
 
+class QueueTypeError(FornaceError):
+    """A queue exists on the broker with another type than ``[broker] queue_type``
+    (RabbitMQ's PRECONDITION_FAILED on ``x-queue-type``)."""
 
-def kombu_queue(name: str) -> kombu.Queue:
+
+def kombu_queue(name: str, queue_type: str = CLASSIC) -> kombu.Queue:
     """The durable queue ``name``; ``tasks`` is bound to the direct exchange ``tasks``.
 
     Every other queue (results, reports, agent queues) is reached through the
-    default exchange with its own name as routing key.
+    default exchange with its own name as routing key.  A quorum queue says
+    so (``x-queue-type``); a classic one carries no argument, as before
+    ``queue_type`` existed, so the queues those versions made still match.
+    Every queue is durable and none exclusive or auto-deleted: what quorum
+    queues require.
     """
-    return _kombu_queue(name, contract.TASKS)
+    return _kombu_queue(name, contract.TASKS, queue_type)
 
 
 @functools.lru_cache(maxsize=1024)   # the same few names for every message (users bind copies)
-def _kombu_queue(name: str, tasks: str) -> kombu.Queue:
+def _kombu_queue(name: str, tasks: str, queue_type: str) -> kombu.Queue:
+    arguments = {"x-queue-type": QUORUM} if queue_type == QUORUM else None
     if name == tasks:
         exchange = kombu.Exchange(tasks, "direct", durable=True)
-        return kombu.Queue(tasks, exchange, routing_key=tasks, durable=True)
+        return kombu.Queue(tasks, exchange, routing_key=tasks, durable=True,
+                           queue_arguments=arguments)
     return kombu.Queue(name, kombu.Exchange(""), routing_key=name, durable=True,
-                       auto_delete=False)
+                       auto_delete=False, queue_arguments=arguments)
+
+
+_MISMATCH = re.compile(r"inequivalent arg 'x-queue-type' for queue '(?P<queue>.*?)' in vhost "
+                       r"'(?P<vhost>.*?)': .*current is (?:the value )?(?P<current>none|'[^']*')")
+
+
+def queue_type_error(exc: BaseException, queue_type: str) -> QueueTypeError | None:
+    """What a broker error means when a queue exists with another type than
+    ``queue_type``: a :class:`QueueTypeError` naming the queue, both types, the
+    option and the way out; None for any other error."""
+    found = _MISMATCH.search(str(exc))
+    if found is None:
+        return None
+    current = found["current"].strip("'")
+    current = CLASSIC if current == "none" else current
+    queue, vhost = found["queue"], found["vhost"]
+    return QueueTypeError(
+        f"queue {queue!r} exists on the broker as a {current} queue, but [broker] queue_type "
+        f"is {queue_type} (virtual host {vhost!r}): once no message of it is needed, delete "
+        f"it (rabbitmqctl delete_queue -p {vhost} {queue}) for it to be declared again, or "
+        f"set queue_type = {current}")
+
+
+def describe(exc: BaseException, queue_type: str = CLASSIC) -> str:
+    """``Type: message`` of a broker error, or the :class:`QueueTypeError` it means."""
+    mismatch = queue_type_error(exc, queue_type)
+    return str(mismatch) if mismatch else f"{type(exc).__name__}: {exc}"
 
 
 def message_kind(queue: str) -> str:
@@ -108,13 +157,20 @@ class Broker:
     """One broker endpoint; use one instance per thread.
 
     ``heartbeat`` (seconds) applies to consuming connections, whose loop
-    drives it; ``confirm`` turns on publisher confirms (AMQP only).
+    drives it; ``confirm`` turns on publisher confirms (AMQP only);
+    ``queue_type`` is ``[broker] queue_type`` (:data:`QUEUE_TYPES`).  A bad
+    ``url`` raises :class:`~fornace.common.brokerurl.BrokerUrlError`.
     """
 
     def __init__(self, url: str = "memory://", heartbeat: int = 30, confirm: bool = True, *,
                  retry_policy: Mapping[str, Any] | None = None,
-                 confirm_timeout: float = CONFIRM_TIMEOUT) -> None:
+                 confirm_timeout: float = CONFIRM_TIMEOUT, queue_type: str = CLASSIC) -> None:
+        if queue_type not in QUEUE_TYPES:
+            raise ValueError(f"[broker] queue_type {queue_type!r} is not one of "
+                             f"{', '.join(QUEUE_TYPES)}")
+        self._hosts = [host.url for host in hosts(url)]   # checks the URL
         self.url = url
+        self.queue_type = queue_type
         self.heartbeat = heartbeat
         self.confirm = confirm
         self.retry_policy = {**RETRY_POLICY, **(retry_policy or {})}
@@ -137,7 +193,9 @@ class Broker:
         return self.in_memory or self.in_folder
 
     def connection(self, heartbeat: int | None = None) -> kombu.Connection:
-        """A new (not yet connected) kombu connection to this broker."""
+        """A new (not yet connected) kombu connection to this broker; of a
+        cluster's nodes, the one that answered last comes first (kombu moves on
+        to the next one, round-robin, when a node does not answer)."""
         heartbeat = self.heartbeat if heartbeat is None else heartbeat
         if self.in_folder:
             return kombu.Connection(transport=folderbroker.Transport, heartbeat=heartbeat,
@@ -147,12 +205,44 @@ class Broker:
             options["polling_interval"] = 0.05
         elif self.confirm:
             options["confirm_publish"] = True
-        return kombu.Connection(self.url, heartbeat=heartbeat, transport_options=options)
+        url = ";".join(self._hosts) if self._hosts else self.url
+        return kombu.Connection(url, heartbeat=heartbeat, transport_options=options)
+
+    def open_connection(self, heartbeat: int | None = None) -> kombu.Connection:
+        """A new connection, connected: every node of a cluster is tried once
+        (kombu's ``connect()`` tries two), the first that answers is kept, and
+        the next connections try it first.  Raises the last node's error."""
+        conn = self.connection(heartbeat)
+        try:
+            # max_retries counts the tries after the first; no pause between
+            # nodes: the caller paces its reconnections
+            conn.ensure_connection(max_retries=max(len(conn.alt), 1) - 1, interval_start=0,
+                                   interval_step=0, interval_max=0,
+                                   reraise_as_library_errors=False)
+        except Exception:
+            close_quietly(conn)
+            raise
+        self._prefer(conn)
+        return conn
+
+    def _prefer(self, conn: kombu.Connection) -> None:
+        """Put the node ``conn`` reached first in the list (a dead node first
+        would cost every later connection its connect timeout)."""
+        if len(self._hosts) < 2:
+            return
+        for index, host in enumerate(hosts(";".join(self._hosts))):
+            if (host.host, host.port) == (conn.hostname, conn.port or AMQP_PORT):
+                self._hosts = self._hosts[index:] + self._hosts[:index]
+                return
 
     @property
     def display(self) -> str:
-        """The URL with the password masked, for logs."""
-        return self.url if self.local else self.connection().as_uri()
+        """The URL with the password of every host masked, for logs."""
+        return masked(self.url)
+
+    def describe(self, exc: BaseException) -> str:
+        """``Type: message`` of a broker error, or the queue type mismatch it means."""
+        return describe(exc, self.queue_type)
 
     def __repr__(self) -> str:
         return f"Broker({self.display!r})"
@@ -167,7 +257,7 @@ class Broker:
         only once the broker has taken the message.
         """
         message_id = message_id or uuid.uuid4().hex
-        target = kombu_queue(queue)
+        target = kombu_queue(queue, self.queue_type)
         with self._lock:
             producer = self._get_producer()
 
@@ -178,12 +268,13 @@ class Broker:
             options: dict[str, Any] = {}
             if not self.local and self.confirm:
                 options["confirm_timeout"] = self.confirm_timeout
-            producer.publish(body, exchange=target.exchange, routing_key=target.routing_key,
-                             declare=[target], serializer="json",
-                             delivery_mode=kombu.entity.PERSISTENT_DELIVERY_MODE,
-                             message_id=message_id, retry=True,
-                             retry_policy={**self.retry_policy, "errback": errback},
-                             **options)
+            with self._queue_types():
+                producer.publish(body, exchange=target.exchange, routing_key=target.routing_key,
+                                 declare=[target], serializer="json",
+                                 delivery_mode=kombu.entity.PERSISTENT_DELIVERY_MODE,
+                                 message_id=message_id, retry=True,
+                                 retry_policy={**self.retry_policy, "errback": errback},
+                                 **options)
         LOG.debug("published message %s to %r", message_id, queue)
         return message_id
 
@@ -194,8 +285,22 @@ class Broker:
         with self._lock:
             producer = self._get_producer()
             channel = producer.channel   # resolves kombu's channel promise: connects
-            for name in queues:
-                kombu.common.maybe_declare(kombu_queue(name), channel)
+            with self._queue_types():
+                for name in queues:
+                    kombu.common.maybe_declare(kombu_queue(name, self.queue_type), channel)
+
+    @contextlib.contextmanager
+    def _queue_types(self) -> Iterator[None]:
+        """A declaration refused for a queue of the other type raises
+        :class:`QueueTypeError` (the channel is gone: the connection is reset)."""
+        try:
+            yield
+        except Exception as exc:
+            mismatch = queue_type_error(exc, self.queue_type)
+            if mismatch is None:
+                raise
+            self.close()
+            raise mismatch from exc
 
     def _get_producer(self) -> kombu.Producer:
         if self._producer is None:
@@ -231,10 +336,11 @@ class Broker:
         tests and tools.
         """
         taken: list[tuple[Any, str | None]] = []
-        conn = self.connection(heartbeat=0)
+        conn = self.open_connection(heartbeat=0)
         try:
-            bound = kombu_queue(queue)(conn.channel())
-            bound.declare()
+            bound = kombu_queue(queue, self.queue_type)(conn.channel())
+            with self._queue_types():
+                bound.declare()
             deadline = time.monotonic() + timeout
             while count is None or len(taken) < count:
                 message = bound.get(no_ack=False)
@@ -266,7 +372,7 @@ class Broker:
         if self.in_memory:
             return None
         counts: dict[str, int] = {}
-        conn = self.connection(heartbeat=0)
+        conn = self.open_connection(heartbeat=0)
         try:
             channel = None
             for queue in queues:
@@ -281,9 +387,9 @@ class Broker:
 
     def delete(self, queue: str) -> None:
         """Delete ``queue`` and its messages."""
-        conn = self.connection(heartbeat=0)
+        conn = self.open_connection(heartbeat=0)
         try:
-            kombu_queue(queue)(conn.channel()).delete()
+            kombu_queue(queue, self.queue_type)(conn.channel()).delete()
         finally:
             close_quietly(conn)
 
@@ -332,8 +438,9 @@ class Inbox:
                 conn = self._conn or self.broker.connection()
                 if not isinstance(exc, conn.connection_errors + conn.channel_errors):
                     raise
-                LOG.warning("broker %s: %s: %s while waiting on %r; reconnecting",
-                            self.broker.display, type(exc).__name__, exc, self.queue)
+                LOG.log(logging.ERROR if queue_type_error(exc, self.broker.queue_type)
+                        else logging.WARNING, "broker %s: %s while waiting on %r; reconnecting",
+                        self.broker.display, self.broker.describe(exc), self.queue)
                 self.close()
                 time.sleep(min(RECONNECT_START, max(deadline - time.monotonic(), 0)))
 
@@ -341,10 +448,10 @@ class Inbox:
         """Subscribe now (else the first :meth:`get` does); the broker starts pushing."""
         if self._conn is not None:
             return
-        conn = self.broker.connection(heartbeat=0)
+        conn = self.broker.open_connection(heartbeat=0)
         try:
-            conn.connect()
-            consumer = kombu.Consumer(conn.channel(), queues=[kombu_queue(self.queue)],
+            consumer = kombu.Consumer(conn.channel(),
+                                      queues=[kombu_queue(self.queue, self.broker.queue_type)],
                                       on_message=self._buffer.append,
                                       prefetch_count=self.prefetch)
             consumer.consume()

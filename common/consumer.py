@@ -24,7 +24,8 @@ from typing import Any, Callable, Mapping, Sequence
 import kombu
 
 from fornace.common.broker import (RECONNECT_MAX, RECONNECT_START, RECONNECT_STEP, Broker,
-                                   close_quietly, decode_message, kombu_queue, raw_text)
+                                   close_quietly, decode_message, kombu_queue,
+                                   queue_type_error, raw_text)
 from fornace.common.contract import ContractError
 from fornace.common.secrets import find_secrets, mask_text
 
@@ -110,8 +111,10 @@ class Consumer:
     * handled messages are acked as soon as the handler returned; failed ones
       are requeued after ``requeue_delay``, in order, followed by the
       messages of the same queue that arrived meanwhile, so that on RabbitMQ
-      (which puts a requeued message back at its place) the queue's order
-      holds.  A handler that must keep its messages in order therefore stops
+      (whose classic queues put a requeued message back at its place) the
+      queue's order holds; quorum queues requeue at the tail, so there it
+      holds for what this consumer held (up to the prefetch), not past it.
+      A handler that must keep its messages in order therefore stops
       at the first failure and gives every later message the same exception
       (not tried).  memory:// and folder brokers requeue at the tail, for
       single messages as for batches.
@@ -165,11 +168,13 @@ class Consumer:
                 1, thread_name_prefix="fornace-handler") as worker:
             self._worker = worker   # set_aside runs there too
             while not self.stop.is_set():
-                conn = self.broker.connection()
+                conn = None
                 errors: tuple = ()
                 try:
+                    # every node of a cluster is tried; the handlers' messages are
+                    # on the quorum queues of whichever answers
+                    conn = self.broker.open_connection()
                     errors = conn.connection_errors + conn.channel_errors
-                    conn.connect()
                     self._subscribe(conn)
                     delay = RECONNECT_START
                     self._loop(conn, worker)
@@ -177,7 +182,11 @@ class Consumer:
                     self.ready.clear()
                     if self.stop.is_set():
                         break
-                    if isinstance(exc, errors):
+                    errors = errors or _errors_of(self.broker)
+                    if queue_type_error(exc, self.broker.queue_type):   # an operator's to fix
+                        LOG.error("broker %s: %s; trying again in %.1f s", self.broker.display,
+                                  self.broker.describe(exc), delay)
+                    elif isinstance(exc, errors):
                         LOG.warning("broker %s: %s: %s; reconnecting in %.1f s",
                                     self.broker.display, type(exc).__name__, exc, delay)
                     else:
@@ -188,7 +197,8 @@ class Consumer:
                 finally:
                     self.ready.clear()
                     self._give_back()
-                    close_quietly(conn)
+                    if conn is not None:
+                        close_quietly(conn)
 
     # -- one connection --------------------------------------------------------
     def _subscribe(self, conn: kombu.Connection) -> None:
@@ -205,7 +215,7 @@ class Consumer:
                   self.broker.display)
 
     def _consume(self, channel: Any, name: str, prefetch: int) -> None:
-        consumer = kombu.Consumer(channel, queues=[kombu_queue(name)],
+        consumer = kombu.Consumer(channel, queues=[kombu_queue(name, self.broker.queue_type)],
                                   on_message=self._receiver(name), prefetch_count=prefetch)
         consumer.consume()
         self._consumers.append(consumer)
@@ -485,3 +495,10 @@ def _ids(deliveries: Sequence[Delivery], shown: int = 5) -> str:
 
 def _batch_name(items: Sequence[tuple[Any, Delivery]], queue: str) -> str:
     return f"a batch of {len(items)} ({_ids([d for _, d in items])}) on {queue!r}"
+
+
+def _errors_of(broker: Broker) -> tuple:
+    """The errors of ``broker``'s transport that a reconnection may cure (for an
+    error raised before a connection existed: none of its nodes answered)."""
+    conn = broker.connection()
+    return conn.connection_errors + conn.channel_errors

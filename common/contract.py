@@ -74,6 +74,11 @@ the earlier ones, and a Murano 0.2 agent or API speaks 1.0)::
     1.9 - Ids follow fornace.common.names' rule (1 to 64 ASCII letters,
           digits, '.', '_', '-'): a "tasks" event's node ids and a task's
           "target" (when not null); the API refuses other ids at the door
+    1.10 - Job state "queued" (a job event of kind "job"): the job waits
+           for its environment's lock, held by another job; its summary
+           says which, on which conductor, since when.  "running" (fenced)
+           once it holds the lock.  An older API sets "queued" aside as a
+           ContractError (the job stays shown running)
 """
 from __future__ import annotations
 
@@ -86,7 +91,7 @@ from typing import Any
 
 from fornace.common import jsonlimits, names
 
-CONTRACT_VERSION = "1.9"   # see the history above; bump it with every change of a body
+CONTRACT_VERSION = "1.10"   # see the history above; bump it with every change of a body
 MAX_PACKAGES = 32          # workflow packages on one task (1.8)
 
 TASKS = "tasks"            # exchange, queue and routing key
@@ -98,7 +103,8 @@ ACTIONS = ("deploy", "delete", "install", "uninstall", "execute_operation", "hea
            "check", "plan")
 TASK_STATUSES = ("pending", "running", "ok", "error", "skipped", "blocked", "cancelled",
                  "planned")
-JOB_STATES = ("running", "success", "completed_w_errors", "refused")
+JOB_STATES = ("queued", "running", "success", "completed_w_errors", "refused")
+UNENDED_JOB_STATES = ("queued", "running")   # a job that has not ended is one of these
 CHANGE_DETECTION = ("evaluate", "always", "skip")
 
 ENTITIES = ("unit", "service", "environment")  # or None
@@ -246,7 +252,9 @@ def task_events_body(environment_id: str, job_id: str, tasks: list[dict[str, Any
 
 def job_event_body(environment_id: str, job_id: str, state: str,
                    summary: str = "") -> dict[str, Any]:
-    """A ``job-events`` message about the job itself (e.g. ``refused`` by the lock)."""
+    """A ``job-events`` message about the job itself: ``queued`` behind the
+    environment's lock (the summary says why), ``running`` once it holds it,
+    ``refused`` when it would not run."""
     body = {"environment_id": environment_id, "job_id": job_id, "kind": "job",
             "state": state, "summary": summary}
     _check_event(body)

@@ -33,7 +33,18 @@ broker_opts = [
                     "agents in one process), filesystem:///some/folder (messages as files, "
                     "shared by the processes of one machine, e.g. local cloud agents; "
                     "their agents get this URL too) or amqp://user:password@host:5672/vhost "
-                    "for RabbitMQ (agents get the [rabbitmq] settings)."),
+                    "for RabbitMQ (agents get the [rabbitmq] settings). The nodes of a "
+                    "RabbitMQ cluster one after the other, ';' between their URLs "
+                    "(amqp://u:pw@mq1:5672/vh;amqp://u:pw@mq2:5672/vh): a connection goes "
+                    "to the first node that answers, and to another when its node dies; "
+                    "agents get every node."),
+    cfg.StrOpt("queue_type", default="classic", choices=["classic", "quorum"],
+               help="How the durable queues (tasks, results, reports, job events, the "
+                    "agents' queues) are declared on RabbitMQ: classic (on one node), or "
+                    "quorum (replicated on the nodes of a cluster: their messages outlive "
+                    "the loss of a minority of nodes). Agents are told. A queue that exists "
+                    "with the other type is refused with an error naming it: delete it "
+                    "once it is empty to change. Ignored by memory:// and filesystem://."),
 ]
 
 data_opts = [
@@ -51,7 +62,11 @@ database_opts = [
     cfg.StrOpt("connection", secret=True,
                help="SQLAlchemy URL of the database (default: SQLite file "
                     "fornace.sqlite in state_dir), e.g. "
-                    "postgresql+psycopg://user@127.0.0.1:5432/fornace."),
+                    "postgresql+psycopg://user@127.0.0.1:5432/fornace. A PostgreSQL "
+                    "primary and its standbys: "
+                    "postgresql+psycopg://user@/fornace?host=db1:5432&host=db2:5432"
+                    "&target_session_attrs=read-write (the services follow a "
+                    "failover; they do not promote)."),
 ]
 
 

@@ -7,12 +7,11 @@ the API are declared in :mod:`fornace.common.options`.
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
-from urllib.parse import unquote, urlsplit
 
 from oslo_config import cfg
 
 from fornace.common import identity, options
-from fornace.common.brokerurl import is_folder_url
+from fornace.common.brokerurl import hosts, is_folder_url
 from fornace.common.jsonlimits import HARD_MAX_DEPTH
 from fornace.conductor.dsl.limits import Limits, MiB
 from fornace.conductor.executors import AGENTS, STACKS
@@ -142,6 +141,15 @@ conductor_opts = [
                       "job); the heartbeat runs every quarter of it (2 s at most), and so "
                       "does each conductor's look for silent holders. The database's clock "
                       "on PostgreSQL."),
+    cfg.FloatOpt("lock_wait", default=600.0, min=0.0,
+                 help="Seconds a job waits for its environment's lock when another job "
+                      "holds it (the job before had its result stored but its conductor "
+                      "had not freed the lock yet, a release delayed by a database outage): "
+                      "the API shows the job queued, with which job holds the lock, on "
+                      "which conductor and since when, and it runs once the lock is free; "
+                      "past this it is refused, saying how long it waited. A waiting job "
+                      "keeps one of this conductor's max_environments consumer threads; "
+                      "a job abandoned meanwhile leaves the wait. 0: refused at once."),
 ]
 
 
@@ -197,23 +205,31 @@ def engine_settings(conf: cfg.ConfigOpts) -> Settings:
 def agent_broker(conf: cfg.ConfigOpts) -> dict[str, Any]:
     """Where agents reach the broker: ``[rabbitmq]``'s options; those left unset
     come from ``[broker] url`` when it is an AMQP URL (agents then use the
-    conductor's own broker and virtual host, not the defaults' ``/``)."""
+    conductor's own broker and virtual host, not the defaults' ``/``).
+
+    A ``[broker] url`` naming the nodes of a cluster gives the agents every
+    node (``alternates``: ``[host, port]`` of the nodes after the first) unless
+    ``[rabbitmq] host`` or ``port`` is set: agents that reach the broker by
+    another address get that one.  ``queue_type`` is ``[broker] queue_type``.
+    """
     rabbit = conf.rabbitmq
     found = {"host": rabbit.host, "port": rabbit.port, "login": rabbit.login,
              "password": rabbit.password, "virtual_host": rabbit.virtual_host,
-             "ssl": rabbit.ssl}
-    parts = urlsplit(conf.broker.url)
-    if parts.scheme not in ("amqp", "amqps", "pyamqp"):
+             "ssl": rabbit.ssl, "alternates": [], "queue_type": conf.broker.queue_type}
+    nodes = hosts(conf.broker.url)
+    if not nodes:
         return found
-    from_url = {"host": parts.hostname, "port": parts.port,
-                "login": unquote(parts.username) if parts.username else None,
-                "password": unquote(parts.password) if parts.password else None,
-                "virtual_host": unquote(parts.path[1:]) if len(parts.path) > 1 else None,
-                "ssl": parts.scheme == "amqps" or None}
+    first = nodes[0]
+    from_url = {"host": first.host, "port": first.port, "login": first.login or None,
+                "password": first.password or None, "virtual_host": first.virtual_host,
+                "ssl": first.scheme == "amqps" or None}
+    unset = {name for name in from_url
+             if conf.get_location(name, "rabbitmq").location is cfg.Locations.opt_default}
     for name, value in from_url.items():
-        if value is not None and conf.get_location(name, "rabbitmq").location \
-                is cfg.Locations.opt_default:
+        if value is not None and name in unset:
             found[name] = value
+    if {"host", "port"} <= unset:
+        found["alternates"] = [[node.host, node.port] for node in nodes[1:]]
     return found
 
 

@@ -20,7 +20,7 @@ from typing import Any, Callable
 from fornace.common import contract
 from fornace.common.broker import Broker
 from fornace.common.consumer import Consumer, Delivery, Requeue
-from fornace.common.db.outages import retried
+from fornace.common.db.outages import retried, transient
 from fornace.common.catalog import Catalog, declared_secrets, load_catalog
 from fornace.common.db import queues
 from fornace.common.modelview import iter_units
@@ -33,6 +33,7 @@ from fornace.conductor.jobs.fencing import GrantFence
 from fornace.conductor.jobs.lifecycle import Job, failed, run_job
 from fornace.conductor.jobs.lock import (AlreadyDone, Grant, HeldTask, JobLock, LockHeld,
                                          Revoked)
+from fornace.conductor.jobs.lockwait import LockWait
 from fornace.conductor.jobs.records import JobRecorder
 from fornace.conductor.jobs.takeover import Takeover, kept
 from fornace.conductor.jobs.tracing import TRACE_BYTES, JobTrace, encode
@@ -50,11 +51,13 @@ StacksFactory = Callable[[contract.Task], StackExecutor]
 @dataclass
 class ConductorSettings:
     broker_url: str = "memory://"
+    broker_queue_type: str = "classic"  # [broker] queue_type
     data_dir: Path = Path("data")
     max_environments: int = 4
     engine: Settings | None = None
     database_url: str | None = None   # where the job locks are (None: no lock)
     lock_stale_after: float = 60.0    # seconds without a heartbeat: a dead holder
+    lock_wait: float = 600.0          # seconds a job waits for a lock another job holds
     agents: str = "amqp"              # the agent backend (executors.AGENTS)
     # deletes a Keystone trust once its environment's deletion succeeded (None:
     # no [keystone] service user: a task's trust stays for the operator)
@@ -104,7 +107,7 @@ class Conductor:
     def start(self) -> None:
         """Start the consumer threads (one deployment each at a time)."""
         for number in range(self.settings.max_environments):
-            consumer = Consumer(Broker(self.settings.broker_url),
+            consumer = Consumer(self._broker(),
                                 {contract.TASKS: self.handle_task}, self.stop)
             thread = threading.Thread(target=consumer.run, name=f"conductor-{number}",
                                       daemon=True)
@@ -130,13 +133,16 @@ class Conductor:
                 broker.close()
             self._publishers.clear()
 
+    def _broker(self) -> Broker:
+        return Broker(self.settings.broker_url, queue_type=self.settings.broker_queue_type)
+
     def _publisher(self) -> Broker:
         """This consumer thread's publishing broker: its connection is kept from
         one job to the next (a new one per job cost a connection handshake
         on both sides for every deployment); it reconnects by itself."""
         broker = getattr(self._thread_state, "broker", None)
         if broker is None:
-            broker = self._thread_state.broker = Broker(self.settings.broker_url)
+            broker = self._thread_state.broker = self._broker()
             with self._publishers_lock:
                 self._publishers.append(broker)
         return broker
@@ -219,7 +225,7 @@ class Conductor:
 
     def _requeue(self, body: Any, task_id: str) -> None:
         """The task back to the queue, as the broker requeues an unanswered one."""
-        with Broker(self.settings.broker_url) as broker:
+        with self._broker() as broker:
             broker.publish(contract.TASKS, body, task_id)
 
     def _deploy(self, task: contract.Task, task_id: str, body: Any = None) -> None:
@@ -254,6 +260,8 @@ class Conductor:
         if grant is not _NO_LOCK:
             fence[0] = grant.token
             cloud_fence = GrantFence(self.locks, grant, watch.lost)
+            # a job shown queued (here, or by a copy at a conductor that stopped) runs now
+            recorder.job_state("running")
             self._beat(grant, watch)
         counter = iter(range(1, 1 << 30))
         errors = [0]   # error reports sent: the API ends such a job completed_w_errors
@@ -364,9 +372,11 @@ class Conductor:
     def _record_queues(self, environment_id: str, names: list[str]) -> None:
         if self.locks is None or not names:
             return
-        try:
+        def record() -> None:
             with self.locks.engine.begin() as connection:
                 queues.record(connection, environment_id, names)
+        try:   # a short outage must not leave queues nobody deletes with the environment
+            retried(record, f"environment {environment_id}: writing down its queues")
         except Exception as exc:  # noqa: BLE001 -- the job goes on; `fornace gc` can't see them
             LOG.warning("environment %s: could not write down its queues %s: %s",
                         environment_id, ", ".join(names), exc)
@@ -411,36 +421,53 @@ class Conductor:
               held: HeldTask | None = None) -> Any:
         """The environment's lock for the job: a Grant (or _NO_LOCK without a
         database); None when the job must not run -- refused because another
-        job holds the lock (it ends ``refused`` at once), or ended before.
-        A copy of a job another conductor still runs waits here, unacknowledged,
-        until that one ends or goes stale."""
+        job held the lock past ``lock_wait`` (it waits until then, shown
+        ``queued``: :mod:`fornace.conductor.jobs.lockwait`), or ended before
+        (also while it waited: abandoned).  A copy of a job another conductor
+        still runs waits here, unacknowledged, until that one ends or goes
+        stale.  A stopping conductor leaves any wait at once (Interrupted)."""
         if self.locks is None:
             return _NO_LOCK
         waiting = False
+        turn = LockWait(task.environment_id, job_id, self.settings.lock_wait)
         while True:
-            try:
-                found = self.locks.acquire(task.environment_id, job_id, self.holder,
-                                           self.settings.lock_stale_after, held)
-            except Exception as exc:  # noqa: BLE001 -- no database: run, but say so
-                LOG.warning("environment %s: job lock unavailable (%s); running job %s "
-                            "without it", task.environment_id, exc, job_id)
+            try:   # a short outage (a failover) is waited out rather than run through
+                found = retried(lambda: self.locks.acquire(
+                    task.environment_id, job_id, self.holder, self.settings.lock_stale_after,
+                    held),
+                    f"job {job_id}: taking the lock")
+            except Exception as exc:  # noqa: BLE001 -- see below
+                if transient(exc):
+                    # a longer outage: running unlocked could let a second conductor
+                    # run the job too; the task goes back to the queue and comes again
+                    LOG.warning("environment %s: job %s: the job lock is out of reach "
+                                "(%s); its task goes back to the queue, nothing was run",
+                                task.environment_id, job_id, _first_line(exc))
+                    raise LockUnreachable(f"job {job_id}: the job lock is out of reach")
+                LOG.error("environment %s: job lock unusable (%s); running job %s "
+                          "without it", task.environment_id, _first_line(exc), job_id)
                 return _NO_LOCK
             if isinstance(found, Grant):
-                LOG.info("environment %s: job %s holds the lock (token %d)",
-                         task.environment_id, job_id, found.token)
+                LOG.info("environment %s: job %s holds the lock (token %d)%s",
+                         task.environment_id, job_id, found.token,
+                         f" after waiting {turn.waited():.1f} s" if turn.queued else "")
                 return found
             if isinstance(found, AlreadyDone):
-                LOG.info("environment %s: job %s already ended; its task came again and "
-                         "is acknowledged without running", task.environment_id, job_id)
+                LOG.info("environment %s: job %s %s acknowledged without running",
+                         task.environment_id, job_id,
+                         "ended while it waited for the lock (abandoned): its task is"
+                         if turn.queued else "already ended; its task came again and is")
                 return None
             if isinstance(found, LockHeld) and found.job_id != job_id:
-                reason = (f"{found.describe(task.environment_id)}; job {job_id} refused, "
-                          f"nothing was run")
-                LOG.warning("%s", reason)
-                recorder.job_state("refused", reason)
-                return None
-            # revoked a moment ago, or this job runs at another conductor: wait
-            if not waiting:
+                said = turn.held(found)
+                if said is not None:
+                    state, reason = said
+                    LOG.log(logging.WARNING if state == "refused" else logging.INFO,
+                            "%s", reason)
+                    recorder.job_state(state, reason)
+                    if state == "refused":
+                        return None
+            elif not waiting:   # revoked a moment ago, or this job runs at another conductor
                 LOG.info("environment %s: job %s waits for %s", task.environment_id, job_id,
                          "the revoked job to stop" if isinstance(found, Revoked) else
                          f"its run at conductor {found.holder} to end or go stale")
@@ -492,6 +519,16 @@ LOST = "it lost the environment's lock (abandoned, or taken over by another cond
 
 class Interrupted(Requeue):
     """The conductor stopped in the middle of a job: its task is requeued."""
+
+
+class LockUnreachable(Requeue):
+    """The database of the job locks stayed out of reach past the retries:
+    the task is requeued, not run without its lock."""
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:200]}" if text else type(exc).__name__
 
 
 class _Run:

@@ -14,12 +14,15 @@ import atexit
 import contextlib
 import functools
 import importlib
+import importlib.util
 import os
 import shutil
 import socket
 import subprocess
+import sys
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Iterator
 from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
@@ -179,3 +182,30 @@ def private_vhost(prefix: str = "fornace-test") -> Iterator[Rabbit]:
                      vhost)
     finally:
         rabbitmqctl("delete_vhost", vhost, check=False)
+
+
+# -- RabbitMQ nodes of the tests' own (tools/rabbitcluster.py) ------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@functools.lru_cache(maxsize=1)
+def rabbit_cluster_tool() -> Any:
+    """``tools/rabbitcluster.py`` of this checkout (``tools/`` is not installed),
+    or a skip (a failure under FORNACE_REQUIRE_SERVICES=1) without rabbitmq-server."""
+    spec = importlib.util.spec_from_file_location("rabbitcluster",
+                                                  ROOT / "tools" / "rabbitcluster.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module     # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    require("rabbitmq-server (to start private RabbitMQ nodes)", module.installed())
+    return module
+
+
+@contextlib.contextmanager
+def private_cluster(size: int) -> Iterator[Any]:
+    """A started cluster of ``size`` private RabbitMQ nodes on spare ports (never
+    the machine's node), killed afterwards: a ``rabbitcluster.Cluster``. Slow to
+    start (tens of seconds): use one per module."""
+    with rabbit_cluster_tool().Cluster(size) as cluster:
+        yield cluster

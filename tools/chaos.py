@@ -13,7 +13,19 @@ random moment of the deployment, does one of:
 * ``close-connection``: close that conductor's AMQP connections from RabbitMQ
   (``rabbitmqctl close_connection``), so the broker redelivers its task;
 * ``kill-agent``: SIGKILL one unit's agent while it runs a plan;
-* ``kill-api``: SIGKILL the API and start it again two seconds later.
+* ``kill-api``: SIGKILL the API and start it again two seconds later;
+* ``freeze-conductor``: SIGSTOP the conductor holding the lock (a paused VM, a
+  stalled disk) and SIGCONT it ``lock_stale_after`` + 4 s later: another
+  conductor must take the job over within about ``lock_stale_after``, and the
+  woken one must change nothing in the cloud;
+* ``late-redelivery``: once the job has ended, wait past ``lock_stale_after``
+  and publish its task again (the copy a tap queue on the ``tasks`` exchange
+  kept): it must be acknowledged without running anything;
+* ``restart-database``: restart PostgreSQL (a private cluster the tool
+  starts, never the machine's) in the middle of the deployment;
+* ``release-outage``: stop PostgreSQL for 3 s the moment the job's end is
+  stored, when its conductor frees the environment's lock, then redeploy
+  the environment: the second job must run, not be refused.
 
 After each run it checks what happened, from the outside:
 
@@ -23,8 +35,9 @@ After each run it checks what happened, from the outside:
   run twice), else it counts as untruthful;
 * doubled: a plan id started twice in one agent's journal;
 * lost: the job did not end (or left a task row open) within ``--timeout``;
-* two-holders: two conductors held the environment's lock at once (their
-  "holds the lock" .. "released the lock"/death intervals overlap);
+* two-holders: a conductor changed the cloud (started, replaced or removed an
+  instance, deleted a stack) for the environment while another held its lock
+  (the last "holds the lock" line before that moment is another's);
 * left behind: after the run the environment is deleted; a process of its
   instances, its local-cloud stack or one of its queues still there once the
   API says it is gone counts (a line after the summary says how many runs).
@@ -51,6 +64,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 import uuid
@@ -64,12 +78,17 @@ import psycopg
 from fornace.cli.client.http import ApiClient, ClientError
 from fornace.conductor.executors.localcloud import LocalStacks
 
-FAULTS = ("kill-conductor", "close-connection", "kill-agent", "kill-api")
+FAULTS = ("kill-conductor", "close-connection", "kill-agent", "kill-api", "freeze-conductor",
+          "late-redelivery", "restart-database", "release-outage")
+STALE_AFTER = 6.0        # the conductors' lock_stale_after (seconds)
 AMQP = os.environ.get("FORNACE_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672//")
 POSTGRES = os.environ.get("FORNACE_TEST_DB_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test")
 LOG_TIME = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+)")
 HOLDS = re.compile(r"environment (\S+): job (\S+) holds the lock \(token (\d+)\)")
-RELEASED = re.compile(r"environment (\S+): job (\S+) (?:released the lock|it lost the environment)")
+# what changes the cloud, as the conductor logs it (localcloud.py)
+ACTS = re.compile(r"stack \S+(?: deleted|: (?:instance \S+ started|removing instance|"
+                  r"restarting instance|replacing instance))")
+AGAIN = re.compile(r"job (\S+) already ended; its task came again")
 
 
 def rabbitmqctl(*args: str, check: bool = True) -> str:
@@ -86,24 +105,103 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+class PrivatePostgres:
+    """A PostgreSQL cluster of the tool's own (initdb in a temporary folder, a
+    free port, run as the ``postgres`` user), for the faults that stop or
+    restart the database: the machine's own server is never touched."""
+
+    def __init__(self, root: Path) -> None:
+        bins = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
+        if not bins:
+            raise SystemExit("no PostgreSQL binaries in /usr/lib/postgresql (the database "
+                             "faults need a private cluster)")
+        self.bin, self.dir, self.port = bins[-1], root / "pgdata", free_port()
+        self.log = root / "postgres.log"
+        root.mkdir(parents=True, exist_ok=True)
+        shutil.chown(root, "postgres")
+        root.parent.chmod(0o711)   # the postgres user passes through the work folder
+        self._as_postgres("initdb", "-D", str(self.dir), "-A", "trust", "-U", "postgres",
+                          "--no-sync")
+        self.start()
+
+    def _as_postgres(self, tool: str, *args: str) -> None:
+        done = subprocess.run(["runuser", "-u", "postgres", "--", str(self.bin / tool), *args],
+                              capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            raise SystemExit(f"{tool} {' '.join(args)}: {done.stderr.strip()[-500:]}")
+
+    @property
+    def url(self) -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
+
+    def start(self) -> None:
+        self._as_postgres("pg_ctl", "-D", str(self.dir), "-l", str(self.log), "-w", "-o",
+                          f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1", "start")
+
+    def stop(self, mode: str = "fast") -> None:
+        self._as_postgres("pg_ctl", "-D", str(self.dir), "-m", mode, "-w", "stop")
+
+    def outage(self, seconds: float) -> None:
+        """A crash (immediate stop) and a start ``seconds`` later."""
+        self.stop("immediate")
+        time.sleep(seconds)
+        self.start()
+
+
 @contextlib.contextmanager
-def private_services() -> Iterator[tuple[str, str]]:
-    """(amqp URL of a new vhost, PostgreSQL URL of a new database), removed after."""
+def private_services(postgres: str = POSTGRES) -> Iterator[tuple[str, str]]:
+    """(amqp URL of a new vhost, PostgreSQL URL of a new database), removed after;
+    the vhost has a tap queue bound to the tasks exchange (every task's copy)."""
     name = f"fornace-chaos-{uuid.uuid4().hex[:8]}"
     base = urlsplit(AMQP)
     rabbitmqctl("add_vhost", name)
     db = name.replace("-", "_")
-    admin = POSTGRES.replace("+psycopg", "")
+    admin = postgres.replace("+psycopg", "")
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{db}"')
     try:
         rabbitmqctl("set_permissions", "-p", name, base.username or "guest", ".*", ".*", ".*")
         amqp = f"{base.scheme}://{base.netloc}/{quote(name, safe='')}"
-        yield amqp, POSTGRES.rsplit("/", 1)[0] + "/" + db
+        Tap(amqp).declare()
+        yield amqp, postgres.rsplit("/", 1)[0] + "/" + db
     finally:
         rabbitmqctl("delete_vhost", name, check=False)
-        with psycopg.connect(admin, autocommit=True) as conn:
+        with contextlib.suppress(psycopg.Error), \
+                psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+
+
+class Tap:
+    """A queue of the tool's bound to the ``tasks`` exchange: a copy of every
+    task the API sends, to send one again late (``late-redelivery``)."""
+
+    NAME = "chaos-tap"
+
+    def __init__(self, amqp: str) -> None:
+        self.amqp = amqp
+        self.kept: dict[str, tuple[dict, str]] = {}   # job id -> (body, message id)
+
+    def declare(self) -> None:
+        import kombu
+        from fornace.common import contract
+        with kombu.Connection(self.amqp) as conn:
+            kombu.Queue(self.NAME, kombu.Exchange(contract.TASKS, "direct", durable=True),
+                        routing_key=contract.TASKS, durable=True)(conn.channel()).declare()
+
+    def task_of(self, job_id: str) -> tuple[dict, str] | None:
+        from fornace.common.broker import Broker
+        with Broker(self.amqp) as broker:
+            for body, message_id in broker.drain(self.NAME, timeout=0.2):
+                if isinstance(body, dict) and message_id:
+                    job = body.get("job") if isinstance(body.get("job"), dict) else {}
+                    self.kept[str(job.get("id") or message_id)] = (body, message_id)
+        return self.kept.get(job_id)
+
+    def send_again(self, body: dict, message_id: str) -> None:
+        from fornace.common import contract
+        from fornace.common.broker import Broker
+        with Broker(self.amqp) as broker:
+            broker.publish(contract.TASKS, body, message_id)
 
 
 @dataclass
@@ -111,6 +209,7 @@ class Holder:
     pid: int
     log: Path
     killed_at: float | None = None
+    frozen_at: float | None = None
 
 
 @dataclass
@@ -158,6 +257,7 @@ class World:
         for holder in self.conductors:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(holder.pid, signal.SIGTERM)
+                os.killpg(holder.pid, signal.SIGCONT)   # a frozen one, to see the TERM
         if self.api is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self.api.pid, signal.SIGTERM)
@@ -317,29 +417,40 @@ def doubled_plans(cloud_dir: Path, env_id: str) -> int:
     return doubled
 
 
-def holder_intervals(world: World, env_id: str) -> list[tuple[float, float, int]]:
-    """(from, to, conductor pid) of every time a conductor held the lock."""
-    intervals = []
+def _stamped(holder: Holder, env_id: str) -> Iterator[tuple[float, str]]:
+    for line in holder.log.read_text(errors="replace").splitlines():
+        stamp = LOG_TIME.match(line)
+        if stamp and env_id in line:
+            yield datetime.datetime.fromisoformat(stamp.group(1)).timestamp(), line
+
+
+def acting_out_of_turn(world: World, env_id: str) -> list[str]:
+    """The cloud changes a conductor made for the environment while the lock was
+    another's: the grant before each change (all conductors' "holds the lock"
+    lines, by time) must be its own.  A frozen or cut-off holder that wakes after
+    a takeover shows up here if it still acts."""
+    grants: list[tuple[float, int]] = []
+    acts: list[tuple[float, int, str]] = []
     for holder in world.all_conductors:
-        opened = None
-        for line in holder.log.read_text(errors="replace").splitlines():
-            stamp = LOG_TIME.match(line)
-            if not stamp or env_id not in line:
-                continue
-            when = datetime.datetime.fromisoformat(stamp.group(1)).timestamp()
+        for when, line in _stamped(holder, env_id):
             if HOLDS.search(line):
-                opened = when
-            elif RELEASED.search(line) and opened is not None:
-                intervals.append((opened, when, holder.pid))
-                opened = None
-        if opened is not None:
-            intervals.append((opened, holder.killed_at or time.time(), holder.pid))
-    return intervals
+                grants.append((when, holder.pid))
+            elif ACTS.search(line):
+                acts.append((when, holder.pid, line))
+    grants.sort()
+    wrong = []
+    for when, pid, line in acts:
+        before = [owner for granted, owner in grants if granted <= when]
+        if before and before[-1] != pid:
+            wrong.append(f"{pid} acted while {before[-1]} held the lock: {line[:160]}")
+    return wrong
 
 
-def two_holders(intervals: list[tuple[float, float, int]]) -> bool:
-    ordered = sorted(intervals)
-    return any(b[0] < a[1] and a[2] != b[2] for a, b in zip(ordered, ordered[1:]))
+def ran_again(world: World, job_id: str) -> bool:
+    """A conductor said the job's late copy came and was acknowledged unrun."""
+    return any(match.group(1) == job_id
+               for holder in world.all_conductors
+               for match in AGAIN.finditer(holder.log.read_text(errors="replace")))
 
 
 def open_tasks(db_url: str, job_id: str) -> int:
@@ -349,7 +460,22 @@ def open_tasks(db_url: str, job_id: str) -> int:
 
 
 def fault(world: World, kind: str, env_id: str, vhost: str, db_url: str,
-          cloud_dir: Path) -> str:
+          cloud_dir: Path, postgres: PrivatePostgres | None) -> str:
+    if kind == "restart-database":
+        assert postgres is not None
+        postgres.outage(2.0)
+        return "restart-database: PostgreSQL down 2 s (immediate stop), started again"
+    if kind == "freeze-conductor":
+        pid = lock_holder(db_url, env_id)
+        holder = next((h for h in world.conductors if h.pid == pid), None)
+        if holder is None:
+            return f"{kind}: no conductor held the lock at that moment"
+        os.killpg(pid, signal.SIGSTOP)
+        holder.frozen_at = time.time()
+        thaw = threading.Timer(STALE_AFTER + 4, _thaw, (pid,))
+        thaw.daemon = True
+        thaw.start()
+        return f"freeze-conductor: {pid} stopped for {STALE_AFTER + 4:g} s"
     if kind in ("kill-conductor", "close-connection"):
         pid = lock_holder(db_url, env_id)
         holder = next((h for h in world.conductors if h.pid == pid), None)
@@ -376,6 +502,60 @@ def fault(world: World, kind: str, env_id: str, vhost: str, db_url: str,
     return "kill-api: killed, started again"
 
 
+def _thaw(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGCONT)
+
+
+def takeover_after(world: World, env_id: str) -> float | None:
+    """Seconds from a holder's freeze to another conductor's grant (None: none)."""
+    frozen = [(h.frozen_at, h.pid) for h in world.all_conductors if h.frozen_at]
+    if not frozen:
+        return None
+    at, pid = max(frozen)
+    grants = [when for h in world.all_conductors if h.pid != pid
+              for when, line in _stamped(h, env_id) if HOLDS.search(line) and when > at]
+    return min(grants) - at if grants else None
+
+
+def job_finished(db_url: str, job_id: str) -> bool:
+    with contextlib.suppress(psycopg.Error), \
+            psycopg.connect(db_url.replace("+psycopg", ""), connect_timeout=2) as conn:
+        return conn.execute("SELECT finished IS NOT NULL FROM deployments WHERE id = %s",
+                            (job_id,)).fetchone() == (True,)
+    return False
+
+
+def late_redelivery(world: World, tap: Tap, job_id: str) -> tuple[str, bool]:
+    """Send the ended job's task again past lock_stale_after: (what, ran again)."""
+    time.sleep(STALE_AFTER + 2)
+    kept = tap.task_of(job_id)
+    if kept is None:
+        return "late-redelivery: the tap kept no copy of the task", False
+    tap.send_again(*kept)
+    deadline = time.monotonic() + 60
+    while not ran_again(world, job_id):
+        if time.monotonic() > deadline:
+            return "late-redelivery: copy sent; NOT acknowledged as ended within 60 s", True
+        time.sleep(0.2)
+    return (f"late-redelivery: copy sent {STALE_AFTER + 2:g} s after the end, "
+            f"acknowledged without running"), False
+
+
+def redeploy(world: World, env_id: str, timeout: float) -> str:
+    """Deploy the environment again (a session without changes): its job's state."""
+    client = world.client
+    session = client.post(f"/environments/{env_id}/configure")["id"]
+    client.post(f"/environments/{env_id}/sessions/{session}/deploy")
+    job = client.get(f"/environments/{env_id}/jobs")["jobs"][0]
+    deadline = time.monotonic() + timeout
+    while job["state"] in ("running", "queued") and time.monotonic() < deadline:
+        time.sleep(0.25)
+        job = next(j for j in client.get(f"/environments/{env_id}/jobs")["jobs"]
+                   if j["id"] == job["id"])
+    return job["state"]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
@@ -397,77 +577,19 @@ def main() -> int:
         parser.error(f"unknown fault(s): {', '.join(sorted(unknown))}")
     rng = random.Random(args.seed)
     root = Path(tempfile.mkdtemp(prefix="fornace-chaos-"))
-    totals = {"finished": 0, "doubled": 0, "lost": 0, "two": 0, "untruthful": 0, "left": 0}
-    worst = 0.0
-    with private_services() as (amqp, db_url):
-        vhost = urlsplit(amqp).path.lstrip("/")
-        base = urlsplit(AMQP)
-        cloud_dir = root / "cloud"
-        config = root / "fornace.conf"
-        data = f"data_dir = {slow_catalog(root / 'data', args.slow)}\n" if args.slow else ""
-        config.write_text(
-            f"[DEFAULT]\n{data}"
-            f"[api]\nstate_dir = {root / 'state'}\n[broker]\nurl = {amqp}\n"
-            f"[database]\nconnection = {db_url}\n"
-            f"[conductor]\nstacks = local\ncloud_dir = {cloud_dir}\nlock_stale_after = 6\n"
-            f"[engine]\nagent_timeout = 120\nagent_absent_after = 10\n"
-            # what the units' agents connect to (their user data): the same vhost
-            f"[rabbitmq]\nhost = {base.hostname or '127.0.0.1'}\nport = {base.port or 5672}\n"
-            f"login = {base.username or 'guest'}\npassword = {base.password or 'guest'}\n"
-            f"virtual_host = {vhost}\n")
-        world = World(root, config, free_port())
-        try:
-            world.start_api()
-            for _ in range(args.conductors):
-                world.start_conductor()
-            for run in range(1, args.runs + 1):
-                kind = rng.choice(faults)
-                env_id, job_id, port = deploy(world, args.units)
-                time.sleep(rng.uniform(0.1, args.strike_within))
-                struck = time.monotonic()
-                what = fault(world, kind, env_id, vhost, db_url, cloud_dir)
-                deadline = time.monotonic() + args.timeout
-                env = None
-                while env is None and time.monotonic() < deadline:
-                    time.sleep(0.25)
-                    env = ended(world, env_id)
-                recovery = time.monotonic() - struck
-                doubled = doubled_plans(cloud_dir, env_id)
-                two = two_holders(holder_intervals(world, env_id))
-                lost = env is None or open_tasks(db_url, job_id) > 0
-                finished = False
-                if env is not None and env["status"] == "ready":
-                    units = [u for s in env["services"] for u in s["units"]]
-                    finished = all(answers(u["state"]["address"], port) for u in units
-                                   if u.get("state", {}).get("address"))
-                why = ""
-                if env is not None and env["status"] != "ready":   # truthful: says why
-                    with contextlib.suppress(ClientError):
-                        reports = world.client.get(
-                            f"/environments/{env_id}/deployments/{job_id}")["reports"]
-                        errors = [r["text"] for r in reports if r["level"] == "error"]
-                        why = f" ({errors[0][:120]})" if errors else " (NO ERROR REPORT)"
-                    totals["untruthful"] += why in ("", " (NO ERROR REPORT)")
-                worst = max(worst, recovery if env is not None else args.timeout)
-                totals["finished"] += finished
-                totals["doubled"] += doubled
-                totals["lost"] += lost
-                totals["two"] += two
-                left = left_behind(world, env_id, vhost, cloud_dir)
-                totals["left"] += bool(left)
-                print(f"run {run:>2}: {what}; status {env['status'] if env else 'NOT ENDED'}{why}, "
-                      f"{recovery:.1f} s after the fault, doubled {doubled}, "
-                      f"two holders {'YES' if two else 'no'}, "
-                      f"left after deletion: {left or 'nothing'}", flush=True)
-        finally:
-            world.stop()
-            stacks = LocalStacks(cloud_dir)
-            for name in stacks.stack_names():   # whatever a failed run left running
-                stacks.delete(name)
-            if not args.keep:
-                shutil.rmtree(root, ignore_errors=True)
-            else:
-                print(f"work folder kept: {root}")
+    postgres = (PrivatePostgres(root / "postgres")
+                if {"restart-database", "release-outage"} & set(faults) else None)
+    try:
+        with private_services(postgres.url if postgres else POSTGRES) as (amqp, db_url):
+            totals, worst = runs(args, faults, rng, root, amqp, db_url, postgres)
+    finally:
+        if postgres is not None:
+            with contextlib.suppress(SystemExit):
+                postgres.stop("immediate")
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+        else:
+            print(f"work folder kept: {root}")
     print(f"{args.runs} runs: {totals['finished']} finished, {totals['doubled']} doubled, "
           f"{totals['lost']} lost, {totals['two']} two-holders, worst recovery {worst:.1f} s")
     if totals["untruthful"]:
@@ -476,6 +598,104 @@ def main() -> int:
         print(f"{totals['left']} run(s) left processes, a stack or queues after deletion")
     return 0 if not (totals["doubled"] or totals["lost"] or totals["two"]
                      or totals["untruthful"] or totals["left"]) else 1
+
+
+def runs(args: argparse.Namespace, faults: list[str], rng: random.Random, root: Path,
+         amqp: str, db_url: str, postgres: PrivatePostgres | None) -> tuple[dict, float]:
+    """The runs on the services made for them: (totals, worst recovery)."""
+    totals = {"finished": 0, "doubled": 0, "lost": 0, "two": 0, "untruthful": 0, "left": 0}
+    worst = 0.0
+    vhost = urlsplit(amqp).path.lstrip("/")
+    base = urlsplit(AMQP)
+    cloud_dir = root / "cloud"
+    config = root / "fornace.conf"
+    data = f"data_dir = {slow_catalog(root / 'data', args.slow)}\n" if args.slow else ""
+    config.write_text(
+        f"[DEFAULT]\n{data}"
+        f"[api]\nstate_dir = {root / 'state'}\n[broker]\nurl = {amqp}\n"
+        f"[database]\nconnection = {db_url}\n"
+        f"[conductor]\nstacks = local\ncloud_dir = {cloud_dir}\n"
+        f"lock_stale_after = {STALE_AFTER:g}\n"
+        f"[engine]\nagent_timeout = 120\nagent_absent_after = 10\n"
+        # what the units' agents connect to (their user data): the same vhost
+        f"[rabbitmq]\nhost = {base.hostname or '127.0.0.1'}\nport = {base.port or 5672}\n"
+        f"login = {base.username or 'guest'}\npassword = {base.password or 'guest'}\n"
+        f"virtual_host = {vhost}\n")
+    world = World(root, config, free_port())
+    tap = Tap(amqp)
+    try:
+        world.start_api()
+        for _ in range(args.conductors):
+            world.start_conductor()
+        for run in range(1, args.runs + 1):
+            kind = rng.choice(faults)
+            env_id, job_id, port = deploy(world, args.units)
+            what, again = "", False
+            if kind == "release-outage":
+                # the job's end stored: its conductor frees the lock now
+                wait(lambda: job_finished(db_url, job_id), args.timeout, "the job to end")
+                struck = time.monotonic()
+                assert postgres is not None
+                postgres.outage(3.0)
+                what = "release-outage: PostgreSQL down 3 s as the job ended"
+            elif kind != "late-redelivery":
+                time.sleep(rng.uniform(0.1, args.strike_within))
+                struck = time.monotonic()
+                what = fault(world, kind, env_id, vhost, db_url, cloud_dir, postgres)
+            else:
+                struck = time.monotonic()
+            deadline = time.monotonic() + args.timeout
+            env = None
+            while env is None and time.monotonic() < deadline:
+                time.sleep(0.25)
+                env = ended(world, env_id)
+            recovery = time.monotonic() - struck
+            if kind == "late-redelivery" and env is not None:
+                what, again = late_redelivery(world, tap, job_id)
+            if kind == "release-outage" and env is not None:
+                state = redeploy(world, env_id, args.timeout)
+                what += f"; a redeploy then ended {state}"
+                again = state in ("refused", "running", "queued")   # not run, or not ended
+                env = ended(world, env_id) or env
+            if kind == "freeze-conductor":
+                taken = takeover_after(world, env_id)
+                what += (f", taken over after {taken:.1f} s" if taken is not None
+                         else ", NOT taken over")
+            doubled = doubled_plans(cloud_dir, env_id) + again
+            out_of_turn = acting_out_of_turn(world, env_id)
+            lost = env is None or open_tasks(db_url, job_id) > 0
+            finished = False
+            if env is not None and env["status"] == "ready":
+                units = [u for s in env["services"] for u in s["units"]]
+                finished = all(answers(u["state"]["address"], port) for u in units
+                               if u.get("state", {}).get("address"))
+            why = ""
+            if env is not None and env["status"] != "ready":   # truthful: says why
+                with contextlib.suppress(ClientError):
+                    reports = world.client.get(
+                        f"/environments/{env_id}/deployments/{job_id}")["reports"]
+                    errors = [r["text"] for r in reports if r["level"] == "error"]
+                    why = f" ({errors[0][:120]})" if errors else " (NO ERROR REPORT)"
+                totals["untruthful"] += why in ("", " (NO ERROR REPORT)")
+            worst = max(worst, recovery if env is not None else args.timeout)
+            totals["finished"] += finished
+            totals["doubled"] += doubled
+            totals["lost"] += lost
+            totals["two"] += bool(out_of_turn)
+            left = left_behind(world, env_id, vhost, cloud_dir)
+            totals["left"] += bool(left)
+            print(f"run {run:>2}: {what}; status {env['status'] if env else 'NOT ENDED'}{why}, "
+                  f"{recovery:.1f} s after the fault, doubled {doubled}, "
+                  f"two holders {'YES' if out_of_turn else 'no'}, "
+                  f"left after deletion: {left or 'nothing'}", flush=True)
+            for line in out_of_turn:
+                print(f"        {line}", flush=True)
+    finally:
+        world.stop()
+        stacks = LocalStacks(cloud_dir)
+        for name in stacks.stack_names():   # whatever a failed run left running
+            stacks.delete(name)
+    return totals, worst
 
 
 if __name__ == "__main__":

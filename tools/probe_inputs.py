@@ -570,7 +570,7 @@ def api_cases(api: Api) -> Iterator[tuple[str, Callable[[], Verdict]]]:
                                       f"{answer.body[:200]!r}")
             job = answer.json()["id"]
             wait_until(lambda: api.call("GET", f"/environments/{deployed}/jobs/{job}")
-                       .json()["state"] != "running", 120, "the action to end")
+                       .json()["state"] not in ("queued", "running"), 120, "the action to end")
             bodies = [answer.body, api.call("GET", f"/environments/{deployed}/jobs").body,
                       api.call("GET", f"/environments/{deployed}/jobs/{job}").body,
                       api.call("GET", f"/environments/{deployed}/jobs/{job}/tasks.tsv").body]

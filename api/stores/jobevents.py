@@ -1,6 +1,7 @@
 """Job events: what a conductor sends of a job as it runs (``job-events``,
 and on the results queue), stored as the job's task rows, its node states,
-its trace, or its refusal.
+its trace, its wait for the environment's lock (``queued``, then
+``running``), or its refusal.
 
 Events come in batches (:mod:`fornace.api.messagestore`, the loop reports
 and results share): one transaction looks each job, lock token and task row
@@ -107,6 +108,9 @@ _NEW_ROW = {"target": None, "target_name": None, "operation": None, "reason": No
             "status": "pending", "started": None, "finished": None, "summary": None,
             "digest": None}
 Event = tuple[contract.JobEvent, str | None]   # (event, message id)
+# the job states a conductor sends that change the job: waiting for the
+# environment's lock, holding it after a wait, refused
+_STATES = ("queued", "running", "refused")
 # job events that change task rows: one task, or many (contract 1.4)
 TASK_KINDS = ("task", "tasks")
 
@@ -196,8 +200,9 @@ class _EventBatch:
 
     @staticmethod
     def _needs_job(event: contract.JobEvent) -> bool:
-        """Task events, traces and refusals change rows of their job; the rest is logged."""
-        return event.kind in TASK_KINDS or event.kind == "trace" or event.state == "refused"
+        """Task events, traces and job states (queued, running, refused) change
+        rows of their job; the rest is logged."""
+        return event.kind in TASK_KINDS or event.kind == "trace" or event.state in _STATES
 
     def _jobs(self) -> dict[str, Job]:
         ids = {e.job_id for e, _ in self.events if self._needs_job(e) and could_be_id(e.job_id)}
@@ -291,18 +296,23 @@ class _EventBatch:
                  stored.stored)
 
     def _job_state(self, event: contract.JobEvent, message_id: str | None) -> None:
-        if event.state != "refused":  # results end jobs; the rest is informative
+        if event.state not in _STATES:  # results end jobs; the rest is informative
             LOG.debug("job event %s: job %s is %s", message_id, event.job_id, event.state)
             return
         job = self._job(event, message_id)
         if job is None:
             return
         if job.finished is not None:
-            LOG.info("job event %s: job %s already ended (%s); refusal ignored",
-                     message_id, job.id, job.state)
+            LOG.info("job event %s: job %s already ended (%s); %s ignored",
+                     message_id, job.id, job.state, event.state)
             return
-        self._write()       # the tasks it settles include those of the events before
-        _refuse(self.db, job, event.summary, self._secrets(job))
+        if event.state == "refused":
+            self._write()       # the tasks it settles include those of the events before
+            _refuse(self.db, job, event.summary, self._secrets(job))
+        elif event.state == "queued":
+            _queue(self.db, job, event.summary, self._secrets(job))
+        elif job.state == "queued":     # running: it holds the lock now
+            _resume(self.db, job)
 
     # -- writing ------------------------------------------------------------------
     def _write(self) -> None:
@@ -363,9 +373,31 @@ def _parse(body: Any, message_id: str | None) -> Event:
     return contract.parse_job_event(body), message_id
 
 
+def _queue(db: DbSession, job: Job, summary: str, secrets: set[str]) -> None:
+    """The job waits for its environment's lock, held by another job: shown
+    ``queued``, why kept as a report (once: a copy that waits again says
+    nothing new)."""
+    if job.state == "queued":
+        return
+    now = utcnow()
+    job.state, job.updated = "queued", now
+    text = mask_text(summary, secrets) or f"job {job.id} waits for the environment's lock"
+    db.add(Status(id=new_id(), deployment_id=job.id, entity="environment",
+                  entity_id=job.environment_id, level="info", text=text))
+
+
+def _resume(db: DbSession, job: Job) -> None:
+    """A queued job holds the environment's lock now: running again."""
+    now = utcnow()
+    job.state, job.updated = "running", now
+    db.add(Status(id=new_id(), deployment_id=job.id, entity="environment",
+                  entity_id=job.environment_id, level="info",
+                  text=f"job {job.id} holds the environment's lock: it runs"))
+
+
 def _refuse(db: DbSession, job: Job, summary: str, secrets: set[str]) -> None:
-    """The conductor would not run the job (the environment was locked): it
-    ends as ``refused``, the environment as it was, the reason kept as a report."""
+    """The conductor would not run the job (the environment stayed locked past
+    its ``lock_wait``): it ends as ``refused``, the environment as it was, the reason kept as a report."""
     now = utcnow()
     job.state, job.finished, job.updated = "refused", now, now
     settle_tasks(db, job, now)

@@ -19,6 +19,7 @@ from typing import Any
 from fornace.cli.client.common import FAILED, OK
 from fornace.cli.client.http import ApiClient, ClientError
 from fornace.cli.client.formats import Live, cell, parse_time, print_json
+from fornace.common.contract import UNENDED_JOB_STATES
 from fornace.common.errors import FornaceError
 
 POLL = 0.5      # seconds between two reads of the job
@@ -95,7 +96,7 @@ class Follower:
                 self.show(outcome)
                 if outcome.gone:
                     return outcome
-                if outcome.job["state"] != "running":
+                if outcome.job["state"] not in UNENDED_JOB_STATES:   # queued goes on
                     time.sleep(SETTLE)
                     outcome = self.read()
                     self.show(outcome)

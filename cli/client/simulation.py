@@ -28,6 +28,7 @@ from oslo_config import cfg
 from fornace.cli.client.common import dispatch, find_environment, note
 from fornace.cli.client.http import ApiClient
 from fornace.cli.client.tracediff import compare, differs, diff_lines, events, summary
+from fornace.common.contract import UNENDED_JOB_STATES
 from fornace.common.errors import FornaceError
 
 # the job actions that run the workflows on the model they are given, as is
@@ -92,9 +93,9 @@ def deploy_job(client: ApiClient, env: dict[str, Any], wanted: str | None) -> di
         raise FornaceError(f"job {job['id']} of environment {name} is a {job.get('action')} "
                            f"job: only {' and '.join(WORKFLOW_JOBS)} jobs run the workflows "
                            f"on the model they are given")
-    if job.get("state") == "running":
-        raise FornaceError(f"job {job['id']} of environment {name} is still running: wait "
-                           f"for it (fornace logs {name} --follow)")
+    if job.get("state") in UNENDED_JOB_STATES:
+        raise FornaceError(f"job {job['id']} of environment {name} is still {job['state']}: "
+                           f"wait for it (fornace logs {name} --follow)")
     return job
 
 

@@ -13,6 +13,8 @@ from alembic.config import Config
 from sqlalchemy import Engine, NullPool, create_engine, event, make_url, text
 from sqlalchemy.orm import sessionmaker
 
+from fornace.common.db.outages import READ_ONLY, sqlstate
+from fornace.common.db.urls import checked, connect_args
 from fornace.common.resources import package_folder
 
 MIGRATIONS = package_folder("fornace.common.db") / "migrations"
@@ -22,7 +24,16 @@ def make_engine(url: str) -> Engine:
     """An engine for ``url``; SQLite gets foreign keys and a busy timeout.
 
     Its errors never quote a statement's values (``hide_parameters``): they
-    are logged, and a description holds passwords and declared secrets."""
+    are logged, and a description holds passwords and declared secrets.
+
+    A PostgreSQL URL may name a primary and its standbys
+    (:mod:`fornace.common.db.urls`; a URL that cannot work raises
+    :class:`~fornace.common.db.urls.DatabaseUrlError`).  After a failover
+    the pool connects again: a connection found dead is replaced when it is
+    checked out (``pool_pre_ping``), and one whose server has become
+    read-only is dropped with every other of the pool, so the next ones go
+    through libpq's host list to the new primary."""
+    parsed = checked(url)
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30},
                                hide_parameters=True)
@@ -40,10 +51,21 @@ def make_engine(url: str) -> Engine:
     # PostgreSQL connection (a backend fork and authentication) -- the pool
     # churned exactly when the server was busiest.  Connections are still
     # opened only when needed.
-    engine = create_engine(url, pool_size=30, max_overflow=0, pool_pre_ping=True,
-                           hide_parameters=True)
+    engine = create_engine(parsed, pool_size=30, max_overflow=0, pool_pre_ping=True,
+                           hide_parameters=True, connect_args=connect_args(parsed))
     event.listen(engine, "handle_error", _hide_failing_row)
+    event.listen(engine, "handle_error", _drop_read_only)
     return engine
+
+
+def _drop_read_only(context: Any) -> None:
+    """A server that refuses writes ("cannot execute ... in a read-only
+    transaction"): the standby a connection reached, or an old primary that an
+    address now leads to a standby.  A ping does not see it (reads work), so
+    the error counts as a disconnect: the connection and the pool's others are
+    dropped, and the next ones look for the primary again."""
+    if sqlstate(context.original_exception) == READ_ONLY:
+        context.is_disconnect = True
 
 
 _FAILING_ROW = re.compile(r"^DETAIL:\s+Failing row contains .*$", re.MULTILINE | re.DOTALL)
@@ -98,6 +120,7 @@ def upgrade(url: str, revision: str = "head") -> str | None:
     advisory lock; an SQLite file: a lock on a file beside it), so the later
     ones find the schema done and change nothing.
     """
+    checked(url)   # a URL that cannot work is said so before anything connects
     with _upgrade_lock(url):
         before = schema_revision(url)
         command.upgrade(alembic_config(url), revision)
@@ -131,7 +154,8 @@ def current(url: str) -> tuple[str | None, str]:
 @contextlib.contextmanager
 def _upgrade_lock(url: str) -> Iterator[None]:
     if url.startswith("postgresql"):
-        engine = create_engine(url, poolclass=NullPool)
+        parsed = checked(url)
+        engine = create_engine(parsed, poolclass=NullPool, connect_args=connect_args(parsed))
         try:
             with engine.connect() as connection:
                 connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": MIGRATION_LOCK})

@@ -1,8 +1,10 @@
 """Database failures that pass by themselves, and a bounded retry across them.
 
-The API's message store (what to requeue rather than set aside) and the
-conductor (a lock release during a short outage) ask the same question:
-:func:`transient`.
+The API's message store (what to requeue rather than set aside), the API's
+answers (503, not 500) and the conductor (a lock release during a short
+outage) ask the same question: :func:`transient`.  A failover is one of
+those failures: the primary gone (connection refused, terminated), the
+standby not promoted yet, or reached while still read-only.
 """
 from __future__ import annotations
 
@@ -19,13 +21,30 @@ T = TypeVar("T")
 #: seconds between tries of :func:`retried`: about 15 s of outage in all
 BACKOFF = (0.5, 1.0, 2.0, 4.0, 8.0)
 
+#: PostgreSQL's "cannot execute ... in a read-only transaction": a standby
+READ_ONLY = "25006"
+# connection exceptions (class 08), and a server shutting down, crashed or
+# starting -- an old primary stopping, a standby being promoted (57P01-57P03)
+_OUTAGE_STATES = ("08", "57P01", "57P02", "57P03", READ_ONLY)
+
+
+def sqlstate(exc: BaseException | None) -> str | None:
+    """The SQLSTATE of a driver's error (or of the one SQLAlchemy wraps)."""
+    if isinstance(exc, DBAPIError):
+        exc = exc.orig
+    return getattr(exc, "sqlstate", None)
+
 
 def transient(exc: BaseException) -> bool:
     """Whether a failure may pass by itself: the database (or the network to
     it) out of reach, a connection lost, a pool exhausted, a deadlock or a
-    serialization failure (PostgreSQL's are OperationalErrors).  Anything
+    serialization failure (PostgreSQL's are OperationalErrors), a failover
+    under way (a server read-only, shutting down or starting).  Anything
     else would fail again."""
     if isinstance(exc, DBAPIError) and exc.connection_invalidated:
+        return True
+    state = sqlstate(exc)
+    if state is not None and state.startswith(_OUTAGE_STATES):
         return True
     return isinstance(exc, (OperationalError, InterfaceError, DisconnectionError, PoolTimeout,
                             ConnectionError, TimeoutError))

@@ -1,8 +1,8 @@
 """What the workflow loop asks of the cloud: one interface (``base``), one module
 per backend, and this table, the only place that names them.  Beside them:
 ``cfn``, the template surgery every stack backend shares, and the local
-cloud's parts, ``cfnfunctions`` (what it evaluates of a template) and
-``processes`` (its /proc supervisor).  Nothing here imports from the floors
+cloud's parts, ``cfnfunctions`` (what it evaluates of a template),
+``processes`` (its /proc supervisor) and ``leases`` (who may change a stack).  Nothing here imports from the floors
 above (see ``fornace.conductor``): a backend is handed what it needs (its
 configuration, the request).
 

@@ -35,14 +35,24 @@ addresses (:mod:`fornace.conductor.executors.cfnfunctions`); the processes
 are started, watched and stopped through /proc
 (:mod:`fornace.conductor.executors.processes`).
 
+Each stack has a lease (:mod:`fornace.conductor.executors.leases`), not a
+lock held across a step: ``apply``, ``remove`` and ``delete`` take it (waiting
+while a live holder renews it), and every action that changes the cloud --
+writing the stack's files, starting or stopping an instance's processes,
+removing a folder -- is done only while the lease is still the holder's.  A
+holder frozen in the middle of a step (SIGSTOP) stops renewing it; after the
+lease time (``[conductor] lock_stale_after`` for the conductor, as for its
+job lock) another takes it over -- a deletion after an abandon too -- and the
+frozen one, when it wakes, is refused at its next action
+(:class:`~fornace.conductor.executors.leases.LeaseLost`, naming the stack and
+who took it) and changes nothing.
+
 There is no isolation: the "VMs" are processes of the conductor's user.
 """
 from __future__ import annotations
 
 import configparser
-import contextlib
 import copy
-import fcntl
 import hashlib
 import json
 import logging
@@ -53,7 +63,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from fornace.common.broker import is_in_memory
 from fornace.conductor.executors import processes
@@ -61,6 +71,7 @@ from fornace.conductor.executors.base import StackExecutor, StackFailure, StackR
 from fornace.conductor.executors.cfn import merge, remove_resources
 from fornace.conductor.executors.cfnfunctions import (evaluate_outputs, instance_resources,
                                                       instance_user_data)
+from fornace.conductor.executors.leases import Lease, Leases
 from fornace.conductor.executors.processes import TOKEN_VARIABLE
 
 LOG = logging.getLogger(__name__)
@@ -72,6 +83,8 @@ ADDRESS_SPACE = 254 * 254 * 254   # 127.1-254.0-253.1-254
 LOG_TAIL = 2000
 # environment variables a boot script inherits from the conductor (nothing secret)
 INHERITED_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR", "PYTHONPATH")
+LEASE_TIME = 60.0   # seconds a stack's silent holder keeps it (the default lock_stale_after)
+ADDRESSES = ".addresses"   # the lease of the address allocation (not a stack name)
 
 def cloud_dir(conf: Any) -> str:
     """``[conductor] cloud_dir``, else ``<[api] state_dir>/cloud``."""
@@ -83,25 +96,34 @@ def cloud_dir(conf: Any) -> str:
 class LocalStacks(StackExecutor):
     @classmethod
     def factory(cls, conf: Any) -> Callable[[Any], "LocalStacks"]:
-        """One local cloud for every task, in ``[conductor] cloud_dir``."""
-        stacks = cls(cloud_dir(conf))
+        """One local cloud for every task (:meth:`from_conf`)."""
+        stacks = cls.from_conf(conf)
         return lambda task: stacks
 
+    @classmethod
+    def from_conf(cls, conf: Any) -> "LocalStacks":
+        """The local cloud in ``[conductor] cloud_dir``; a stack's lease lapses after
+        ``[conductor] lock_stale_after`` s without renewal, the time after which the
+        frozen conductor's job lock is taken over too."""
+        return cls(cloud_dir(conf), lease_time=conf.conductor.lock_stale_after)
+
     def __init__(self, state_dir: str | Path, *, start_grace: float = 1.0,
-                 stop_timeout: float = 10.0, allow_memory_broker: bool = False) -> None:
+                 stop_timeout: float = 10.0, allow_memory_broker: bool = False,
+                 lease_time: float = LEASE_TIME) -> None:
         self.state_dir = Path(os.path.expanduser(str(state_dir))).resolve()
         self.start_grace = float(start_grace)
         self.stop_timeout = float(stop_timeout)
         self.allow_memory_broker = allow_memory_broker
+        self.leases = Leases(self.state_dir / ".locks", lease_time)
         self._handed_out: set[str] = set()
 
     # -- StackExecutor ------------------------------------------------------------
     def apply(self, request: StackRequest) -> dict[str, Any]:
         name = request.stack_name
         stack_dir = self._stack_dir(name)
-        with self._locked(name):
+        with self.leases.held(name) as lease:
+            self._refuse_if_deleted_meanwhile(lease, name)
             try:
-                stack_dir.mkdir(parents=True, exist_ok=True)
                 current = self._load_template(stack_dir)
                 merged = merge(current, copy.deepcopy(request.template))
                 resources = merged.get("Resources")
@@ -110,26 +132,28 @@ class LocalStacks(StackExecutor):
                 instances = instance_resources(merged)
                 for instance in instances:
                     self._check_instance_name(name, instance)
-                _write_json(stack_dir / TEMPLATE_FILE, merged)
+                with lease.fenced():
+                    stack_dir.mkdir(parents=True, exist_ok=True)
+                    _write_json(stack_dir / TEMPLATE_FILE, merged)
                 removed = sorted(self._sandboxes(stack_dir) - set(instances))
                 if removed:
                     LOG.info("stack %s: removing instance(s) %s", name, ", ".join(removed))
-                    self._destroy(*(stack_dir / old for old in removed))
+                    self._destroy(lease, *(stack_dir / old for old in removed))
                 started = []
                 for instance, resource in instances.items():
-                    if self._ensure(name, stack_dir / instance, resource):
+                    if self._ensure(lease, name, stack_dir / instance, resource):
                         started.append(instance)
             except OSError as exc:
                 raise StackFailure(f"stack {name}: {exc}", str(exc)) from None
             if started:
-                self._check_started(name, stack_dir, started)
+                self._check_started(lease, name, stack_dir, started)
         addresses = {i: _read_info(stack_dir / i).get("address") or LOOPBACK for i in instances}
         return evaluate_outputs(merged, addresses, request.parameters)
 
     def delete(self, stack_name: str) -> None:
         stack_dir = self._stack_dir(stack_name)
-        with self._locked(stack_name):
-            self._delete_locked(stack_name, stack_dir)
+        with self.leases.held(stack_name) as lease:
+            self._delete_held(lease, stack_name, stack_dir)
 
     def remove(self, stack_name: str, resources: list[str]) -> dict[str, Any]:
         """Stop and remove exactly the removed instances; the others keep running.
@@ -138,15 +162,15 @@ class LocalStacks(StackExecutor):
         stored with the stack: a ``Ref`` to one gives its template default.
         """
         stack_dir = self._stack_dir(stack_name)
-        with self._locked(stack_name):
+        with self.leases.held(stack_name) as lease:
             if not (stack_dir / TEMPLATE_FILE).is_file():
                 return {}
             removal = remove_resources(self._load_template(stack_dir), resources, stack_name)
             if removal.empty:
-                self._delete_locked(stack_name, stack_dir)
+                self._delete_held(lease, stack_name, stack_dir)
                 return {}
             if removal.changed:
-                self._remove_instances(stack_name, stack_dir, removal.template,
+                self._remove_instances(lease, stack_name, stack_dir, removal.template,
                                        removal.resources)
             instances = instance_resources(removal.template)
         addresses = {i: _read_info(stack_dir / i).get("address") or LOOPBACK for i in instances}
@@ -177,19 +201,36 @@ class LocalStacks(StackExecutor):
             out[instance] = {**info, "running": processes.running(info)}
         return out
 
-    def _delete_locked(self, stack_name: str, stack_dir: Path) -> None:
-        """Stop every instance and remove the stack's folder (lock held)."""
+    def _delete_held(self, lease: Lease, stack_name: str, stack_dir: Path) -> None:
+        """Stop every instance and remove the stack's folder (its lease held)."""
         if not stack_dir.exists():
             return
         try:
-            self._destroy(*(stack_dir / i for i in sorted(self._sandboxes(stack_dir))))
-            shutil.rmtree(stack_dir)
+            self._destroy(lease, *(stack_dir / i for i in sorted(self._sandboxes(stack_dir))))
+            _remove_folder(lease, stack_dir, deletion_mark=self._deletion_mark(stack_name))
         except OSError as exc:
             raise StackFailure(f"stack {stack_name}: {exc}", str(exc)) from None
         LOG.info("stack %s deleted", stack_name)
 
-    def _remove_instances(self, stack_name: str, stack_dir: Path, template: dict[str, Any],
-                          removed: tuple[str, ...]) -> None:
+    def _deletion_mark(self, stack_name: str) -> Path:
+        """The file saying under which lease token the stack was last deleted."""
+        return self.leases.folder / f"{stack_name}.deleted"
+
+    def _refuse_if_deleted_meanwhile(self, lease: Lease, stack_name: str) -> None:
+        """An apply that waited for the lease while the stack was deleted was asked
+        for before the deletion (a job abandoned or taken over, whose round waited
+        on the stack): it must not make the stack again."""
+        try:
+            deleted = int(json.loads(self._deletion_mark(stack_name).read_text()))
+        except (OSError, ValueError, TypeError):
+            return
+        if deleted >= lease.asked_at:
+            raise StackFailure(f"stack {stack_name} was deleted (lease token {deleted}) while "
+                               f"this round waited for it: it is not made again",
+                               f"stack {stack_name} deleted meanwhile")
+
+    def _remove_instances(self, lease: Lease, stack_name: str, stack_dir: Path,
+                          template: dict[str, Any], removed: tuple[str, ...]) -> None:
         """Store the smaller template, then destroy the removed resources' sandboxes.
 
         The template goes first: should stopping fail half-way, the next
@@ -198,16 +239,17 @@ class LocalStacks(StackExecutor):
         sandboxes = [stack_dir / name for name in removed
                      if _plain_name(name) and (stack_dir / name).is_dir()]
         try:
-            _write_json(stack_dir / TEMPLATE_FILE, template)
+            with lease.fenced():
+                _write_json(stack_dir / TEMPLATE_FILE, template)
             if sandboxes:
                 LOG.info("stack %s: removing instance(s) %s", stack_name,
                          ", ".join(s.name for s in sandboxes))
-                self._destroy(*sandboxes)
+                self._destroy(lease, *sandboxes)
         except OSError as exc:
             raise StackFailure(f"stack {stack_name}: {exc}", str(exc)) from None
 
     # -- instances ------------------------------------------------------------------
-    def _ensure(self, stack: str, sandbox: Path, resource: dict[str, Any]) -> bool:
+    def _ensure(self, lease: Lease, stack: str, sandbox: Path, resource: dict[str, Any]) -> bool:
         """Make the instance run; True when its boot process was (re)started."""
         user_data = instance_user_data(resource)
         digest = hashlib.sha256((user_data or "").encode()).hexdigest()
@@ -221,38 +263,43 @@ class LocalStacks(StackExecutor):
                                 "stopped; what it started is stopped first", stack,
                                 sandbox.name)
                 LOG.info("stack %s: restarting instance %s", stack, sandbox.name)
-                self._destroy(sandbox, keep=True)   # its orphans, if any; files stay
+                self._destroy(lease, sandbox, keep=True)   # its orphans, if any; files stay
             else:
                 LOG.info("stack %s: replacing instance %s (new user data)", stack,
                          sandbox.name)
-                self._destroy(sandbox)
-        sandbox.mkdir(parents=True, exist_ok=True)
+                self._destroy(lease, sandbox)
         info = {"instance": sandbox.name, "user_data_sha256": digest,
                 "address": info.get("address") or self._allocate_address(stack, sandbox.name)}
         if not user_data:   # a VM without user data: nothing runs in it
-            _write_json(sandbox / "instance.json", info)
+            with lease.fenced():
+                sandbox.mkdir(parents=True, exist_ok=True)
+                _write_json(sandbox / "instance.json", info)
             return False
         info["token"] = uuid.uuid4().hex
-        # the token is on disk before the boot process starts: if this conductor
-        # dies before it writes the pid, the next apply still finds (by token)
-        # and stops what was started, instead of starting a second agent
-        _write_json(sandbox / "instance.json", info)
+        env = self._environment(stack, sandbox, info["address"], info["token"])
         script = sandbox / "user-data"
-        script.write_text(user_data)
-        (sandbox / "etc").mkdir(exist_ok=True)
-        (sandbox / "work").mkdir(exist_ok=True)
-        with open(sandbox / "console.log", "ab") as log:
-            process = processes.start(["/bin/sh", str(script)], sandbox, log,
-                                      self._environment(stack, sandbox, info["address"],
-                                                        info["token"]))
+        with lease.fenced():
+            # the token is on disk before the boot process starts: if this conductor
+            # dies (or freezes and loses the lease) before it writes the pid, the next
+            # apply still finds (by token) and stops what was started, instead of
+            # starting a second agent
+            sandbox.mkdir(parents=True, exist_ok=True)
+            _write_json(sandbox / "instance.json", info)
+            script.write_text(user_data)
+            (sandbox / "etc").mkdir(exist_ok=True)
+            (sandbox / "work").mkdir(exist_ok=True)
+            with open(sandbox / "console.log", "ab") as log:
+                process = processes.start(["/bin/sh", str(script)], sandbox, log, env)
         stat = processes.stat(process.pid)
         info.update(pid=process.pid, start_time=stat[2] if stat else None,
                     started_at=time.time())
-        _write_json(sandbox / "instance.json", info)
+        with lease.fenced():
+            _write_json(sandbox / "instance.json", info)
         LOG.info("stack %s: instance %s started (pid %d)", stack, sandbox.name, process.pid)
         return True
 
-    def _check_started(self, stack: str, stack_dir: Path, started: list[str]) -> None:
+    def _check_started(self, lease: Lease, stack: str, stack_dir: Path,
+                       started: list[str]) -> None:
         """Wait ``start_grace`` s; fail on boot processes that ended or use memory://."""
         deadline = time.monotonic() + self.start_grace
         failed: dict[str, str] = {}
@@ -273,7 +320,7 @@ class LocalStacks(StackExecutor):
             url = _broker_url(stack_dir / instance / "etc" / "agent.conf")
             if url is not None and is_in_memory(url) \
                     and not self.allow_memory_broker:
-                self._destroy(stack_dir / instance, keep=True)
+                self._destroy(lease, stack_dir / instance, keep=True)
                 failed[instance] = ("its agent is configured with the in-process memory:// "
                                     "broker; local cloud agents are other processes and need "
                                     "a shared broker ([broker] url = filesystem:///folder "
@@ -286,12 +333,13 @@ class LocalStacks(StackExecutor):
             reason = "; ".join(f"instance {i}: {w}" for i, w in failed.items())
             raise StackFailure(f"stack {stack} failed: " + "\n".join(parts), reason)
 
-    def _destroy(self, *sandboxes: Path, keep: bool = False) -> None:
+    def _destroy(self, lease: Lease, *sandboxes: Path, keep: bool = False) -> None:
         """Stop the instances (all at once) and, unless ``keep``, remove their folders."""
-        processes.stop_instances([_read_info(s) for s in sandboxes], self.stop_timeout)
+        processes.stop_instances([_read_info(s) for s in sandboxes], self.stop_timeout,
+                                 fence=lease.fenced)
         if not keep:
             for sandbox in sandboxes:
-                shutil.rmtree(sandbox, ignore_errors=False)
+                _remove_folder(lease, sandbox)
 
     def _environment(self, stack: str, sandbox: Path, address: str,
                      token: str) -> dict[str, str]:
@@ -325,7 +373,7 @@ class LocalStacks(StackExecutor):
         Derived from the stack and instance names (the same instance gets the
         same address after a replacement), the next one when taken.
         """
-        with self._locked(".addresses"):
+        with self.leases.held(ADDRESSES) as lease, lease.fenced():
             taken = {_read_info(self.state_dir / s / i).get("address")
                      for s in self._sandboxes(self.state_dir)
                      for i in self._sandboxes(self.state_dir / s)} | self._handed_out
@@ -371,17 +419,6 @@ class LocalStacks(StackExecutor):
         return {p.name for p in stack_dir.iterdir()
                 if p.is_dir() and not p.name.startswith(".")}
 
-    @contextlib.contextmanager
-    def _locked(self, name: str) -> Iterator[None]:
-        lock_dir = self.state_dir / ".locks"
-        lock_dir.mkdir(parents=True, exist_ok=True)
-        with open(lock_dir / f"{name}.lock", "a") as handle:
-            fcntl.flock(handle, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(handle, fcntl.LOCK_UN)
-
 
 # -- files --------------------------------------------------------------------------
 def _plain_name(name: Any) -> bool:
@@ -396,6 +433,22 @@ def _read_info(sandbox: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return data if isinstance(data, dict) else {}
+
+
+def _remove_folder(lease: Lease, folder: Path, deletion_mark: Path | None = None) -> None:
+    """Remove a sandbox or a stack's folder: moved aside while the lease is held (a
+    holder that lost it cannot remove what its successor made there since), then
+    deleted without holding anything.  ``deletion_mark`` gets the lease's token in
+    the same fenced step."""
+    aside = folder.with_name(f".removed-{folder.name}-{lease.token}-{uuid.uuid4().hex[:8]}")
+    with lease.fenced():
+        if deletion_mark is not None:
+            _write_json(deletion_mark, lease.token)
+        try:
+            folder.rename(aside)
+        except FileNotFoundError:
+            return
+    shutil.rmtree(aside)
 
 
 def _write_json(path: Path, data: Any) -> None:

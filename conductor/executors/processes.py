@@ -7,7 +7,9 @@ belong to the instance too).  :func:`start` starts a boot process in a
 session of its own and keeps it to reap it; :func:`running` says whether a
 recorded process (pid and /proc start time, so a reused pid is not taken for
 it) still runs; :func:`stop_instances` stops every process of some
-instances: SIGTERM to all at once, SIGKILL to what is left after a timeout.
+instances: SIGTERM to all at once, SIGKILL to what is left after a timeout,
+each only while a fence allows it (the local cloud's stack lease is still its
+caller's).
 """
 from __future__ import annotations
 
@@ -19,7 +21,7 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Callable, ContextManager
 
 LOG = logging.getLogger(__name__)
 
@@ -118,11 +120,17 @@ def _signal_all(infos: list[dict[str, Any]], signum: int) -> None:
             os.kill(member, signum)
 
 
-def stop_instances(infos: list[dict[str, Any]], timeout: float) -> None:
-    """SIGTERM to every process of the instances at once, SIGKILL after ``timeout`` s."""
+def stop_instances(infos: list[dict[str, Any]], timeout: float,
+                   fence: Callable[[], ContextManager[Any]] | None = None) -> None:
+    """SIGTERM to every process of the instances at once, SIGKILL after ``timeout`` s.
+
+    Each round of signals is sent inside ``fence()`` (which raises instead when the
+    caller may no longer act: the local cloud's stack lease was taken), so a caller
+    that wakes after losing it signals nothing."""
     infos = [i for i in infos if i.get("pid") or i.get("token")]
     if not infos:
         return
+    fence = fence or contextlib.nullcontext
 
     def gone() -> bool:
         for info in infos:
@@ -131,14 +139,16 @@ def stop_instances(infos: list[dict[str, Any]], timeout: float) -> None:
         return not members(infos)
 
     if not gone():
-        _signal_all(infos, signal.SIGTERM)
+        with fence():
+            _signal_all(infos, signal.SIGTERM)
         deadline = time.monotonic() + timeout
         while not gone() and time.monotonic() < deadline:
             time.sleep(0.05)
         if not gone():
             LOG.warning("instance(s) %s did not stop on SIGTERM; killing them",
                         ", ".join(str(i.get("instance", i.get("pid"))) for i in infos))
-            _signal_all(infos, signal.SIGKILL)
+            with fence():
+                _signal_all(infos, signal.SIGKILL)
             deadline = time.monotonic() + 5
             while not gone() and time.monotonic() < deadline:
                 time.sleep(0.05)

@@ -4,8 +4,9 @@ Two conductors may get tasks of the same environment (two API workers, a
 redelivered task, an operator's retry); running both would have them fight
 over the same stacks and agents.  Before it runs a job the conductor takes
 the environment's row of ``job_locks``, refreshes its heartbeat while the job
-runs and frees it at the end.  As in Unfurl, a job that finds the lock taken
-by another job does not wait: it is refused, and the user runs it again later.
+runs and frees it at the end.  A job that finds the lock taken by another
+job waits for it a bounded time, then is refused (the daemon's loop over
+:meth:`JobLock.acquire`, :mod:`fornace.conductor.jobs.lockwait`).
 
 Each grant is identified by its holder (conductor and job) and a fencing
 token, a number that grows with every grant and every revocation (a user's

@@ -324,8 +324,9 @@ def test_a_torn_journal_line_is_skipped(make_agent, tmp_path):
 def test_the_config_file_written_by_init_sh_is_read(tmp_path):
     template = (Path(__file__).resolve().parents[2] / "data/templates/agent-config/Default.template")
     text = template.read_text()
-    for key, value in {"BROKER_URL": "amqp://u:p@h:5672//", "RABBITMQ_SSL": "False",
-                       "RABBITMQ_INPUT_QUEUE": "eenv-svc-unit",
+    cluster = "amqp://u:p@h1:5672//;amqp://u:p@h2:5672//"   # a failover URL, as it comes
+    for key, value in {"BROKER_URL": cluster, "RABBITMQ_SSL": "False",
+                       "BROKER_QUEUE_TYPE": "quorum", "RABBITMQ_INPUT_QUEUE": "eenv-svc-unit",
                        "RESULT_QUEUE": "-execution-results-eenv"}.items():
         text = text.replace(f"%{key}%", value)
     path = tmp_path / "agent.conf"
@@ -333,7 +334,8 @@ def test_the_config_file_written_by_init_sh_is_read(tmp_path):
     conf = build_conf()
     conf(["--config-file", str(path), "agent"], project="fornace", prog="fornace")
     settings = AgentSettings.from_conf(conf)
-    assert settings.broker_url == "amqp://u:p@h:5672//"
+    assert settings.broker_url == cluster and settings.broker_queue_type == "quorum"
+    assert Agent(settings).broker().queue_type == "quorum"
     assert settings.input_queue == "eenv-svc-unit"
     assert settings.result_queue == "-execution-results-eenv"
     assert settings.command_timeout == 60 and settings.journal == tmp_path / "w/journal.jsonl"

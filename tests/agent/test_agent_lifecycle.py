@@ -7,6 +7,7 @@ agent process, and a power off or a stop ends the instance's agent.
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -15,10 +16,13 @@ import sys
 import threading
 import uuid
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
 from fornace.agent.config import AgentSettings
+from fornace.agent.holds import COMMANDS_ENDED, HOLD_VARIABLE
+from fornace.agent.runner import safe_dir_name
 from fornace.agent.service import EXIT_POWEROFF, EXIT_REBOOT, EXIT_STOPPED, Agent
 from fornace.agent.states import Machine
 from fornace.common import contract
@@ -296,9 +300,10 @@ def test_log_lines_are_sent_in_batches_before_the_answer(settings):
 
 # ============================================================ real agents (init.sh)
 
-def render_user_data(broker_url: str, env: str, unit: str) -> str:
-    """init.sh with the agent configuration inside, as prepare-user-data renders it."""
-    values = {"BROKER_URL": broker_url, "RABBITMQ_SSL": "False",
+def render_user_data(broker_url: str, env: str, unit: str, hold: Path | None = None) -> str:
+    """init.sh with the agent configuration inside, as prepare-user-data renders it
+    (``hold``: the agent's hold file, see :mod:`fornace.agent.holds`)."""
+    values = {"BROKER_URL": broker_url, "RABBITMQ_SSL": "False", "BROKER_QUEUE_TYPE": "classic",
               "RABBITMQ_INPUT_QUEUE": contract.agent_queue(env, "svc", unit),
               "RESULT_QUEUE": contract.results_queue(env), "INTERNAL_HOSTNAME": unit,
               "MURANO_SERVER_ADDRESS": "127.0.0.1"}
@@ -309,19 +314,24 @@ def render_user_data(broker_url: str, env: str, unit: str) -> str:
     script = (DATA / "init-scripts/init.sh").read_text()
     for key, value in values.items():
         script = script.replace(f"%{key}%", value)
+    if hold is not None:    # the agents init.sh starts inherit it
+        shebang, rest = script.split("\n", 1)
+        script = f"{shebang}\nexport {HOLD_VARIABLE}='{hold}'\n{rest}"
     return script
 
 
 class Unit:
     """One local cloud instance running init.sh, and the broker to talk to its agent."""
 
-    def __init__(self, root: Path) -> None:
-        self.url = f"filesystem://{root}/broker"
+    def __init__(self, root: Path, url: str | None = None, hold: Path | None = None) -> None:
+        self.url = url or f"filesystem://{root}/broker"
+        self.hold = hold
         self.env = uuid.uuid4().hex[:10]
         self.stack = f"e{self.env}"
         self.stacks = LocalStacks(root / "cloud", stop_timeout=10)
         self.template = {"Resources": {"vm": {"Type": "AWS::EC2::Instance", "Properties": {
-            "ImageId": "img", "UserData": render_user_data(self.url, self.env, "vm")}}}}
+            "ImageId": "img",
+            "UserData": render_user_data(self.url, self.env, "vm", hold)}}}}
         self.broker = Broker(self.url)
         self.results = contract.results_queue(self.env)
         self.answered: dict[str, list] = {}
@@ -527,3 +537,102 @@ def test_a_killed_agent_is_started_again_and_answers_from_its_journal(unit):
     fresh = v2_plan({"n.sh": "echo new agent"}, [cmd("n.sh")])
     unit.send(fresh)
     assert unit.answer(fresh["ID"])["Result"][0]["Result"] == ["new agent"]
+
+
+@pytest.fixture(params=["folder", "rabbitmq"])
+def held_unit(request, tmp_path):
+    """A unit whose agent can be held at a hold point (``unit.hold``), on either broker."""
+    url = None if request.param == "folder" else request.getfixturevalue("amqp_vhost")
+    made = Unit(tmp_path, url, hold=tmp_path / "hold")
+    made.start()
+    yield made
+    made.close()
+
+
+RUNS = 'echo ran >> "$FORNACE_WORK_DIR/runs"\n'
+
+
+@contextlib.contextmanager
+def conductor_waiting(unit: Unit, plan: dict) -> Iterator[list]:
+    """The conductor's side: ``plan`` sent to the unit and its reply waited for,
+    in a thread; the yielded list gets the reply."""
+    replies: list = []
+    agents = AmqpAgents(Broker(unit.url), unit.env, default_timeout=TIMEOUT)
+    thread = threading.Thread(target=lambda: replies.extend(
+        agents.run([PlanRequest("svc", "vm", "plan", plan)])), daemon=True)
+    thread.start()
+    try:
+        yield replies
+    finally:
+        thread.join(TIMEOUT)
+        agents.broker.close()
+
+
+@pytest.mark.parametrize("script, expected", [
+    (RUNS + "echo deployed\n",
+     {"IsException": False, "Result": [{"IsException": False, "Result": ["deployed"]}]}),
+    (RUNS + "echo broken >&2\nexit 3\n",
+     {"IsException": False, "Result": [{"IsException": True, "Result": [
+         "CommandFailed", "site.sh exited with code 3; stderr: broken"]}]}),
+], ids=["success", "own-failure"])
+def test_an_agent_killed_once_its_script_finished_answers_how_the_plan_ended(
+        held_unit, script, expected):
+    """Regression (issue 29): an agent SIGKILLed after its plan's script had
+    finished but before it answered was started again and answered the plan
+    ``AgentInterrupted``, so the unit was reported failed; the plan's end is now
+    journaled first and the restarted agent sends that answer, without running
+    the script again."""
+    unit = held_unit
+    assert unit.hold is not None
+    pid = unit.agent_pid()
+    unit.hold.write_text(COMMANDS_ENDED)     # the agent waits there while the file is
+    plan = v2_plan({"site.sh": script}, [cmd("site.sh")])
+    with conductor_waiting(unit, plan) as replies:
+        reached = unit.hold.with_name(unit.hold.name + ".reached")
+        wait_for(reached.exists, "the agent to end the plan's commands",
+                 explain=lambda: unit.console()[-3000:])
+        assert reached.read_text() == plan["ID"]
+        os.kill(pid, signal.SIGKILL)                 # the script finished; no answer went
+        unit.hold.unlink()                           # the next agent holds nowhere
+        wait_for(lambda: replies, "the conductor's reply",
+                 explain=lambda: unit.console()[-3000:])
+    assert not alive(pid) and "the agent crashed (code 137)" in unit.console()
+    [reply] = replies
+    assert not reply.timed_out and reply.result == expected
+    work = unit.sandbox / "work"
+    assert (work / "runs").read_text() == "ran\n"   # the script ran once
+    journal = [json.loads(line) for line in
+               (work / "journal.jsonl").read_text().splitlines()]
+    assert [r["event"] for r in journal if r["id"] == plan["ID"]].count("started") == 1
+    # answered: its inputs (the arguments, which may hold passwords) are deleted
+    folder = work / "plans" / safe_dir_name(plan["ID"])
+    assert wait_for(lambda: not list(folder.glob("*.stdin.json"))), sorted(folder.iterdir())
+
+
+def test_an_agent_killed_while_its_script_runs_answers_the_plan_interrupted(held_unit):
+    """What has not ended is not guessed: a plan whose script was still running
+    when its agent died is answered ``AgentInterrupted`` by the restarted agent
+    (and the redelivered plan message too), never run a second time."""
+    unit = held_unit
+    pid = unit.agent_pid()
+    work = unit.sandbox / "work"
+    script = (RUNS + 'touch "$FORNACE_WORK_DIR/running"\ni=0\n'
+              'while [ ! -f "$FORNACE_WORK_DIR/go" ] && [ $i -lt 900 ]; do\n'
+              '    sleep 0.1; i=$((i+1))\ndone\necho finished late\n')
+    plan = v2_plan({"slow.sh": script}, [cmd("slow.sh")])
+    with conductor_waiting(unit, plan) as replies:
+        try:
+            wait_for((work / "running").exists, "the script to run",
+                     explain=lambda: unit.console()[-3000:])
+            os.kill(pid, signal.SIGKILL)
+            wait_for(lambda: replies, "the conductor's reply",
+                     explain=lambda: unit.console()[-3000:])
+        finally:
+            (work / "go").touch()              # the orphaned script ends
+    [reply] = replies
+    assert reply.result["IsException"] and reply.result["Result"][0] == "AgentInterrupted"
+    assert (work / "runs").read_text() == "ran\n"
+    fresh = v2_plan({"n.sh": "echo next"}, [cmd("n.sh")])   # after the redelivered one
+    unit.send(fresh)
+    assert unit.answer(fresh["ID"])["Result"][0]["Result"] == ["next"]
+    assert (work / "runs").read_text() == "ran\n"          # the redelivery ran nothing

@@ -331,6 +331,24 @@ def test_a_second_deploy_while_busy_is_refused_with_a_message(api, browser):
     assert "flash-error" in again and "is busy: job" in again and "(deploy) running" in again
 
 
+def test_a_queued_job_is_shown_queued_with_why(api, browser):
+    """Issue 29: a job waiting for its environment's lock shows so, and says where
+    to read why."""
+    env_id = create_env(browser)
+    browser.post(f"/environments/{env_id}/services/new", site_form())
+    browser.post(f"/environments/{env_id}/deploy")
+    job_id = api.published.tasks[-1][1]
+    api.store.job_events.apply(contract.job_event_body(
+        env_id, job_id, "queued", f"environment {env_id} is locked by job j0"), "q-1")
+    page = browser.get(f"/environments/{env_id}")
+    assert re.search(r"is queued since [^<]*\(waiting for the environment's lock", page), page
+    job_page = browser.get(f"/environments/{env_id}/jobs/{job_id}")
+    assert 'class="badge b-queued">queued<' in job_page
+    assert f"environment {env_id} is locked by job j0" in job_page
+    api.store.job_events.apply(contract.job_event_body(env_id, job_id, "running"), "r-1")
+    assert "is running since" in browser.get(f"/environments/{env_id}")
+
+
 def test_abandon_ends_the_running_job(api, browser):
     env_id = create_env(browser)
     browser.post(f"/environments/{env_id}/services/new", site_form())

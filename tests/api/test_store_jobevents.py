@@ -96,6 +96,63 @@ def test_a_refused_job_ends_and_keeps_why(api):
     assert api.client.get(f"/environments/{env_id}").json()["version"] == 1
 
 
+def test_a_queued_job_is_shown_with_why_and_runs_again_once_it_holds_the_lock(api):
+    """Issue 29: a job whose conductor finds the environment locked by another job
+    waits for the lock; the API shows it ``queued``, with why, until the
+    conductor says it runs (then ``running``, as before)."""
+    env_id, model = deployed(api)
+    job = action(api, env_id, "check", {}).json()
+    why = (f"environment {env_id} is locked by job j0 (conductor c1) since "
+           f"2024-05-01T12:00:00; job {job['id']} waits for it (at most 600 s, [conductor] "
+           f"lock_wait)")
+    for message_id in ("q-1", "q-2"):        # a second copy waiting says nothing new
+        api.store.job_events.apply(contract.job_event_body(env_id, job["id"], "queued", why),
+                                   message_id)
+    shown = api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()
+    assert (shown["state"], shown["finished"]) == ("queued", None)
+    listed = api.client.get(f"/environments/{env_id}/jobs").json()["jobs"]
+    assert listed[0]["id"] == job["id"] and listed[0]["state"] == "queued"
+    deployment = api.client.get(f"/environments/{env_id}/deployments").json()["deployments"]
+    assert deployment[0]["id"] == job["id"] and deployment[0]["state"] == "queued"
+    reports = api.client.get(f"/environments/{env_id}/deployments/{job['id']}").json()
+    assert [(r["level"], r["text"]) for r in reports["reports"]] == [("info", why)]
+    assert api.client.get(f"/environments/{env_id}").json()["status"] == "deploying"
+    busy = action(api, env_id, "check", {})         # still one job at a time
+    assert busy.status_code == 409 and f"job {job['id']} (check) queued since" in \
+        busy.json()["error"]["message"]
+
+    api.store.job_events.apply(contract.job_event_body(env_id, job["id"], "running"), "r-1")
+    shown = api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()
+    assert (shown["state"], shown["finished"]) == ("running", None)
+    reports = api.client.get(f"/environments/{env_id}/deployments/{job['id']}").json()
+    assert [r["text"] for r in reports["reports"]][1:] == [
+        f"job {job['id']} holds the environment's lock: it runs"]
+    finish(api, job["id"], model)
+    done = api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()
+    assert done["state"] == "success" and done["finished"]
+    # a late "queued" of the ended job changes nothing
+    api.store.job_events.apply(contract.job_event_body(env_id, job["id"], "queued", why), "q-3")
+    assert api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()["state"] == \
+        "success"
+
+
+def test_a_queued_job_can_be_abandoned_or_refused(api):
+    env_id, _ = deployed(api)
+    for end in ("abandon", "refuse"):
+        job = action(api, env_id, "check", {}).json()
+        api.store.job_events.apply(contract.job_event_body(env_id, job["id"], "queued",
+                                                           "locked"), f"q-{end}")
+        if end == "abandon":
+            assert api.client.post(f"/environments/{env_id}/abandon").status_code == 200
+        else:
+            api.store.job_events.apply(contract.job_event_body(
+                env_id, job["id"], "refused", "locked; waited 600.0 s"), f"r-{end}")
+        shown = api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()
+        assert shown["state"] == {"abandon": "abandoned", "refuse": "refused"}[end]
+        assert shown["finished"]
+        assert api.client.get(f"/environments/{env_id}").json()["status"] == "ready"
+
+
 def test_a_refused_session_deploy_reopens_the_session(api):
     env_id, session = new_env(api.client, [web_server()])
     api.client.post(f"/environments/{env_id}/sessions/{session}/deploy")

@@ -110,3 +110,26 @@ def test_processes_upgrading_one_empty_postgres_take_turns(fresh_postgres):
     assert sum("upgraded from an empty schema" in out for _, out in results) == 1
     assert sum("already at revision" in out for _, out in results) == 3
     assert current(fresh_postgres)[0] == HEAD
+
+
+def test_a_multi_host_url_is_shown_with_every_host_and_every_password_masked(capsys):
+    """Regression: the hosts were shown escaped (``127.0.0.1%3A1``) and a
+    password given as ``?password=`` was printed in clear."""
+    url = ("postgresql+psycopg://fornace:s3cret-pw@/none?host=127.0.0.1:1&host=127.0.0.1:2"
+           "&target_session_attrs=read-write&password=s3cret-too")   # nothing listens there
+    assert main(["db", "current", "--db", url]) == 3
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith("fornace db: the database postgresql+psycopg://fornace:***@/none?"
+                           "host=127.0.0.1:1&host=127.0.0.1:2&target_session_attrs=read-write"
+                           "&password=*** cannot be used: "), line
+    assert "s3cret" not in line
+
+
+def test_a_multi_host_url_without_a_writable_target_is_bad_usage(capsys):
+    url = "postgresql+psycopg://fornace:s3cret-pw@/none?host=127.0.0.1:1&host=127.0.0.1:2"
+    assert main(["db", "upgrade", "--db", url]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line == ("fornace db: the database postgresql+psycopg://fornace:***@/none?"
+                    "host=127.0.0.1:1&host=127.0.0.1:2 names several hosts: add "
+                    "target_session_attrs=read-write (libpq would connect to whichever answers "
+                    "first, maybe a standby, where every write fails)"), line

@@ -105,3 +105,34 @@ def test_a_running_job_counts_from_its_start_not_from_the_following():
     # bounded by what this test measured itself, not by how fast it ran
     assert 40 <= running <= 41 + (time.monotonic() - before)   # 41: the start's whole seconds
     assert 0 <= followed <= time.monotonic() - before
+
+
+class Queued:
+    """An API whose job waits for its environment's lock for two reads, then runs
+    and succeeds."""
+
+    STATES = ["queued", "queued", "running", "success"]
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    def get(self, path: str):
+        if path.endswith("/jobs/j1"):
+            state = self.STATES[min(self.reads, len(self.STATES) - 1)]
+            self.reads += 1
+            return {"id": "j1", "action": "deploy", "state": state, "tasks": [],
+                    "started": "2024-05-01T10:00:00",
+                    "finished": "2024-05-01T10:00:09" if state == "success" else None}
+        return {"reports": [{"id": "r1", "level": "info",
+                             "text": "environment e1 is locked by job j0; job j1 waits for it"}]}
+
+
+def test_a_queued_job_is_followed_until_it_ends(monkeypatch):
+    """Issue 29: a job waiting for its environment's lock is ``queued``: following
+    it went on only while it was ``running``, so it stopped at once."""
+    monkeypatch.setattr(follow, "POLL", 0)
+    monkeypatch.setattr(follow, "SETTLE", 0)
+    api = Queued()
+    outcome = Follower(api, "e1", "j1", None, name="web").follow()
+    assert outcome.ok and api.reads == 5      # the four states, and the settling read
+    assert [r["id"] for r in outcome.reports] == ["r1"]

@@ -547,3 +547,74 @@ def test_a_lock_release_during_a_short_database_outage_is_retried(tmp_path, monk
     with JobLock(url) as lock:
         assert lock.holder(env_id) is None
         assert isinstance(lock.acquire(env_id, "next-job", "c"), Grant)
+
+
+def test_queues_written_down_during_a_short_database_outage_are_retried(tmp_path, monkeypatch):
+    """Regression (issue 29, found by tools/chaos.py restart-database): PostgreSQL
+    restarting as a job began lost the record of its units' queues ("could not
+    write down its queues"), so deleting the environment left its results queue
+    on the broker.  Writing them down is tried again (bounded, logged)."""
+    from sqlalchemy.exc import OperationalError
+    from fornace.common.consumer import Delivery
+    from fornace.common.db import outages, queues
+    from fornace.common.db.engine import make_engine, upgrade
+    url = f"sqlite:///{tmp_path / 'locks.sqlite'}"
+    upgrade(url)
+    env_id = "q" + uuid.uuid4().hex[:8]
+    monkeypatch.setattr(outages, "BACKOFF", (0.0, 0.0, 0.0))
+    record, failures = queues.record, []
+
+    def flaky_record(connection, environment_id, names):
+        if len(failures) < 2:
+            failures.append(environment_id)
+            raise OperationalError("INSERT INTO agent_queues", {},
+                                   Exception("the database system is starting up"))
+        return record(connection, environment_id, names)
+    monkeypatch.setattr(queues, "record", flaky_record)
+    daemon = Conductor(ConductorSettings(broker_url="memory://", data_dir=DATA, database_url=url,
+                                         engine=Settings(agent_timeout=0.5)),
+                       lambda task: SimulatedCloud().executors()[0])
+    daemon.handle_task(one_unit_task(env_id), Delivery(message_id="t-" + env_id,
+                                                       queue=contract.TASKS))
+    assert failures == [env_id] * 2
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            kept = queues.of_environment(connection, env_id)
+    finally:
+        engine.dispose()
+    assert any(name.startswith(f"e{env_id}-") for name in kept), kept
+
+
+def test_a_job_whose_lock_stays_out_of_reach_goes_back_to_the_queue_unrun(tmp_path, monkeypatch):
+    """Regression (issue 29): a database out of reach past the retries of
+    taking the lock ran the job without it ("running job ... without it"), so
+    a second conductor could run it too.  The task now goes back to the queue
+    (Requeue) with nothing run and no result sent."""
+    from sqlalchemy.exc import OperationalError
+    from fornace.common.consumer import Delivery, Requeue
+    from fornace.common.db import outages
+    from fornace.common.db.engine import upgrade
+    from fornace.conductor.jobs.lock import JobLock
+    url = f"sqlite:///{tmp_path / 'locks.sqlite'}"
+    upgrade(url)
+    env_id = "u" + uuid.uuid4().hex[:8]
+    monkeypatch.setattr(outages, "BACKOFF", (0.0, 0.0))
+    tries = []
+
+    def unreachable(self, *args, **kwargs):
+        tries.append(args[0])
+        raise OperationalError("SELECT deployments.finished", {},
+                               Exception("connection refused"))
+    monkeypatch.setattr(JobLock, "acquire", unreachable)
+    broker_url = "memory://"
+    daemon = Conductor(ConductorSettings(broker_url=broker_url, data_dir=DATA, database_url=url,
+                                         engine=Settings(agent_timeout=0.5)),
+                       lambda task: SimulatedCloud().executors()[0])
+    with pytest.raises(Requeue, match="the job lock is out of reach"):
+        daemon.handle_task(one_unit_task(env_id), Delivery(message_id="t-" + env_id,
+                                                           queue=contract.TASKS))
+    assert tries == [env_id] * 3   # the first try and the two retries
+    with Broker(broker_url) as broker:   # (memory:// is shared by the process's tests)
+        sent = [body for body, _ in broker.drain(contract.RESULTS, timeout=0.2)]
+    assert [body for body in sent if env_id in repr(body)] == []

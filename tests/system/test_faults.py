@@ -4,7 +4,8 @@ malformed messages, and what an environment deletion leaves behind.
 Everything is real except the web server of the API: RabbitMQ (each test in a
 virtual host of its own, made with ``rabbitmqctl`` and deleted afterwards, so
 nothing else on the broker -- a benchmark, stale tasks of other tests -- sees
-or disturbs these deployments), conductors as ``fornace conductor --stacks
+or disturbs these deployments; the broker restart on a private node of the
+module's own, ``tools/rabbitcluster.py``, never the machine's), conductors as ``fornace conductor --stacks
 local`` subprocesses (killed with SIGKILL where a test says so), local cloud
 instances running real ``fornace agent`` processes, and the API's
 ``ApiService`` (SQLite in a temporary folder) with its result and report
@@ -19,6 +20,7 @@ step may end, so faults happen at a known point without timed sleeps.
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import os
 import shutil
@@ -31,7 +33,7 @@ import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from typing import Iterator
 
 import kombu
 import pytest
@@ -46,7 +48,7 @@ from fornace.common import contract
 from fornace.common.broker import Broker
 from fornace.conductor.executors.localcloud import LocalStacks
 from fornace.conductor.executors.processes import TOKEN_VARIABLE
-from services import Rabbit, amqp_url, private_vhost, rabbitmqctl
+from services import Rabbit, private_cluster, private_vhost
 from waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,13 +98,20 @@ def broker_accepts(url: str) -> bool:
 def rabbit():
     """A virtual host of its own on the real RabbitMQ, deleted afterwards."""
     with private_vhost("fornace-faults") as rabbit:
-        try:
-            yield rabbit
-        finally:
-            base = urlsplit(amqp_url())
-            if not broker_accepts(urlunsplit(base)):   # a test left it stopped
-                rabbitmqctl("start_app", check=False)
-                rabbitmqctl("await_startup", check=False)
+        yield rabbit
+
+
+@pytest.fixture(scope="module")
+def private_node():
+    """A RabbitMQ node of this module's own (``rabbitcluster.Cluster`` of one node)
+    for the tests that stop the broker: the machine's node is never stopped."""
+    with private_cluster(1) as cluster:
+        yield cluster
+
+
+def node_rabbit(node) -> Rabbit:
+    """The default virtual host of a private node (``rabbitcluster.Node``)."""
+    return Rabbit(node.url(), "127.0.0.1", node.port, "guest", "guest", "/")
 
 
 # ----------------------------------------------------------------------- processes
@@ -165,6 +174,10 @@ class World:
     cloud_dir: Path
     conductors: list[subprocess.Popen] = field(default_factory=list)
     logs: dict[int, Path] = field(default_factory=dict)
+    database: str = ""   # the API's URL: the conductors' job locks are the API's
+    queue_type: str = "classic"          # [broker] queue_type
+    # agents get the nodes of [broker] url (all of a cluster's); else [rabbitmq]'s one
+    agents_get_every_node: bool = False
 
     # -- configuration and conductors ------------------------------------------
     def config(self, agent_timeout: float) -> Path:
@@ -173,13 +186,13 @@ class World:
         path.write_text(
             f"[DEFAULT]\ndata_dir = {self.catalog}\n"
             f"[api]\nstate_dir = {self.root / 'state'}\n"
-            # the API's database: the conductors' job locks are the API's
-            f"[database]\nconnection = sqlite:///{self.root / 'api.sqlite'}\n"
-            f"[broker]\nurl = {r.url}\n"
+            f"[database]\nconnection = {self.database}\n"
+            f"[broker]\nurl = {r.url}\nqueue_type = {self.queue_type}\n"
             f"[conductor]\ncloud_dir = {self.cloud_dir}\nmax_environments = 2\n"
             f"[engine]\nagent_timeout = {agent_timeout:g}\n"
-            f"[rabbitmq]\nhost = {r.host}\nport = {r.port}\nlogin = {r.login}\n"
-            f"password = {r.password}\nvirtual_host = {r.vhost}\n")
+            + ("" if self.agents_get_every_node else
+               f"[rabbitmq]\nhost = {r.host}\nport = {r.port}\nlogin = {r.login}\n"
+               f"password = {r.password}\nvirtual_host = {r.vhost}\n"))
         return path
 
     def start_conductor(self, agent_timeout: float = 120.0) -> subprocess.Popen:
@@ -303,6 +316,23 @@ def make_catalog(target: Path, gates: Path) -> Path:
 
 @pytest.fixture
 def world(rabbit):
+    with open_world(rabbit) as made:
+        yield made
+
+
+@pytest.fixture
+def node_world(private_node):
+    """A world on the module's private node (its default virtual host)."""
+    with open_world(node_rabbit(private_node.nodes[0])) as made:
+        yield made
+
+
+@contextlib.contextmanager
+def open_world(rabbit: Rabbit, db_url: str = "", **options) -> Iterator[World]:
+    """The API (consuming; on ``db_url``, else SQLite in a temporary folder), a
+    catalog with gates and a local cloud on ``rabbit``; ``options`` are
+    :class:`World`'s (queue_type...).  Conductors are started by the tests;
+    everything is stopped and removed afterwards."""
     root = Path(tempfile.mkdtemp(prefix="fornace-faults-"))
     gates = root / "gates"
     gates.mkdir()
@@ -314,9 +344,12 @@ def world(rabbit):
         conf = build_conf()
         conf(["api"], default_config_files=[])
         conf.set_override("url", rabbit.url, group="broker")
-        api = ApiService(conf, f"sqlite:///{root / 'api.sqlite'}")
+        conf.set_override("queue_type", options.get("queue_type", "classic"), group="broker")
+        database = db_url or f"sqlite:///{root / 'api.sqlite'}"
+        api = ApiService(conf, database)
         assert api.start_consumers().ready.wait(30), "the API could not subscribe"
-        made = World(root, rabbit, api, TestClient(api.app), catalog, gates, cloud_dir)
+        made = World(root, rabbit, api, TestClient(api.app), catalog, gates, cloud_dir,
+                     database=database, **options)
         yield made
     finally:
         tokens = []
@@ -364,6 +397,44 @@ def unit_names(environment: dict) -> dict[str, str]:
             for s in environment["services"] for u in s["units"]}
 
 
+def site_reports(world: World, environment: dict, deployment_id: str,
+                 port: int) -> list[tuple[str | None, str, str]]:
+    """The stored reports of a one-unit site deployment that ended ready, once
+    there are as many as it sends; each text checked to be there once."""
+    address = environment["services"][0]["units"][0]["state"]["address"]
+    expected = expected_texts("site", unit_names(environment),
+                              {"web1": f"serving http://{address}:{port}/"})
+    stored = world.wait_reports(deployment_id, len(expected))
+    assert collections.Counter(text for _, _, text in stored) == \
+        collections.Counter(expected), world.explain()
+    return stored
+
+
+def assert_deployed_once(world: World, environment: dict, deployment_id: str,
+                         port: int) -> dict[str, str]:
+    """A ready 2-unit ``site`` deployment with nothing lost and nothing doubled:
+    each unit's script ran once, every report is stored once (ids 1..N, all
+    info) and the deployment succeeded. The units' addresses by hostname."""
+    env_id = environment["id"]
+    for instance in ("web1", "web2"):
+        assert world.runs(env_id, instance) == 1, f"{instance} ran its script again"
+    units = unit_names(environment)
+    assert sorted(units) == ["web1", "web2"]
+    addresses = {u["state"]["hostname"]: u["state"]["address"]
+                 for u in environment["services"][0]["units"]}
+    expected = expected_texts("site", units, {h: f"serving http://{a}:{port}/"
+                                              for h, a in addresses.items()})
+    stored = world.wait_reports(deployment_id, len(expected))
+    assert collections.Counter(text for _, _, text in stored) == \
+        collections.Counter(expected), world.explain()
+    assert all(level == "info" for _, level, _ in stored)
+    assert sorted(m for m, _, _ in stored) == sorted(
+        f"{deployment_id}-report-{n}" for n in range(1, len(expected) + 1))
+    deployment = world.client.get(f"/environments/{env_id}/deployments").json()["deployments"]
+    assert [d["state"] for d in deployment] == ["success"]
+    return addresses
+
+
 def test_a_conductor_killed_mid_deployment_is_replaced_without_losing_or_repeating(world):
     """SIGKILL conductor A while both units run their plan; conductor B gets the task
     again from the broker and finishes it: every report stored once, each unit's
@@ -389,22 +460,7 @@ def test_a_conductor_killed_mid_deployment_is_replaced_without_losing_or_repeati
 
     # the same agents served both conductors (the instances were not restarted)
     assert {n: i["pid"] for n, i in world.instances(env_id).items()} == agents
-    for instance in ("web1", "web2"):
-        assert world.runs(env_id, instance) == 1, f"{instance} ran its script again"
-    units = unit_names(environment)
-    assert sorted(units) == ["web1", "web2"]
-    addresses = {u["state"]["hostname"]: u["state"]["address"]
-                 for u in environment["services"][0]["units"]}
-    expected = expected_texts("site", units, {h: f"serving http://{a}:{port}/"
-                                              for h, a in addresses.items()})
-    stored = world.wait_reports(deployment_id, len(expected))
-    assert collections.Counter(text for _, _, text in stored) == \
-        collections.Counter(expected), world.explain()
-    assert all(level == "info" for _, level, _ in stored)
-    assert sorted(m for m, _, _ in stored) == sorted(
-        f"{deployment_id}-report-{n}" for n in range(1, len(expected) + 1))
-    deployment = world.client.get(f"/environments/{env_id}/deployments").json()["deployments"]
-    assert [d["state"] for d in deployment] == ["success"]
+    assert_deployed_once(world, environment, deployment_id, port)
     assert second.poll() is None
 
 
@@ -440,31 +496,29 @@ def test_a_killed_agent_times_out_its_unit_and_the_deployment_fails(world):
     assert conductor.poll() is None
 
 
-def test_a_broker_restart_during_the_agent_step_does_not_stop_the_deployment(world):
-    """``rabbitmqctl stop_app`` / ``start_app`` while the unit's plan runs: the conductor,
-    the agent and the API's consumers reconnect and the environment becomes ready."""
+def test_a_broker_restart_during_the_agent_step_does_not_stop_the_deployment(node_world,
+                                                                             private_node):
+    """``rabbitmqctl stop_app`` / ``start_app`` of the broker (a private node) while the
+    unit's plan runs: the conductor, the agent and the API's consumers reconnect and
+    the environment becomes ready."""
+    world, node = node_world, private_node.nodes[0]
     port = free_port()
     conductor = world.start_conductor(agent_timeout=120)
     env_id, deployment_id = world.deploy("site", units=1, port=port)
     wait_for(lambda: world.started("web1"), "web1 to run its deployment script",
              explain=world.explain)
     try:
-        rabbitmqctl("stop_app")
+        private_node.stop_app(node)
         assert not broker_accepts(world.rabbit.url)
     finally:
-        rabbitmqctl("start_app")
-        rabbitmqctl("await_startup")
+        private_node.start_app(node)
     wait_for(lambda: broker_accepts(world.rabbit.url), "RabbitMQ to accept connections")
     world.open_gate()
     environment = world.wait_end(env_id, timeout=150)
 
     assert environment["status"] == "ready", world.texts(env_id)
+    site_reports(world, environment, deployment_id, port)
     address = environment["services"][0]["units"][0]["state"]["address"]
-    expected = expected_texts("site", unit_names(environment),
-                              {"web1": f"serving http://{address}:{port}/"})
-    stored = world.wait_reports(deployment_id, len(expected))
-    assert collections.Counter(text for _, _, text in stored) == \
-        collections.Counter(expected)
     assert world.runs(env_id, "web1") == 1
     assert conductor.poll() is None
     # the site the plan started answers

@@ -30,12 +30,8 @@ ABSENT_AFTER = 3.0   # [engine] agent_absent_after of these tests' conductor
 
 @pytest.fixture(scope="module")
 def box(tmp_path_factory):
-    from fornace.cli.main import build_conf
-
-    conf = build_conf()
-    conf(["up"], project="fornace", default_config_files=[], default_config_dirs=[])
-    conf.set_override("agent_absent_after", ABSENT_AFTER, group="engine")
-    yield from running_onebox(tmp_path_factory.mktemp("lifecycle") / "state", conf=conf)
+    yield from running_onebox(tmp_path_factory.mktemp("lifecycle") / "state",
+                              overrides={"engine": {"agent_absent_after": ABSENT_AFTER}})
 
 
 class Env:

@@ -46,6 +46,7 @@ def prepare_user_data(ev: Evaluator, node: Node, frame: Frame) -> str:
         "RABBITMQ_VHOST": broker["virtual_host"],
         "RABBITMQ_SSL": broker["ssl"],
         "BROKER_URL": agent_broker_url(broker),
+        "BROKER_QUEUE_TYPE": broker.get("queue_type") or "classic",
         "RABBITMQ_INPUT_QUEUE": agent_queue(env_id, service, unit),
         "RESULT_QUEUE": result_queue(env_id),
         "INTERNAL_HOSTNAME": hostname,
@@ -62,14 +63,16 @@ def agent_broker_url(broker: Mapping[str, Any]) -> str:
 
     ``broker["url"]`` when set (the folder broker of one-machine mode, which
     agents reach as the conductor does), else the ``amqp://`` URL of the
-    ``[rabbitmq]`` settings, its parts quoted.
+    ``[rabbitmq]`` settings, its parts quoted; with ``alternates`` (the other
+    nodes of a cluster) one such URL per node, ``;`` between them.
     """
     if broker.get("url"):
         return str(broker["url"])
     vhost = str(broker.get("virtual_host") or "/")
-    return "amqp://{}:{}@{}:{}/{}".format(
+    nodes = [(broker["host"], broker["port"]), *map(tuple, broker.get("alternates") or ())]
+    return ";".join("amqp://{}:{}@{}:{}/{}".format(
         quote(str(broker["login"]), safe=""), quote(str(broker["password"]), safe=""),
-        broker["host"], broker["port"], quote(vhost, safe="") if vhost != "/" else "/")
+        host, port, quote(vhost, safe="") if vhost != "/" else "/") for host, port in nodes)
 
 
 _PLACEHOLDER = re.compile(r"%([A-Z0-9_]+)%")

@@ -23,7 +23,7 @@ DATA = Path(__file__).resolve().parents[3] / "data"
 def render_user_data(broker_url: str, env: str, unit: str) -> str:
     """What prepare-user-data renders: init.sh with the agent config inside."""
     values = {
-        "BROKER_URL": broker_url, "RABBITMQ_SSL": "False",
+        "BROKER_URL": broker_url, "RABBITMQ_SSL": "False", "BROKER_QUEUE_TYPE": "classic",
         "RABBITMQ_INPUT_QUEUE": contract.agent_queue(env, "svc", unit),
         "RESULT_QUEUE": contract.results_queue(env), "INTERNAL_HOSTNAME": unit,
         "MURANO_SERVER_ADDRESS": "127.0.0.1",
