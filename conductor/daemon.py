@@ -20,7 +20,7 @@ from typing import Any, Callable
 from fornace.common import contract
 from fornace.common.broker import Broker
 from fornace.common.consumer import Consumer, Delivery, Requeue
-from fornace.common.db.outages import retried, transient
+from fornace.common.db.outages import described, retried, transient
 from fornace.common.catalog import Catalog, declared_secrets, load_catalog
 from fornace.common.db import queues
 from fornace.common.modelview import iter_units
@@ -442,10 +442,10 @@ class Conductor:
                     # run the job too; the task goes back to the queue and comes again
                     LOG.warning("environment %s: job %s: the job lock is out of reach "
                                 "(%s); its task goes back to the queue, nothing was run",
-                                task.environment_id, job_id, _first_line(exc))
+                                task.environment_id, job_id, described(exc))
                     raise LockUnreachable(f"job {job_id}: the job lock is out of reach")
                 LOG.error("environment %s: job lock unusable (%s); running job %s "
-                          "without it", task.environment_id, _first_line(exc), job_id)
+                          "without it", task.environment_id, described(exc), job_id)
                 return _NO_LOCK
             if isinstance(found, Grant):
                 LOG.info("environment %s: job %s holds the lock (token %d)%s",
@@ -524,11 +524,6 @@ class Interrupted(Requeue):
 class LockUnreachable(Requeue):
     """The database of the job locks stayed out of reach past the retries:
     the task is requeued, not run without its lock."""
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0][:200]}" if text else type(exc).__name__
 
 
 class _Run:

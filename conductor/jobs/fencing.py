@@ -15,7 +15,7 @@ import logging
 import threading
 from typing import Sequence
 
-from fornace.common.db.outages import retried
+from fornace.common.db.outages import described, retried
 from fornace.conductor.executors.base import Fenced
 from fornace.conductor.jobs.lock import Grant, JobLock
 
@@ -45,9 +45,8 @@ class GrantFence:
                 held = retried(lambda: self.locks.heartbeat(grant),
                                f"job {grant.job_id}: checking its lock", self.backoff)
             except Exception as exc:  # noqa: BLE001 -- unreachable: on the safe side
-                LOG.warning("environment %s: job %s cannot confirm it holds the lock (%s: %s); "
-                            "taken as lost", grant.environment_id, grant.job_id,
-                            type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc) else "")
+                LOG.warning("environment %s: job %s cannot confirm it holds the lock (%s); "
+                            "taken as lost", grant.environment_id, grant.job_id, described(exc))
                 held = False
             if held:
                 return

@@ -32,6 +32,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from fornace.common.db.outages import described
 from fornace.conductor.jobs.lock import HeldTask, JobLock
 
 LOG = logging.getLogger(__name__)
@@ -95,9 +96,8 @@ class Takeover:
             return self.sweep()
         except Exception as exc:  # noqa: BLE001 -- the database may come back
             self._quiet_until = self.clock() + self.stale_after
-            LOG.warning("looking for silent lock holders failed (%s: %s); no takeover for "
-                        "%g s", type(exc).__name__,
-                        str(exc).splitlines()[0][:200] if str(exc) else "", self.stale_after)
+            LOG.warning("looking for silent lock holders failed (%s); no takeover for %g s",
+                        described(exc), self.stale_after)
             return []
 
     def sweep(self) -> list[str]:
