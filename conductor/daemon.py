@@ -152,7 +152,8 @@ class Conductor:
         broker = getattr(self._thread_state, "broker", None)
         if broker is not None:
             with self._publishers_lock:
-                self._publishers.remove(broker)
+                if broker in self._publishers:   # not closed by a shutdown already
+                    self._publishers.remove(broker)
             self._thread_state.broker = None
             broker.close()
 
@@ -348,9 +349,9 @@ class Conductor:
             on_queues=lambda names: self._record_queues(environment_id, names), fence=fence))
         stacks = self._stacks_of(task)
         job = Job(task=task, workflows=data.workflows, store=data.store, catalog=data.catalog,
-                  stacks=FencedStacks(stacks, fence) if fence else stacks, agents=agents, recorder=recorder,
-                  engine=engine, reporter=report, plan_seed=task_id, halted=halted,
-                  trace=trace)
+                  stacks=FencedStacks(stacks, fence) if fence else stacks, agents=agents,
+                  recorder=recorder, engine=engine, reporter=report, plan_seed=task_id,
+                  halted=halted, trace=trace)
         if problem is not None:
             LOG.warning("environment %s: %s", environment_id, problem)
             return failed(job, problem)

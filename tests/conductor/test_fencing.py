@@ -57,7 +57,7 @@ def _granted(found):
     return found if isinstance(found, Grant) else None
 
 
-def run_frozen(url: str, env_id: str, stacks, caplog) -> tuple[threading.Thread, list]:
+def run_frozen(url: str, env_id: str, stacks) -> tuple[threading.Thread, list]:
     """A conductor running ``env_id``'s task with a frozen heartbeat; its outcomes."""
     daemon = FrozenBeat(ConductorSettings(broker_url="memory://", data_dir=DATA,
                                           database_url=url, lock_stale_after=60,
@@ -99,7 +99,7 @@ def assert_ended_as_lost(outcome: list, results: list, reports: list) -> None:
     assert not any(level == "error" for level, _ in texts), texts   # not a workflow failure
 
 
-def test_a_woken_holder_applies_no_stack_after_a_takeover(url, caplog):
+def test_a_woken_holder_applies_no_stack_after_a_takeover(url):
     """Regression (issue 29): a holder frozen between its grant and its stack step
     went on with the step once it woke, the lock taken over meanwhile."""
     env_id = "d" + uuid.uuid4().hex[:8]
@@ -110,7 +110,7 @@ def test_a_woken_holder_applies_no_stack_after_a_takeover(url, caplog):
         thaw.wait(60)
         return RecordingStacks(calls)
 
-    thread, outcome = run_frozen(url, env_id, stacks, caplog)
+    thread, outcome = run_frozen(url, env_id, stacks)
     assert frozen.wait(30)
     successor = take_over(url, env_id, "t-" + env_id)
     assert successor.token == 2
@@ -124,14 +124,13 @@ def test_a_woken_holder_applies_no_stack_after_a_takeover(url, caplog):
         assert lock.holder(env_id).holder == "conductor-b" and lock.heartbeat(successor)
 
 
-def test_a_woken_holder_sends_no_plan_after_a_takeover(url, caplog):
+def test_a_woken_holder_sends_no_plan_after_a_takeover(url):
     """Regression (issue 29): a holder frozen inside its stack step finished the
     step once it woke (the cloud's own, out of its hands) and then sent its
     plans to the agents, the lock taken over meanwhile."""
     env_id = "d" + uuid.uuid4().hex[:8]
     entered, thaw, calls = threading.Event(), threading.Event(), []
-    thread, outcome = run_frozen(url, env_id, lambda task: RecordingStacks(calls, thaw, entered),
-                                 caplog)
+    thread, outcome = run_frozen(url, env_id, lambda task: RecordingStacks(calls, thaw, entered))
     assert entered.wait(30)                                   # frozen inside the apply
     take_over(url, env_id, "t-" + env_id)
     thaw.set()
