@@ -210,7 +210,8 @@ class Conductor:
         try:
             task = contract.parse_task(body)
         except contract.ContractError as exc:
-            LOG.error("task %s kept with its lock cannot be taken over: %s", task_id, exc)
+            LOG.error("task %s kept with its lock cannot be taken over: %s", task_id,
+                      mask_text(str(exc), find_secrets(body)))
             return None
         with self._running_lock:
             if task_id in self._running:   # that copy runs the job
