@@ -184,17 +184,20 @@ def test_a_frozen_conductors_job_is_taken_over_after_lock_stale_after(backends, 
             successor.shutdown()
 
 
-def test_a_job_taken_over_goes_back_to_the_queue_if_its_conductor_stops(tmp_path):
+def test_a_job_taken_over_goes_back_to_the_queue_if_its_conductor_stops(tmp_path, caplog):
     """The silent holder still has the task message, but it will only acknowledge
     it once it wakes and finds its lock lost: a job taken over and interrupted
-    (its new conductor stopping) must not be lost with it."""
+    (its new conductor stopping) must not be lost with it.  The task kept with
+    the lock is never logged."""
+    caplog.set_level(logging.DEBUG)
     url = f"sqlite:///{tmp_path / 'locks.sqlite'}"
     upgrade(url)
     env_id = "d" + uuid.uuid4().hex[:8]
     task_id = "t-" + env_id
+    body = one_unit_task(env_id)
+    body["services"][0]["adminPassword"] = "Kept-secret-1"
     with JobLock(url) as lock:        # a conductor took the task, then froze
-        lock.acquire(env_id, task_id, "frozen-conductor", task=kept(one_unit_task(env_id),
-                                                                    task_id))
+        lock.acquire(env_id, task_id, "frozen-conductor", task=kept(body, task_id))
     successor = Conductor(ConductorSettings(
         broker_url="memory://", data_dir=DATA, max_environments=1, database_url=url,
         lock_stale_after=1, engine=Settings(agent_timeout=3600, agent_boot_timeout=3600)),
@@ -211,6 +214,8 @@ def test_a_job_taken_over_goes_back_to_the_queue_if_its_conductor_stops(tmp_path
     assert [(body["id"], message_id) for body, message_id in tasks] == [(env_id, task_id)]
     with JobLock(url) as lock:                   # freed, not ended: the copy will run it
         assert lock.holder(env_id) is None and lock.token(env_id) == 2
+    assert any("takes the job over" in r.getMessage() for r in caplog.records)
+    assert "Kept-secret-1" not in caplog.text
 
 
 def test_no_takeover_until_the_database_answered_for_a_stale_period(tmp_path):
