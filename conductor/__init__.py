@@ -24,7 +24,9 @@ the round
     while it runs) and ``workflowcheck``, the DSL's checker over files.
 ``jobs/``
     The lifecycle of a job around its session: actions, hooks, task
-    records, change detection, node status, the per-environment lock.
+    records, change detection, node status, the per-environment lock, its
+    fence before each step that changes the cloud and the takeover of a
+    silent holder's job.
 the service
     The process (``daemon``: consuming tasks), its configuration
     (``config``) and the workflow packages a job is pinned to; any module

@@ -136,8 +136,11 @@ conductor_opts = [
     cfg.FloatOpt("lock_stale_after", default=60.0, min=1.0,
                  help="Seconds without a heartbeat after which a conductor's job lock is "
                       "taken to be dead and may be taken over (by a copy of the same job, "
-                      "or another job); the heartbeat runs every quarter of it. The "
-                      "database's clock on PostgreSQL."),
+                      "by another conductor running the task the lock keeps -- the holder "
+                      "may be frozen, its task message still in its hands -- or by another "
+                      "job); the heartbeat runs every quarter of it (2 s at most), and so "
+                      "does each conductor's look for silent holders. The database's clock "
+                      "on PostgreSQL."),
     cfg.FloatOpt("lock_wait", default=600.0, min=0.0,
                  help="Seconds a job waits for its environment's lock when another job "
                       "holds it (the job before had its result stored but its conductor "

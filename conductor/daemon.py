@@ -20,18 +20,22 @@ from typing import Any, Callable
 from fornace.common import contract
 from fornace.common.broker import Broker
 from fornace.common.consumer import Consumer, Delivery, Requeue
-from fornace.common.db.outages import retried, transient
+from fornace.common.db.outages import described, retried, transient
 from fornace.common.catalog import Catalog, declared_secrets, load_catalog
 from fornace.common.db import queues
 from fornace.common.modelview import iter_units
 from fornace.common.resources import BUILTIN_DATA
 from fornace.common.secrets import find_secrets, mask_text
 from fornace.conductor.executors import agents_class
-from fornace.conductor.executors.base import JobAgents, StackExecutor, UnreachableStacks
+from fornace.conductor.executors.base import (Fenced, FencedStacks, JobAgents, StackExecutor,
+                                              UnreachableStacks)
+from fornace.conductor.jobs.fencing import GrantFence
 from fornace.conductor.jobs.lifecycle import Job, failed, run_job
-from fornace.conductor.jobs.lock import AlreadyDone, Grant, JobLock, LockHeld, Revoked
+from fornace.conductor.jobs.lock import (AlreadyDone, Grant, HeldTask, JobLock, LockHeld,
+                                         Revoked)
 from fornace.conductor.jobs.lockwait import LockWait
 from fornace.conductor.jobs.records import JobRecorder
+from fornace.conductor.jobs.takeover import Takeover, kept
 from fornace.conductor.jobs.tracing import TRACE_BYTES, JobTrace, encode
 from fornace.conductor.packages.jobdata import (JobData, PackageData, PackageUnavailable,
                                                 database_reader)
@@ -95,6 +99,10 @@ class Conductor:
         self._thread_state = threading.local()
         self._publishers: list[Broker] = []          # every consumer thread's, to close
         self._publishers_lock = threading.Lock()
+        # the jobs of silent lock holders, found in the database and run here
+        self.takeover = Takeover(self.locks, self.holder, settings.lock_stale_after,
+                                 self._has_room, self._reserve, self._requeue, self.stop) \
+            if self.locks else None
 
     def start(self) -> None:
         """Start the consumer threads (one deployment each at a time)."""
@@ -106,12 +114,16 @@ class Conductor:
             thread.start()
             self.consumers.append(consumer)
             self._threads.append(thread)
+        if self.takeover is not None:
+            self.takeover.start()
 
     def wait_ready(self, timeout: float = 10.0) -> bool:
         return all(consumer.ready.wait(timeout) for consumer in self.consumers)
 
     def shutdown(self, timeout: float = 30.0) -> None:
         self.stop.set()
+        if self.takeover is not None:
+            self.takeover.join(timeout)
         for thread in self._threads:
             thread.join(timeout)
         if not any(thread.is_alive() for thread in self._threads):
@@ -134,6 +146,16 @@ class Conductor:
             with self._publishers_lock:
                 self._publishers.append(broker)
         return broker
+
+    def _close_publisher(self) -> None:
+        """Close this thread's publishing broker (a thread that ends)."""
+        broker = getattr(self._thread_state, "broker", None)
+        if broker is not None:
+            with self._publishers_lock:
+                if broker in self._publishers:   # not closed by a shutdown already
+                    self._publishers.remove(broker)
+            self._thread_state.broker = None
+            broker.close()
 
     def handle_task(self, body: Any, delivery: Delivery) -> None:
         """Run one deployment task; raises ContractError for a malformed one.
@@ -163,17 +185,56 @@ class Conductor:
             running.ended.wait()
             if running.answered:
                 return
+        self._run_task(task, body, task_id, running)
+
+    def _run_task(self, task: contract.Task, body: Any, task_id: str, running: "_Run") -> None:
+        """Deploy a task registered as ``running`` here; unregister it at the end."""
         try:
-            self._deploy(task, task_id)
+            self._deploy(task, task_id, body)
             running.answered = True   # result sent, refused, or found done before
         finally:
             with self._running_lock:
                 del self._running[task_id]
             running.ended.set()
 
-    def _deploy(self, task: contract.Task, task_id: str) -> None:
+    # -- the jobs of silent lock holders (jobs.takeover) ---------------------------
+    def _has_room(self, task_id: str) -> bool:
+        with self._running_lock:
+            return (task_id not in self._running and not self.stop.is_set()
+                    and len(self._running) < self.settings.max_environments)
+
+    def _reserve(self, body: Any, task_id: str) -> Callable[[], None] | None:
+        """A slot here for the task of a silent holder: the call that runs it (in
+        a thread of the caller's), or None (a copy of it came meanwhile, or it
+        is malformed).  It raises when the task is not answered."""
+        try:
+            task = contract.parse_task(body)
+        except contract.ContractError as exc:
+            LOG.error("task %s kept with its lock cannot be taken over: %s", task_id,
+                      mask_text(str(exc), find_secrets(body)))
+            return None
+        with self._running_lock:
+            if task_id in self._running:   # that copy runs the job
+                return None
+            running = self._running[task_id] = _Run()
+
+        def run() -> None:
+            try:
+                self._run_task(task, body, task_id, running)
+            finally:
+                self._close_publisher()    # the thread ends with the job
+        return run
+
+    def _requeue(self, body: Any, task_id: str) -> None:
+        """The task back to the queue, as the broker requeues an unanswered one."""
+        with self._broker() as broker:
+            broker.publish(contract.TASKS, body, task_id)
+
+    def _deploy(self, task: contract.Task, task_id: str, body: Any = None) -> None:
         """Run the task's job; it is answered when this returns (its result sent,
-        refused, found done before, or its lock lost); it raises otherwise."""
+        refused, found done before, or its lock lost); it raises otherwise.
+        The lock row keeps ``body``, for another conductor to take the job over
+        should this one fall silent."""
         job_id = task.job_id or task_id
         LOG.info("environment %s: job %s (%s) started", task.environment_id, job_id,
                  task.action)
@@ -192,12 +253,15 @@ class Conductor:
             lambda body, message_id: broker.publish(
                 contract.RESULTS, contract.fenced(body, fence[0]), message_id),
             mask=lambda text: mask_text(text, secrets) if secrets else text)
-        grant = self._lock(task, job_id, recorder)
+        grant = self._lock(task, job_id, recorder,
+                           kept(body, task_id) if body is not None else None)
         if grant is None:
             return
         watch = _LockWatch(self.stop)
+        cloud_fence = None   # before each step that changes the cloud: still the holder?
         if grant is not _NO_LOCK:
             fence[0] = grant.token
+            cloud_fence = GrantFence(self.locks, grant, watch.lost)
             # a job shown queued (here, or by a copy at a conductor that stopped) runs now
             recorder.job_state("running")
             self._beat(grant, watch)
@@ -211,8 +275,11 @@ class Conductor:
                 errors[0] += 1
         trace = JobTrace(secrets, self.settings.trace_bytes) if self.settings.trace else None
         try:
-            outcome = self._run(task, task_id, broker, recorder, report, watch.reason,
-                                data, problem, trace)
+            try:
+                outcome = self._run(task, task_id, broker, recorder, report, watch.reason,
+                                    data, problem, trace, cloud_fence)
+            except Fenced:   # a step found the lock lost: as the heartbeat would have
+                watch.lost.set()
             if watch.stop_seen and not watch.lost.is_set():
                 # halted by the shutdown: not answered; another conductor runs it
                 LOG.warning("environment %s: job %s stopped with the conductor; its task "
@@ -269,7 +336,8 @@ class Conductor:
     def _run(self, task: contract.Task, task_id: str, broker: Broker,
              recorder: JobRecorder, report: Callable[[dict], None],
              halted: Callable[[], str | None] | None, data: JobData,
-             problem: PackageUnavailable | None, trace: JobTrace | None = None) -> Any:
+             problem: PackageUnavailable | None, trace: JobTrace | None = None,
+             fence: GrantFence | None = None) -> Any:
         engine = self.settings.engine or Settings()
         environment_id = task.environment_id
         # every unit's queue, plans sent or not (its agent made it when it started)
@@ -279,11 +347,12 @@ class Conductor:
         agents = self.agents.for_job(JobAgents(
             broker, environment_id, engine.agent_timeout, absent_after=engine.agent_absent_after,
             boot_timeout=engine.agent_boot_timeout, halted=halted,
-            on_queues=lambda names: self._record_queues(environment_id, names)))
+            on_queues=lambda names: self._record_queues(environment_id, names), fence=fence))
+        stacks = self._stacks_of(task)
         job = Job(task=task, workflows=data.workflows, store=data.store, catalog=data.catalog,
-                  stacks=self._stacks_of(task), agents=agents, recorder=recorder,
-                  engine=engine, reporter=report, plan_seed=task_id, halted=halted,
-                  trace=trace)
+                  stacks=FencedStacks(stacks, fence) if fence else stacks, agents=agents,
+                  recorder=recorder, engine=engine, reporter=report, plan_seed=task_id,
+                  halted=halted, trace=trace)
         if problem is not None:
             LOG.warning("environment %s: %s", environment_id, problem)
             return failed(job, problem)
@@ -350,7 +419,8 @@ class Conductor:
             LOG.info("environment %s: deleted its Keystone trust", task.environment_id)
 
     # -- the job lock shared by conductors through the database -------------------
-    def _lock(self, task: contract.Task, job_id: str, recorder: JobRecorder) -> Any:
+    def _lock(self, task: contract.Task, job_id: str, recorder: JobRecorder,
+              held: HeldTask | None = None) -> Any:
         """The environment's lock for the job: a Grant (or _NO_LOCK without a
         database); None when the job must not run -- refused because another
         job held the lock past ``lock_wait`` (it waits until then, shown
@@ -365,7 +435,8 @@ class Conductor:
         while True:
             try:   # a short outage (a failover) is waited out rather than run through
                 found = retried(lambda: self.locks.acquire(
-                    task.environment_id, job_id, self.holder, self.settings.lock_stale_after),
+                    task.environment_id, job_id, self.holder, self.settings.lock_stale_after,
+                    held),
                     f"job {job_id}: taking the lock")
             except Exception as exc:  # noqa: BLE001 -- see below
                 if transient(exc):
@@ -373,10 +444,10 @@ class Conductor:
                     # run the job too; the task goes back to the queue and comes again
                     LOG.warning("environment %s: job %s: the job lock is out of reach "
                                 "(%s); its task goes back to the queue, nothing was run",
-                                task.environment_id, job_id, _first_line(exc))
+                                task.environment_id, job_id, described(exc))
                     raise LockUnreachable(f"job {job_id}: the job lock is out of reach")
                 LOG.error("environment %s: job lock unusable (%s); running job %s "
-                          "without it", task.environment_id, _first_line(exc), job_id)
+                          "without it", task.environment_id, described(exc), job_id)
                 return _NO_LOCK
             if isinstance(found, Grant):
                 LOG.info("environment %s: job %s holds the lock (token %d)%s",
@@ -455,11 +526,6 @@ class Interrupted(Requeue):
 class LockUnreachable(Requeue):
     """The database of the job locks stayed out of reach past the retries:
     the task is requeued, not run without its lock."""
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text.splitlines()[0][:200]}" if text else type(exc).__name__
 
 
 class _Run:

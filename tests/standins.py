@@ -1,10 +1,45 @@
-"""Stand-ins for the agents of a deployment, for tests of the conductor and the flow."""
+"""Stand-ins for the agents and the cloud of a deployment, and a task to deploy,
+for tests of the conductor and the flow."""
 from __future__ import annotations
 
 import threading
 
 from fornace.common import contract
 from fornace.common.broker import Broker
+from fornace.conductor.executors.simulator import SimulatedCloud, SimulatedStacks
+
+
+def one_unit_task(env_id: str) -> dict:
+    """The task of an environment of one web server unit (service s1, unit u1)."""
+    return contract.task_body({"id": env_id, "name": "x", "services": [{
+        "id": "s1", "name": "site", "type": "linuxWebServer", "units": [
+            {"id": "u1", "name": "site_instance_0"}]}]}, None, "t1")
+
+
+class RecordingStacks(SimulatedStacks):
+    """The simulated cloud's stacks, every call written down in ``calls``;
+    ``gate`` (if any) holds the first apply in the cloud until it is set,
+    ``entered`` being set when it is there."""
+
+    def __init__(self, calls: list, gate: threading.Event | None = None,
+                 entered: threading.Event | None = None) -> None:
+        super().__init__(SimulatedCloud())
+        self.calls, self.gate, self.entered = calls, gate, entered
+
+    def apply(self, request):
+        self.calls.append(("apply", request.stack_name))
+        if self.gate is not None and len(self.calls) == 1:
+            self.entered.set()
+            self.gate.wait(60)
+        return super().apply(request)
+
+    def delete(self, stack_name):
+        self.calls.append(("delete", stack_name))
+        return super().delete(stack_name)
+
+    def remove(self, stack_name, resources):
+        self.calls.append(("remove", stack_name))
+        return super().remove(stack_name, resources)
 
 
 class StandInAgents:

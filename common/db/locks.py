@@ -4,7 +4,8 @@ The conductor takes, beats and releases an environment's lock
 (``fornace.conductor.jobs.lock``); the API revokes it when a user abandons
 the running job.  A revocation frees the row and raises its fencing token, so
 the job that held it finds it lost at its next heartbeat and anything it
-still writes carries a token older than the environment's.
+still writes carries a token older than the environment's; the task it kept
+for a takeover goes with it.
 """
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from sqlalchemy import func, update
 from fornace.common.db.models import JobLock, utcnow
 
 REVOKED = "(revoked)"   # the holder of a revoked lock until its job has had time to stop
+#: the values of a row that keeps no task to take over (freed or revoked)
+NO_TASK = {"task_id": None, "task_body": None, "takeover_at": None}
 
 
 def lock_now(dialect_name: str) -> Any:
@@ -33,6 +36,6 @@ def revoke(connection: Any, environment_id: str, now: Any = None) -> int:
         now = lock_now(dialect.name)
     row = connection.execute(update(JobLock).where(JobLock.environment_id == environment_id)
                              .values(job_id=None, holder=REVOKED, heartbeat=now,
-                                     token=JobLock.token + 1)
+                                     token=JobLock.token + 1, **NO_TASK)
                              .returning(JobLock.token)).first()
     return row.token if row is not None else 0

@@ -163,6 +163,11 @@ class JobLock(Base):
     # grows with every grant and revocation (fencing: a newer holder has a larger one)
     token: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
     done_job: Mapped[str | None] = mapped_column(String(64), nullable=True)  # last ended job
+    # the task the holder runs (message id, JSON body: secrets inside, never logged),
+    # for another conductor to take over when the holder falls silent (0013)
+    task_id: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    task_body: Mapped[str | None] = mapped_column(Text, nullable=True)
+    takeover_at: Mapped[datetime.datetime | None] = mapped_column(DateTime, nullable=True)
 
 
 class AgentQueue(Base):

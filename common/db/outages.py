@@ -50,6 +50,13 @@ def transient(exc: BaseException) -> bool:
                             ConnectionError, TimeoutError))
 
 
+def described(exc: BaseException) -> str:
+    """``Type: first line of the message`` (200 characters at most), for a log
+    line: a driver's error may run over many lines (the SQL, its parameters)."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0][:200]}" if text else type(exc).__name__
+
+
 def retried(call: Callable[[], T], what: str, backoff: Sequence[float] | None = None,
             sleep: Callable[[float], object] = time.sleep) -> T:
     """``call()``, tried again after each delay of ``backoff`` (:data:`BACKOFF`)
@@ -61,8 +68,6 @@ def retried(call: Callable[[], T], what: str, backoff: Sequence[float] | None = 
         except Exception as exc:  # noqa: BLE001 -- only transient ones are retried
             if not transient(exc):
                 raise
-            LOG.warning("%s failed (%s: %s); trying again in %.1f s", what,
-                        type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc) else "",
-                        delay)
+            LOG.warning("%s failed (%s); trying again in %.1f s", what, described(exc), delay)
         sleep(delay)
     return call()

@@ -16,7 +16,8 @@ from typing import Any, Callable
 
 from fornace.common import contract
 from fornace.common.broker import Broker
-from fornace.conductor.executors.base import AgentExecutor, JobAgents, PlanReply, PlanRequest
+from fornace.conductor.executors.base import (AgentExecutor, Fence, JobAgents, PlanReply,
+                                              PlanRequest)
 
 LOG = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ class AmqpAgents(AgentExecutor):
                  halted: Callable[[], str | None] | None = None,
                  absent_after: float | None = 30.0,
                  on_queues: Callable[[list[str]], None] | None = None,
-                 boot_timeout: float | None = None) -> None:
+                 boot_timeout: float | None = None, fence: Fence | None = None) -> None:
         """``on_log(plan_id, lines)`` gets the log lines of running plans (from this
         thread, as they come; an exception in it is logged and ignored);
         ``halted()`` says why to stop waiting for answers (the job lost its lock,
@@ -45,7 +46,11 @@ class AmqpAgents(AgentExecutor):
         None turns either watch off.
 
         ``on_queues(names)`` is told each queue before it is first used (so the
-        queues can be deleted with the environment)."""
+        queues can be deleted with the environment).
+
+        ``fence()`` is called before each plan goes out: it raises
+        :class:`~fornace.conductor.executors.base.Fenced` when the job lost its
+        lock, so a holder that wakes after a takeover sends no plan."""
         self.broker = broker
         self.environment_id = environment_id
         self.default_timeout = default_timeout
@@ -56,6 +61,7 @@ class AmqpAgents(AgentExecutor):
         self.absent_after = absent_after
         self.boot_timeout = boot_timeout
         self.on_queues = on_queues
+        self.fence = fence
         self._told: set[str] = set()
 
     @classmethod
@@ -63,7 +69,7 @@ class AmqpAgents(AgentExecutor):
         """The job's agents over its broker (the conductor's default backend)."""
         return cls(job.broker, job.environment_id, job.timeout, halted=job.halted,
                    absent_after=job.absent_after, boot_timeout=job.boot_timeout,
-                   on_queues=job.on_queues)
+                   on_queues=job.on_queues, fence=job.fence)
 
     def _tell(self, names: list[str]) -> None:
         new = [name for name in dict.fromkeys(names) if name not in self._told]
@@ -91,6 +97,8 @@ class AmqpAgents(AgentExecutor):
             for index, request in enumerate(requests):
                 plan_id = request.plan["ID"]
                 waiting[plan_id] = index
+                if self.fence is not None:
+                    self.fence()
                 self.broker.publish(queues[index], request.plan, plan_id)
             while waiting:
                 received = inbox.get(timeout=self.poll)

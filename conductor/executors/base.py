@@ -16,6 +16,22 @@ from fornace.common import contract
 
 LOG = logging.getLogger(__name__)
 
+#: confirms that the job may still change the cloud; raises :class:`Fenced` if not
+Fence = Callable[[], None]
+
+
+class Fenced(BaseException):
+    """The job's grant is no longer its environment's lock (another conductor
+    took the job over, or a user abandoned it): nothing more of it may reach
+    the cloud.  Raised before a step that would change it.
+
+    A BaseException, as asyncio's CancelledError is: it stops the job rather
+    than failing a step, so no ``except Exception`` on its way (an executor
+    error turned into a workflow failure, an internal error reported) may take
+    it for one and let the workflow go on; the conductor ends such a job as
+    one whose lock was lost."""
+
+
 class StackFailure(Exception):
     """A stack create/update/delete did not end as expected."""
 
@@ -137,6 +153,34 @@ class UnreachableStacks(StackExecutor):
         return f"unknown ({self.why})"
 
 
+class FencedStacks(StackExecutor):
+    """``inner``, with the job's ``fence`` checked before each stack action: a
+    holder that lost its lock (a takeover while it was frozen) changes no
+    stack, whatever it had in hand when it stopped."""
+
+    def __init__(self, inner: StackExecutor, fence: Fence) -> None:
+        self.inner = inner
+        self.fence = fence
+
+    def apply(self, request: StackRequest) -> dict[str, Any]:
+        self.fence()
+        return self.inner.apply(request)
+
+    def delete(self, stack_name: str) -> None:
+        self.fence()
+        self.inner.delete(stack_name)
+
+    def remove(self, stack_name: str, resources: list[str]) -> dict[str, Any]:
+        self.fence()
+        return self.inner.remove(stack_name, resources)
+
+    def stack_names(self) -> list[str]:
+        return self.inner.stack_names()
+
+    def describe(self, stack_name: str) -> str:
+        return self.inner.describe(stack_name)
+
+
 @dataclass
 class JobAgents:
     """What an agent backend gets to answer one job's plans (``for_job``)."""
@@ -148,6 +192,7 @@ class JobAgents:
     boot_timeout: float | None = None
     halted: Callable[[], str | None] | None = None
     on_queues: Callable[[list[str]], None] | None = None
+    fence: Fence | None = None       # checked before each plan is sent (None: no lock)
 
 
 class AgentExecutor(abc.ABC):

@@ -18,6 +18,13 @@ its heartbeat is older than ``stale_after`` -- also by a copy of the same job
 (a redelivered task): while the first copy's conductor still beats, the
 second waits (:meth:`JobLock.acquire` says so with :class:`LockHeld`).
 
+A grant keeps the task it runs in its row (:class:`HeldTask`): a holder that
+falls silent -- a frozen process, whose task message the broker still holds
+unacknowledged -- is found by another conductor (:meth:`JobLock.silent`),
+which claims the takeover (:meth:`JobLock.claim`, at most once per stale
+period whoever asks) and runs the task itself
+(:mod:`fornace.conductor.jobs.takeover`).
+
 Times: on PostgreSQL the database's clock (conductors on several machines
 compare one clock); on SQLite, a file on one machine, the machine's.
 Every step is a single conditional statement, so two conductors racing for
@@ -61,6 +68,30 @@ class Grant:
     job_id: str
     holder: str
     token: int
+
+
+@dataclass(frozen=True)
+class HeldTask:
+    """The task a grant runs, kept in its lock row for a takeover: the broker's
+    message id and the body as JSON text (the model's secrets and the user's
+    token inside: never logged)."""
+
+    message_id: str
+    body: str
+
+    def __repr__(self) -> str:   # never the body, whatever prints it
+        return f"HeldTask({self.message_id!r})"
+
+
+@dataclass(frozen=True)
+class Silent:
+    """A held lock whose heartbeat stopped while its job has not ended."""
+
+    environment_id: str
+    job_id: str
+    holder: str
+    token: int
+    task_id: str
 
 
 @dataclass(frozen=True)
@@ -115,18 +146,21 @@ class JobLock:
 
     # -- the lock ----------------------------------------------------------------
     def acquire(self, environment_id: str, job_id: str, holder: str,
-                stale_after: float = 60.0) -> Grant | LockHeld | AlreadyDone | Revoked:
+                stale_after: float = 60.0, task: HeldTask | None = None,
+                ) -> Grant | LockHeld | AlreadyDone | Revoked:
         """Take the environment's lock for ``job_id``: a :class:`Grant`; else who
         holds it (:class:`LockHeld`, maybe this same job elsewhere), or
         :class:`AlreadyDone` when this job already ended: its row of the jobs
         table says so (whoever ended it, however late this copy comes), or it
-        was the last job to hold the lock."""
+        was the last job to hold the lock.  ``task`` is kept with the grant,
+        for another conductor to take over should this holder fall silent."""
         if self._ended(job_id):
             return AlreadyDone(job_id)
+        kept = _kept(task)
         for _ in range(self._ATTEMPTS):
-            token = self._insert(environment_id, job_id, holder)
+            token = self._insert(environment_id, job_id, holder, kept)
             if token is None:
-                token = self._take(environment_id, job_id, holder, stale_after)
+                token = self._take(environment_id, job_id, holder, stale_after, kept)
             if token is not None:
                 return Grant(environment_id, job_id, holder, token)
             with self.engine.connect() as conn:
@@ -173,7 +207,7 @@ class JobLock:
     def release(self, grant: Grant, done: bool = True) -> bool:
         """Free the lock at the end of the job if the grant still holds it
         (``done``: remember the job as ended, so a copy of it is not run again)."""
-        values: dict[str, Any] = {"job_id": None, "holder": None}
+        values: dict[str, Any] = {"job_id": None, "holder": None, **locks.NO_TASK}
         if done:
             values["done_job"] = grant.job_id
         with self.engine.begin() as conn:
@@ -191,19 +225,20 @@ class JobLock:
                 LockRow.holder == grant.holder, LockRow.token == grant.token)
 
     # -- the two race-free steps --------------------------------------------------
-    def _insert(self, environment_id: str, job_id: str, holder: str) -> int | None:
+    def _insert(self, environment_id: str, job_id: str, holder: str,
+                kept: dict[str, Any]) -> int | None:
         now = self._now()
         try:
             with self.engine.begin() as conn:
                 conn.execute(insert(LockRow).values(
                     environment_id=environment_id, job_id=job_id, holder=holder,
-                    acquired=now, heartbeat=now, token=1))
+                    acquired=now, heartbeat=now, token=1, **kept))
         except IntegrityError:  # the primary key: the environment has its row
             return None
         return 1
 
     def _take(self, environment_id: str, job_id: str, holder: str,
-              stale_after: float) -> int | None:
+              stale_after: float, kept: dict[str, Any]) -> int | None:
         """Take a free row or a stale one, in one conditional UPDATE: of two racers
         the second sees the first's fresh heartbeat and matches nothing.  A row
         revoked less than ``revoke_grace`` ago is not free yet."""
@@ -220,5 +255,53 @@ class JobLock:
                 LockRow.environment_id == environment_id,
                 or_(free & settled, silent)).values(
                 job_id=job_id, holder=holder, acquired=now, heartbeat=now,
-                token=LockRow.token + 1).returning(LockRow.token)).first()
+                token=LockRow.token + 1, **kept).returning(LockRow.token)).first()
         return int(row.token) if row is not None else None
+
+    # -- taking over a silent holder's job ---------------------------------------------
+    def silent(self, stale_after: float, other_than: str = "") -> list[Silent]:
+        """The held locks whose heartbeat is older than ``stale_after``, that keep
+        their task, whose job has not ended (no record of it ending in the jobs
+        table) and whose takeover was not claimed within ``stale_after``;
+        those of holder ``other_than`` (this conductor's own) left out."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(LockRow.environment_id, LockRow.job_id, LockRow.holder, LockRow.token,
+                       LockRow.task_id)
+                .outerjoin(JobRow, JobRow.id == LockRow.job_id)
+                .where(LockRow.job_id.is_not(None), LockRow.task_body.is_not(None),
+                       LockRow.holder != other_than, JobRow.finished.is_(None),
+                       *self._takeover_due(stale_after))
+                .order_by(LockRow.heartbeat)).all()
+        return [Silent(r.environment_id, r.job_id, r.holder or "?", int(r.token), r.task_id)
+                for r in rows]
+
+    def claim(self, found: Silent, stale_after: float) -> HeldTask | None:
+        """Claim the takeover of ``found``'s job: its task, or None when the lock
+        changed meanwhile (its holder beat again, it was freed or taken, or
+        another conductor claimed it less than ``stale_after`` ago).  One
+        conditional UPDATE: of several conductors asking at once one gets it."""
+        with self.engine.begin() as conn:
+            row = conn.execute(update(LockRow).where(
+                LockRow.environment_id == found.environment_id,
+                LockRow.token == found.token, LockRow.job_id == found.job_id,
+                LockRow.task_body.is_not(None), *self._takeover_due(stale_after))
+                .values(takeover_at=self._now())
+                .returning(LockRow.task_id, LockRow.task_body)).first()
+        if row is None or row.task_id is None:
+            return None
+        return HeldTask(row.task_id, row.task_body)
+
+    def _takeover_due(self, stale_after: float) -> tuple:
+        """A silent holder (no heartbeat for ``stale_after``) whose takeover no
+        conductor claimed within ``stale_after``."""
+        ago = self._ago(stale_after)
+        return (LockRow.heartbeat < ago,
+                or_(LockRow.takeover_at.is_(None), LockRow.takeover_at < ago))
+
+
+def _kept(task: HeldTask | None) -> dict[str, Any]:
+    """The values a new grant's row keeps of its task (none: nothing to take over)."""
+    if task is None:
+        return dict(locks.NO_TASK)
+    return {"task_id": task.message_id, "task_body": task.body, "takeover_at": None}

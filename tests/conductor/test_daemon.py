@@ -17,7 +17,7 @@ from fornace.conductor.daemon import Conductor, ConductorSettings
 from fornace.conductor.executors.base import UnreachableStacks
 from fornace.conductor.executors.simulator import SimulatedCloud, SimulatedStacks
 from fornace.conductor.session import Settings
-from standins import StandInAgents
+from standins import StandInAgents, one_unit_task
 from waiting import wait_for
 
 DATA = Path(__file__).resolve().parents[2] / "data"
@@ -230,12 +230,6 @@ def test_a_task_redelivered_while_it_runs_here_is_not_run_twice():
 
 
 # -- exactly once: message ids, copies, the lock ----------------------------------------
-
-def one_unit_task(env_id: str) -> dict:
-    return contract.task_body({"id": env_id, "name": "x", "services": [{
-        "id": "s1", "name": "site", "type": "linuxWebServer", "units": [
-            {"id": "u1", "name": "site_instance_0"}]}]}, None, "t1")
-
 
 def test_a_task_without_a_message_id_is_refused(caplog):
     """Regression: tasks without an id were all 'task-<env>', so a deletion that

@@ -9,7 +9,8 @@ from sqlalchemy import text
 
 from fornace.common.db.engine import make_engine, upgrade
 from apikit import reset_postgres
-from fornace.conductor.jobs.lock import AlreadyDone, Grant, JobLock, LockHeld, Revoked
+from fornace.conductor.jobs.lock import (AlreadyDone, Grant, HeldTask, JobLock, LockHeld, Revoked,
+                                         Silent)
 from services import postgres_url
 
 T0 = datetime.datetime(2024, 5, 1, 12, 0, 0)
@@ -242,3 +243,84 @@ def test_concurrent_takeovers_of_a_stale_lock_exactly_one_wins(url, clock, attem
         winners = [i for i, held in enumerate(results) if isinstance(held, Grant)]
         assert len(winners) == 1, results
         assert lock.holder("env1").job_id == f"job{winners[0]}"
+
+
+# -- the task a grant keeps, for a takeover of its silent holder (issue 29) -------------
+
+BODY = '{"id": "env1", "token": "a-user-token"}'
+
+
+def kept_task(lock: JobLock, environment_id: str) -> tuple:
+    with lock.engine.connect() as conn:
+        return tuple(conn.execute(
+            text("SELECT task_id, task_body, takeover_at FROM job_locks "
+                 "WHERE environment_id = :e"), {"e": environment_id}).one())
+
+
+def test_a_silent_holders_task_is_claimed_once_per_stale_period(lock, clock):
+    """A frozen holder keeps its task message unacknowledged: its lock row keeps
+    the task, for one other conductor to take it over."""
+    lock.acquire("env1", "job1", "a", task=HeldTask("m1", BODY))
+    assert lock.silent(60) == []                              # it beats: not silent
+    clock.advance(61)
+    found = lock.silent(60)
+    assert found == [Silent("env1", "job1", "a", 1, "m1")]
+    assert lock.silent(60, other_than="a") == []              # not by its own conductor
+    assert lock.claim(found[0], 60) == HeldTask("m1", BODY)
+    assert lock.claim(found[0], 60) is None                   # a second conductor: no
+    assert lock.silent(60) == []
+    clock.advance(61)      # the claimant did not take the lock over in a stale period
+    assert lock.claim(found[0], 60) == HeldTask("m1", BODY)
+    successor = lock.acquire("env1", "job1", "b", stale_after=60, task=HeldTask("m1", BODY))
+    assert successor.token == 2
+    assert kept_task(lock, "env1")[:2] == ("m1", BODY) and kept_task(lock, "env1")[2] is None
+    assert lock.claim(found[0], 60) is None and lock.silent(60) == []   # a new grant
+
+
+def test_a_holder_that_beats_again_is_not_taken_over(lock, clock):
+    grant = lock.acquire("env1", "job1", "a", task=HeldTask("m1", BODY))
+    clock.advance(61)
+    found = lock.silent(60)
+    assert found and lock.heartbeat(grant)                    # it woke before the claim
+    assert lock.claim(found[0], 60) is None
+
+
+def test_only_jobs_that_did_not_end_are_taken_over(url, lock, clock):
+    lock.acquire("env1", "job1", "a", task=HeldTask("m1", BODY))
+    lock.acquire("env2", "job2", "a", task=HeldTask("m2", BODY))
+    lock.acquire("env3", "job3", "a")                          # no task kept: nothing to run
+    ended_job(url, "env1", "job1")                             # ended, whoever ended it
+    ended_job(url, "env2", "job2", finished=False)
+    clock.advance(61)
+    assert [s.job_id for s in lock.silent(60)] == ["job2"]
+
+
+def test_a_freed_or_revoked_lock_keeps_no_task(lock, clock):
+    grant = lock.acquire("env1", "job1", "a", task=HeldTask("m1", BODY))
+    assert lock.release(grant)
+    lock.acquire("env2", "job2", "a", task=HeldTask("m2", BODY))
+    lock.clear("env2")
+    assert kept_task(lock, "env1") == (None, None, None)
+    assert kept_task(lock, "env2") == (None, None, None)
+    assert "a-user-token" not in repr(HeldTask("m1", BODY))   # never printed
+
+
+@pytest.mark.parametrize("attempt", range(3))
+def test_concurrent_claims_of_a_silent_holder_exactly_one_wins(url, clock, attempt):
+    with JobLock(url, clock) as lock:
+        lock.acquire("env1", "job1", "frozen", task=HeldTask("m1", BODY))
+        clock.advance(120)
+        found = lock.silent(60)[0]
+    barrier, claims = threading.Barrier(6), []
+
+    def claim() -> None:
+        with JobLock(url, clock) as mine:
+            barrier.wait()
+            claims.append(mine.claim(found, 60))
+
+    threads = [threading.Thread(target=claim) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(claims, key=lambda c: c is None) == [HeldTask("m1", BODY)] + [None] * 5

@@ -1,0 +1,58 @@
+"""The fence of a job: is its grant still the environment's lock, right now?
+
+The heartbeat finds a lost lock only every few seconds, and a job checks it
+only between steps; a conductor frozen (SIGSTOP, a VM paused) and taken over
+meanwhile would, once it wakes, go on with the step it had in hand.  So each
+step that changes the cloud (a stack action, a plan sent to an agent) first
+asks the database, synchronously, with the one conditional UPDATE of a
+heartbeat (:meth:`JobLock.heartbeat`).  A database that does not answer
+within a short retry counts as a lost lock: a job that cannot prove it still
+holds its environment does not touch it.
+"""
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Sequence
+
+from fornace.common.db.outages import described, retried
+from fornace.conductor.executors.base import Fenced
+from fornace.conductor.jobs.lock import Grant, JobLock
+
+LOG = logging.getLogger(__name__)
+
+#: seconds between tries when the database does not answer (about 2 s in all)
+BACKOFF = (0.25, 0.5, 1.0)
+
+
+class GrantFence:
+    """The :data:`~fornace.conductor.executors.base.Fence` of one grant: called
+    before a step that changes the cloud, it returns when the grant still holds
+    the lock (refreshing its heartbeat), or sets ``lost`` and raises
+    :class:`Fenced`."""
+
+    def __init__(self, locks: JobLock, grant: Grant, lost: threading.Event,
+                 backoff: Sequence[float] = BACKOFF) -> None:
+        self.locks = locks
+        self.grant = grant
+        self.lost = lost
+        self.backoff = backoff
+
+    def __call__(self) -> None:
+        grant = self.grant
+        if not self.lost.is_set():
+            try:
+                held = retried(lambda: self.locks.heartbeat(grant),
+                               f"job {grant.job_id}: checking its lock", self.backoff)
+            except Exception as exc:  # noqa: BLE001 -- unreachable: on the safe side
+                LOG.warning("environment %s: job %s cannot confirm it holds the lock (%s); "
+                            "taken as lost", grant.environment_id, grant.job_id, described(exc))
+                held = False
+            if held:
+                return
+            self.lost.set()
+        LOG.warning("environment %s: job %s no longer holds the lock (token %d): the step "
+                    "that would change the cloud is not done", grant.environment_id,
+                    grant.job_id, grant.token)
+        raise Fenced(f"job {grant.job_id}: its grant (token {grant.token}) is no longer the "
+                     f"lock of environment {grant.environment_id}")
