@@ -550,9 +550,11 @@ def _thaw(pid: int) -> None:
         os.killpg(pid, signal.SIGCONT)
 
 
-def takeover_after(world: World, env_id: str) -> float | None:
-    """Seconds from a holder's freeze to another conductor's grant (None: none)."""
-    frozen = [(h.frozen_at, h.pid) for h in world.all_conductors if h.frozen_at]
+def takeover_after(world: World, env_id: str, since: float) -> float | None:
+    """Seconds from a holder's freeze (after ``since``) to another conductor's
+    grant (None: none)."""
+    frozen = [(h.frozen_at, h.pid) for h in world.all_conductors
+              if h.frozen_at and h.frozen_at >= since]
     if not frozen:
         return None
     at, pid = max(frozen)
@@ -726,8 +728,8 @@ def runs(args: argparse.Namespace, faults: list[str], rng: random.Random, root: 
                 what += f"; a redeploy then ended {state}"
                 again = state in ("refused", "running", "queued")   # not run, or not ended
                 env = ended(world, env_id) or env
-            if kind == "freeze-conductor":
-                taken = takeover_after(world, env_id)
+            if kind == "freeze-conductor" and "stopped for" in what:
+                taken = takeover_after(world, env_id, time.time() - (time.monotonic() - struck))
                 what += (f", taken over after {taken:.1f} s" if taken is not None
                          else ", NOT taken over")
             doubled = doubled_plans(cloud_dir, env_id) + again
