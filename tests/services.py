@@ -189,16 +189,32 @@ def private_vhost(prefix: str = "fornace-test") -> Iterator[Rabbit]:
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@functools.lru_cache(maxsize=1)
-def rabbit_cluster_tool() -> Any:
-    """``tools/rabbitcluster.py`` of this checkout (``tools/`` is not installed),
-    or a skip (a failure under FORNACE_REQUIRE_SERVICES=1) without rabbitmq-server."""
-    spec = importlib.util.spec_from_file_location("rabbitcluster",
-                                                  ROOT / "tools" / "rabbitcluster.py")
+@functools.lru_cache(maxsize=None)
+def tool(name: str) -> Any:
+    """``tools/NAME.py`` of this checkout, loaded as module ``name`` (``tools/``
+    is not installed)."""
+    spec = importlib.util.spec_from_file_location(name, ROOT / "tools" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module     # its dataclasses look their module up there
     spec.loader.exec_module(module)
+    return module
+
+
+def rabbit_cluster_tool() -> Any:
+    """``tools/rabbitcluster.py``, or a skip (a failure under
+    FORNACE_REQUIRE_SERVICES=1) without rabbitmq-server."""
+    module = tool("rabbitcluster")
     require("rabbitmq-server (to start private RabbitMQ nodes)", module.installed())
+    return module
+
+
+def pg_server_tool() -> Any:
+    """``tools/pgstandby.py``, or a skip (a failure under FORNACE_REQUIRE_SERVICES=1)
+    where private PostgreSQL servers cannot be started (no server binaries, or
+    root without the user postgres)."""
+    module = tool("pgstandby")
+    why = module.unavailable()
+    require(f"private PostgreSQL servers ({why})", why is None)
     return module
 
 

@@ -84,6 +84,9 @@ from urllib.parse import quote, urlsplit
 import psycopg
 
 from fornace.cli.client.http import ApiClient, ClientError
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # the tools beside this one
+import pgstandby  # noqa: E402
 from fornace.conductor.executors.localcloud import LocalStacks
 
 FAULTS = ("kill-conductor", "close-connection", "kill-agent", "kill-api", "freeze-conductor",
@@ -129,11 +132,10 @@ class PrivatePostgres:
     restart the database: the machine's own server is never touched."""
 
     def __init__(self, root: Path) -> None:
-        bins = sorted(Path("/usr/lib/postgresql").glob("*/bin"))
-        if not bins:
-            raise SystemExit("no PostgreSQL binaries in /usr/lib/postgresql (the database "
-                             "faults need a private cluster)")
-        self.bin, self.dir, self.port = bins[-1], root / "pgdata", free_port()
+        why = pgstandby.unavailable()
+        if why is not None:
+            raise SystemExit(f"the database faults need a private PostgreSQL: no {why}")
+        self.bin, self.dir, self.port = pgstandby.server_bin(), root / "pgdata", free_port()
         self.log = root / "postgres.log"
         root.mkdir(parents=True, exist_ok=True)
         shutil.chown(root, "postgres")
@@ -143,10 +145,7 @@ class PrivatePostgres:
         self.start()
 
     def _as_postgres(self, tool: str, *args: str) -> None:
-        done = subprocess.run(["runuser", "-u", "postgres", "--", str(self.bin / tool), *args],
-                              capture_output=True, text=True, timeout=120)
-        if done.returncode != 0:
-            raise SystemExit(f"{tool} {' '.join(args)}: {done.stderr.strip()[-500:]}")
+        pgstandby._as_server_user([str(self.bin / tool), *args], self.dir.parent)
 
     @property
     def url(self) -> str:
@@ -616,6 +615,9 @@ def main() -> int:
     parser.add_argument("--slow", type=float, default=0.0, metavar="S",
                         help="each unit's site deployment takes S seconds more")
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--in-order", action="store_true",
+                        help="the faults one after the other, as --faults lists them, "
+                             "instead of at random")
     parser.add_argument("--cluster", action="store_true",
                         help="a private 3-node RabbitMQ cluster with quorum queues "
                              "(tools/rabbitcluster.py) instead of the machine's RabbitMQ")
@@ -630,7 +632,6 @@ def main() -> int:
                      "is never killed)")
     rng = random.Random(args.seed)
     if args.cluster:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
         from rabbitcluster import Cluster
         CLUSTER.append(Cluster(3).start())
         AMQP_PORTS.clear()
@@ -652,7 +653,7 @@ def chaos(args: argparse.Namespace, faults: list[str], rng: random.Random) -> in
             totals, worst = runs(args, faults, rng, root, amqp, db_url, postgres)
     finally:
         if postgres is not None:
-            with contextlib.suppress(SystemExit):
+            with contextlib.suppress(Exception):
                 postgres.stop("immediate")
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
@@ -699,7 +700,7 @@ def runs(args: argparse.Namespace, faults: list[str], rng: random.Random, root: 
         for _ in range(args.conductors):
             world.start_conductor()
         for run in range(1, args.runs + 1):
-            kind = rng.choice(faults)
+            kind = faults[(run - 1) % len(faults)] if args.in_order else rng.choice(faults)
             env_id, job_id, port = deploy(world, args.units)
             what, again = "", False
             if kind == "release-outage":

@@ -16,10 +16,7 @@ are printed: ``pytest -s`` shows them.
 """
 from __future__ import annotations
 
-import importlib.util
-import sys
 import time
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -30,29 +27,18 @@ from fornace.api.server import ApiService
 from fornace.cli.main import build_conf, main
 from fornace.common.db.engine import head_revision
 from fornace.common.db.models import JobLock
-from services import private_vhost, require
+from services import pg_server_tool, private_vhost, tool
 from test_faults import open_world, site_reports
 from waiting import wait_for
 
-TOOL = Path(__file__).resolve().parents[2] / "tools" / "pgstandby.py"
 
 
-def load_pgstandby():
-    """``tools/pgstandby.py`` from the checkout (tools are not installed)."""
-    spec = importlib.util.spec_from_file_location("pgstandby", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["pgstandby"] = module   # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-pgstandby = load_pgstandby()
+pgstandby = tool("pgstandby")
 
 
 @pytest.fixture
 def pair():
-    why = pgstandby.unavailable()
-    require(f"a private PostgreSQL primary and standby ({why})", why is None)
+    pg_server_tool()
     with pgstandby.started() as started:
         yield started
 
