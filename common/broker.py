@@ -360,9 +360,9 @@ class Broker:
             close_quietly(conn)
         return taken
 
-    def inbox(self, queue: str, prefetch: int = 100) -> "Inbox":
+    def inbox(self, queue: str, prefetch: int = 100, heartbeat: int = 0) -> "Inbox":
         """The messages of ``queue`` as the broker pushes them (see :class:`Inbox`)."""
-        return Inbox(self, queue, prefetch)
+        return Inbox(self, queue, prefetch, heartbeat)
 
     def consumers(self, queues: list[str]) -> dict[str, int] | None:
         """How many consumers listen on each queue (0 for a queue that does not
@@ -402,12 +402,20 @@ class Inbox:
     polling.  A message is acknowledged when it is returned.  A lost
     connection is reopened on the next :meth:`get` (with a short pause);
     messages that were pushed but not returned then come again.
+
+    ``heartbeat`` (seconds, 0: none) is the AMQP heartbeat of its connection,
+    driven by :meth:`get`: a process that stops calling it (frozen by SIGSTOP,
+    its VM paused) loses the connection after about that long, and the broker
+    gives the messages pushed to it and not yet returned to the queue's other
+    consumers -- without it they stay with the frozen process until it dies.
     """
 
-    def __init__(self, broker: Broker, queue: str, prefetch: int = 100) -> None:
+    def __init__(self, broker: Broker, queue: str, prefetch: int = 100,
+                 heartbeat: int = 0) -> None:
         self.broker = broker
         self.queue = queue
         self.prefetch = prefetch
+        self.heartbeat = heartbeat
         self._conn: kombu.Connection | None = None
         self._buffer: collections.deque = collections.deque()
 
@@ -431,6 +439,9 @@ class Inbox:
                 return None
             try:
                 self.open()
+                if self.heartbeat:
+                    self._conn.heartbeat_check()   # sends ours, checks the broker's
+                    remaining = min(remaining, self.heartbeat / 4)
                 self._conn.drain_events(timeout=remaining)
             except socket.timeout:
                 continue
@@ -448,7 +459,7 @@ class Inbox:
         """Subscribe now (else the first :meth:`get` does); the broker starts pushing."""
         if self._conn is not None:
             return
-        conn = self.broker.open_connection(heartbeat=0)
+        conn = self.broker.open_connection(heartbeat=self.heartbeat)
         try:
             consumer = kombu.Consumer(conn.channel(),
                                       queues=[kombu_queue(self.queue, self.broker.queue_type)],

@@ -347,7 +347,10 @@ class Conductor:
         agents = self.agents.for_job(JobAgents(
             broker, environment_id, engine.agent_timeout, absent_after=engine.agent_absent_after,
             boot_timeout=engine.agent_boot_timeout, halted=halted,
-            on_queues=lambda names: self._record_queues(environment_id, names), fence=fence))
+            on_queues=lambda names: self._record_queues(environment_id, names), fence=fence,
+            # dropped by the broker about when a frozen holder's lock goes stale
+            results_heartbeat=(max(2, int(self.settings.lock_stale_after / 2))
+                               if fence is not None else 0)))
         stacks = self._stacks_of(task)
         job = Job(task=task, workflows=data.workflows, store=data.store, catalog=data.catalog,
                   stacks=FencedStacks(stacks, fence) if fence else stacks, agents=agents,

@@ -15,9 +15,10 @@ random moment of the deployment, does one of:
 * ``kill-agent``: SIGKILL one unit's agent while it runs a plan;
 * ``kill-api``: SIGKILL the API and start it again two seconds later;
 * ``freeze-conductor``: SIGSTOP the conductor holding the lock (a paused VM, a
-  stalled disk) and SIGCONT it ``lock_stale_after`` + 4 s later: another
-  conductor must take the job over within about ``lock_stale_after``, and the
-  woken one must change nothing in the cloud;
+  stalled disk) and SIGCONT it 3 x ``lock_stale_after`` later: another
+  conductor must take the job over, and finish it, within about
+  ``lock_stale_after`` plus the deployment's own time, and the woken one must
+  change nothing in the cloud;
 * ``late-redelivery``: once the job has ended, wait past ``lock_stale_after``
   and publish its task again (the copy a tap queue on the ``tasks`` exchange
   kept): it must be acknowledged without running anything;
@@ -514,10 +515,10 @@ def fault(world: World, kind: str, env_id: str, vhost: str, db_url: str,
             return f"{kind}: no conductor held the lock at that moment"
         os.killpg(pid, signal.SIGSTOP)
         holder.frozen_at = time.time()
-        thaw = threading.Timer(STALE_AFTER + 4, _thaw, (pid,))
+        thaw = threading.Timer(3 * STALE_AFTER, _thaw, (pid,))
         thaw.daemon = True
         thaw.start()
-        return f"freeze-conductor: {pid} stopped for {STALE_AFTER + 4:g} s"
+        return f"freeze-conductor: {pid} stopped for {3 * STALE_AFTER:g} s"
     if kind in ("kill-conductor", "close-connection"):
         pid = lock_holder(db_url, env_id)
         holder = next((h for h in world.conductors if h.pid == pid), None)

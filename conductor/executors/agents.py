@@ -31,7 +31,8 @@ class AmqpAgents(AgentExecutor):
                  halted: Callable[[], str | None] | None = None,
                  absent_after: float | None = 30.0,
                  on_queues: Callable[[list[str]], None] | None = None,
-                 boot_timeout: float | None = None, fence: Fence | None = None) -> None:
+                 boot_timeout: float | None = None, fence: Fence | None = None,
+                 results_heartbeat: int = 0) -> None:
         """``on_log(plan_id, lines)`` gets the log lines of running plans (from this
         thread, as they come; an exception in it is logged and ignored);
         ``halted()`` says why to stop waiting for answers (the job lost its lock,
@@ -50,7 +51,11 @@ class AmqpAgents(AgentExecutor):
 
         ``fence()`` is called before each plan goes out: it raises
         :class:`~fornace.conductor.executors.base.Fenced` when the job lost its
-        lock, so a holder that wakes after a takeover sends no plan."""
+        lock, so a holder that wakes after a takeover sends no plan.
+
+        ``results_heartbeat``: the AMQP heartbeat of the results subscription
+        (:class:`~fornace.common.broker.Inbox`), so a frozen holder does not keep
+        the answers its successor waits for."""
         self.broker = broker
         self.environment_id = environment_id
         self.default_timeout = default_timeout
@@ -62,6 +67,7 @@ class AmqpAgents(AgentExecutor):
         self.boot_timeout = boot_timeout
         self.on_queues = on_queues
         self.fence = fence
+        self.results_heartbeat = results_heartbeat
         self._told: set[str] = set()
 
     @classmethod
@@ -69,7 +75,8 @@ class AmqpAgents(AgentExecutor):
         """The job's agents over its broker (the conductor's default backend)."""
         return cls(job.broker, job.environment_id, job.timeout, halted=job.halted,
                    absent_after=job.absent_after, boot_timeout=job.boot_timeout,
-                   on_queues=job.on_queues, fence=job.fence)
+                   on_queues=job.on_queues, fence=job.fence,
+                   results_heartbeat=job.results_heartbeat)
 
     def _tell(self, names: list[str]) -> None:
         new = [name for name in dict.fromkeys(names) if name not in self._told]
@@ -85,7 +92,8 @@ class AmqpAgents(AgentExecutor):
                   for index, request in enumerate(requests)}
         self._tell([contract.results_queue(self.environment_id), *queues.values()])
         # subscribed first: the broker pushes answers while later plans still go out
-        with self.broker.inbox(contract.results_queue(self.environment_id)) as inbox:
+        with self.broker.inbox(contract.results_queue(self.environment_id),
+                               heartbeat=self.results_heartbeat) as inbox:
             try:
                 inbox.open()
             except Exception as exc:  # noqa: BLE001 -- inbox.get() reconnects

@@ -193,6 +193,10 @@ class JobAgents:
     halted: Callable[[], str | None] | None = None
     on_queues: Callable[[list[str]], None] | None = None
     fence: Fence | None = None       # checked before each plan is sent (None: no lock)
+    # the AMQP heartbeat of the results subscription (0: none): a frozen holder's
+    # subscription is dropped after about that long, and the answers pushed to it
+    # go to the conductor that took its job over
+    results_heartbeat: int = 0
 
 
 class AgentExecutor(abc.ABC):

@@ -1061,3 +1061,52 @@ def test_connect_opens_the_publishing_channel_and_declares_the_queues(rabbit):
         assert broker.drain("answers-q", timeout=5, count=1) == [({"n": 1}, "m1")]
     finally:
         broker.close()
+
+
+_FROZEN_INBOX = r"""
+import os, signal, sys
+from pathlib import Path
+from fornace.common.broker import Broker
+url, queue, heartbeat, marker = sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4])
+inbox = Broker(url).inbox(queue, prefetch=10, heartbeat=heartbeat)
+inbox.open()
+while len(inbox._buffer) < 3:          # pushed to it, none returned (so none acked)
+    inbox._conn.drain_events(timeout=30)
+marker.write_text("holding")
+os.kill(os.getpid(), signal.SIGSTOP)   # a frozen conductor waiting for its answers
+"""
+
+
+def test_answers_pushed_to_a_frozen_inbox_go_to_the_other_subscriber(rabbit, rabbit_queue,
+                                                                     tmp_path):
+    """Regression (issue 29, found by tools/chaos.py freeze-conductor with plans
+    running): the answers RabbitMQ had pushed to a frozen conductor's results
+    subscription stayed there until it woke, so the conductor that took its job
+    over waited for them.  With a heartbeat the broker drops the frozen
+    subscription and gives its unreturned messages to the other subscriber."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    name = rabbit_queue("frozen")
+    with Broker(rabbit) as publisher:
+        for number in range(3):
+            publisher.publish(name, {"n": number}, f"answer-{number}")
+    marker = tmp_path / "holding"
+    frozen = subprocess.Popen([sys.executable, "-c", _FROZEN_INBOX, rabbit, name, "2",
+                               str(marker)])
+    try:
+        wait_for(marker.exists, "the inbox to hold the three answers and freeze")
+        taken: list[str | None] = []
+        with Broker(rabbit).inbox(name) as successor:
+            def three() -> bool:
+                got = successor.get(timeout=0.5)
+                if got is not None:
+                    taken.append(got[1])
+                return len(taken) == 3
+            wait_for(three, "the frozen inbox's answers to come to the other subscriber",
+                     timeout=60)
+        assert sorted(taken) == ["answer-0", "answer-1", "answer-2"]
+    finally:
+        os.kill(frozen.pid, signal.SIGKILL)
+        frozen.wait()
