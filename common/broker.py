@@ -153,6 +153,14 @@ def warn_if_in_memory(url: str, consequence: str) -> None:
                     "by the processes (filesystem:///folder or amqp://...)", consequence)
 
 
+def _pauses(policy: Mapping[str, Any]) -> float:
+    """Seconds kombu's retries under ``policy`` pause in all (on one host)."""
+    start = policy.get("interval_start", 0)
+    step = policy.get("interval_step", 1)
+    most = policy.get("interval_max", 5)
+    return sum(min(start + step * n, most) for n in range(policy.get("max_retries") or 0))
+
+
 class Broker:
     """One broker endpoint; use one instance per thread.
 
@@ -258,23 +266,40 @@ class Broker:
         """
         message_id = message_id or uuid.uuid4().hex
         target = kombu_queue(queue, self.queue_type)
-        with self._lock:
-            producer = self._get_producer()
 
-            def errback(exc: Exception, interval: float) -> None:
-                LOG.warning("publishing message %s to %r failed (%s: %s); retrying in %.1f s",
-                            message_id, queue, type(exc).__name__, exc, interval)
+        def errback(exc: Exception, interval: float) -> None:
+            LOG.warning("publishing message %s to %r failed (%s: %s); retrying in %.1f s",
+                        message_id, queue, type(exc).__name__, exc, interval)
 
-            options: dict[str, Any] = {}
-            if not self.local and self.confirm:
-                options["confirm_timeout"] = self.confirm_timeout
-            with self._queue_types():
-                producer.publish(body, exchange=target.exchange, routing_key=target.routing_key,
-                                 declare=[target], serializer="json",
-                                 delivery_mode=kombu.entity.PERSISTENT_DELIVERY_MODE,
-                                 message_id=message_id, retry=True,
-                                 retry_policy={**self.retry_policy, "errback": errback},
-                                 **options)
+        options: dict[str, Any] = {}
+        if not self.local and self.confirm:
+            options["confirm_timeout"] = self.confirm_timeout
+        # kombu moves to the next host of a failover URL without waiting, so its
+        # retries can all be spent in milliseconds while a cluster elects new
+        # queue leaders: kombu's tries are repeated, with backoff, for as long
+        # as its own pauses would have lasted on one host
+        deadline = time.monotonic() + _pauses(self.retry_policy)
+        pause = self.retry_policy.get("interval_start", RETRY_POLICY["interval_start"])
+        while True:
+            try:
+                with self._lock:
+                    producer = self._get_producer()
+                    with self._queue_types():
+                        producer.publish(body, exchange=target.exchange,
+                                         routing_key=target.routing_key,
+                                         declare=[target], serializer="json",
+                                         delivery_mode=kombu.entity.PERSISTENT_DELIVERY_MODE,
+                                         message_id=message_id, retry=True,
+                                         retry_policy={**self.retry_policy, "errback": errback},
+                                         **options)
+                break
+            except kombu.exceptions.OperationalError as exc:
+                if time.monotonic() + pause > deadline:
+                    raise
+                errback(exc, pause)
+                self.close()                  # a new connection, through the host list
+                time.sleep(pause)
+                pause = min(pause * 2, self.retry_policy.get("interval_max", RECONNECT_MAX))
         LOG.debug("published message %s to %r", message_id, queue)
         return message_id
 

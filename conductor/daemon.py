@@ -261,7 +261,7 @@ class Conductor:
         cloud_fence = None   # before each step that changes the cloud: still the holder?
         if grant is not _NO_LOCK:
             fence[0] = grant.token
-            cloud_fence = GrantFence(self.locks, grant, watch.lost)
+            cloud_fence = GrantFence(self.locks, grant, watch.lost, fresh_for=FENCE_FRESH_FOR)
             # a job shown queued (here, or by a copy at a conductor that stopped) runs now
             recorder.job_state("running")
             self._beat(grant, watch)
@@ -519,6 +519,9 @@ def _removed_everything(outcome: Any) -> bool:
 
 
 _NO_LOCK = object()   # no lock table: the job runs alone as far as we know
+#: seconds a confirmation of the job's grant stands for the next cloud steps
+#: (a burst of plans asks the database a few times, not once each)
+FENCE_FRESH_FOR = 0.25
 LOST = "it lost the environment's lock (abandoned, or taken over by another conductor)"
 
 

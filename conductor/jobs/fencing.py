@@ -8,12 +8,20 @@ asks the database, synchronously, with the one conditional UPDATE of a
 heartbeat (:meth:`JobLock.heartbeat`).  A database that does not answer
 within a short retry counts as a lost lock: a job that cannot prove it still
 holds its environment does not touch it.
+
+A confirmation refreshes the heartbeat, so for ``lock_stale_after`` after it
+nobody can take the lock over; only an abandon can revoke it.  A fence made
+with ``fresh_for`` therefore lets the steps of the next ``fresh_for`` seconds
+(monotonic: a frozen process's clock runs on while it is stopped, so a woken
+one asks again) go without asking: a burst of a thousand plans costs a few
+queries, not a thousand, and an abandon is seen at most ``fresh_for`` later.
 """
 from __future__ import annotations
 
 import logging
 import threading
-from typing import Sequence
+import time
+from typing import Callable, Sequence
 
 from fornace.common.db.outages import described, retried
 from fornace.conductor.executors.base import Fenced
@@ -32,15 +40,23 @@ class GrantFence:
     :class:`Fenced`."""
 
     def __init__(self, locks: JobLock, grant: Grant, lost: threading.Event,
-                 backoff: Sequence[float] = BACKOFF) -> None:
+                 backoff: Sequence[float] = BACKOFF, fresh_for: float = 0.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.locks = locks
         self.grant = grant
         self.lost = lost
         self.backoff = backoff
+        self.fresh_for = fresh_for
+        self.clock = clock
+        self._confirmed: float | None = None   # when the database last said yes
 
     def __call__(self) -> None:
         grant = self.grant
         if not self.lost.is_set():
+            if (self._confirmed is not None
+                    and self.clock() - self._confirmed < self.fresh_for):
+                return
+            asked = self.clock()
             try:
                 held = retried(lambda: self.locks.heartbeat(grant),
                                f"job {grant.job_id}: checking its lock", self.backoff)
@@ -49,6 +65,7 @@ class GrantFence:
                             "taken as lost", grant.environment_id, grant.job_id, described(exc))
                 held = False
             if held:
+                self._confirmed = asked
                 return
             self.lost.set()
         LOG.warning("environment %s: job %s no longer holds the lock (token %d): the step "

@@ -716,6 +716,7 @@ class Proxy:
         self.sockets: list[socket.socket] = []
         self.lock = threading.Lock()
         self.refusing = False
+        self.refused = 0          # connections closed at once while refusing
         threading.Thread(target=self._accept, daemon=True).start()
 
     def url(self, url: str) -> str:
@@ -733,6 +734,7 @@ class Proxy:
                 return
             if self.refusing:
                 client.close()
+                self.refused += 1
                 continue
             upstream = socket.create_connection(self.target)
             with self.lock:
@@ -891,12 +893,21 @@ def test_a_failed_batch_keeps_the_queues_order_on_rabbitmq(rabbit, rabbit_queue,
     assert failed.is_set() and stored == sent
 
 
-def test_an_inbox_reconnects_after_the_broker_went_away(rabbit, rabbit_queue, proxy):
+@pytest.mark.parametrize("heartbeat", [0, 2], ids=["no-heartbeat", "heartbeat"])
+def test_an_inbox_reconnects_after_the_broker_went_away(rabbit, rabbit_queue, proxy,
+                                                        heartbeat):
+    """(With a heartbeat: regression of issue 29, a cluster node killed under a
+    job: the heartbeat check of the dead connection raised kombu's
+    OperationalError out of the inbox and failed the job's plans.)"""
     name = rabbit_queue("inbox")
-    with Broker(proxy.url(rabbit)).inbox(name) as inbox, Broker(rabbit) as publisher:
+    with Broker(proxy.url(rabbit)).inbox(name, heartbeat=heartbeat) as inbox, \
+            Broker(rabbit) as publisher:
         publisher.publish(name, {"n": 1}, "before")
         assert inbox.get(timeout=WAIT) == ({"n": 1}, "before")
+        proxy.refusing = True   # a node gone: the reconnection fails for a while
         proxy.cut()
+        assert inbox.get(timeout=1.0) is None
+        proxy.refusing = False
         publisher.publish(name, {"n": 2}, "after")
         got = []
 
@@ -1110,3 +1121,41 @@ def test_answers_pushed_to_a_frozen_inbox_go_to_the_other_subscriber(rabbit, rab
     finally:
         os.kill(frozen.pid, signal.SIGKILL)
         frozen.wait()
+
+
+def test_a_publish_on_a_failover_url_waits_for_a_node_rather_than_failing_fast(
+        rabbit, rabbit_queue):
+    """Regression (issue 29, tools/chaos.py --cluster kill-rabbit-node): with
+    several hosts kombu switches host without waiting, so its retries were
+    spent in milliseconds while the cluster elected new queue leaders, and
+    the job's plans failed with OperationalError.  A publish now keeps trying
+    (with backoff) for as long as a one-host publish would."""
+    name = rabbit_queue("failover")
+    parts = urlsplit(rabbit)
+    target = (parts.hostname or "127.0.0.1", parts.port or 5672)
+    first, second = Proxy(target), Proxy(target)
+    first.refusing = second.refusing = True            # no node takes connections
+    broker = Broker(f"{first.url(rabbit)};{second.url(rabbit)}",
+                    retry_policy={"max_retries": 3})
+    failure: list[BaseException] = []
+
+    def publish() -> None:
+        try:
+            broker.publish(name, {"n": 1}, "m-1")
+        except BaseException as exc:  # noqa: BLE001 -- the test reports it
+            failure.append(exc)
+    try:
+        published = threading.Thread(target=publish, daemon=True)
+        published.start()
+        # kombu's own three retries over both hosts take milliseconds: wait past them
+        wait_for(lambda: failure or first.refused + second.refused > 8,
+                 "the publish to try the hosts several times")
+        second.refusing = False                          # a node comes back
+        published.join(60)
+        assert not published.is_alive() and failure == [], failure
+        with Broker(rabbit) as reader:
+            assert reader.drain(name, timeout=WAIT, count=1) == [({"n": 1}, "m-1")]
+    finally:
+        broker.close()
+        first.close()
+        second.close()

@@ -173,3 +173,40 @@ def test_an_unreachable_database_fences_the_job(tmp_path):
         with pytest.raises(Fenced):
             GrantFence(lock, grant, lost, backoff=(0.0, 0.0))()
         assert lost.is_set()
+
+
+def test_a_fresh_confirmation_spares_the_next_steps_queries_but_not_a_woken_holders(
+        tmp_path):
+    """A burst of steps within ``fresh_for`` of a confirmation asks the database
+    once (a thousand plans are not a thousand queries); a holder whose clock
+    jumped past it (frozen, then woken after a takeover) asks again and is
+    fenced."""
+    from sqlalchemy import update
+    from fornace.common.db.engine import upgrade
+    from fornace.common.db.models import JobLock as LockRow
+    from fornace.conductor.jobs.fencing import GrantFence
+    url = f"sqlite:///{tmp_path / 'locks.sqlite'}"
+    upgrade(url)
+    now = [100.0]
+    with JobLock(url) as lock:
+        grant = lock.acquire("env1", "job1", "conductor-a")
+        asked = []
+        heartbeat = lock.heartbeat
+
+        def counted(g):
+            asked.append(g.token)
+            return heartbeat(g)
+        lock.heartbeat = counted
+        lost = threading.Event()
+        fence = GrantFence(lock, grant, lost, backoff=(), fresh_for=0.25,
+                           clock=lambda: now[0])
+        for _ in range(1000):                       # a burst of plans going out
+            fence()
+        assert asked == [grant.token]
+        now[0] += 30.0                              # frozen for 30 s; taken over meanwhile
+        with lock.engine.begin() as conn:
+            conn.execute(update(LockRow).where(LockRow.environment_id == "env1").values(
+                job_id="job1", holder="conductor-b", token=LockRow.token + 1))
+        with pytest.raises(Fenced):
+            fence()
+        assert asked == [grant.token, grant.token] and lost.is_set()
