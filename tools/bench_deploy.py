@@ -104,6 +104,9 @@ import kombu  # noqa: E402
 
 from fornace.common import contract  # noqa: E402
 from fornace.common.broker import Broker, kombu_queue  # noqa: E402
+from fornace.common.db.engine import upgrade  # noqa: E402
+from fornace.common.db.urls import shown  # noqa: E402
+from fornace.conductor import daemon  # noqa: E402
 from fornace.conductor.daemon import Conductor, ConductorSettings  # noqa: E402
 from fornace.conductor.executors.agents import AmqpAgents  # noqa: E402
 from fornace.conductor.executors.base import PlanReply, PlanRequest  # noqa: E402
@@ -407,8 +410,9 @@ class _TimedBroker:
         finally:
             self.watch.published(time.perf_counter() - started)
 
-    def inbox(self, queue: str, prefetch: int = 100) -> _TimedInbox:
-        return _TimedInbox(self.broker.inbox(queue, prefetch), self.watch, self.round_started)
+    def inbox(self, queue: str, prefetch: int = 100, heartbeat: int = 0) -> _TimedInbox:
+        return _TimedInbox(self.broker.inbox(queue, prefetch, heartbeat), self.watch,
+                           self.round_started)
 
 
 def timed_agents(watch: Stopwatch, probe: AgentProbe) -> type[AmqpAgents]:
@@ -640,7 +644,8 @@ class Bench:
     def _start_conductor(self) -> None:
         engine = Settings(agent_timeout=AGENT_TIMEOUT, broker=agent_broker_settings(self.url))
         settings = ConductorSettings(broker_url=self.url, data_dir=CATALOG,
-                                     max_environments=self.args.parallel, engine=engine)
+                                     max_environments=self.args.parallel, engine=engine,
+                                     database_url=self.args.db)
         self.conductor = Conductor(settings, lambda task: self.stacks)
         # its agents backend: AmqpAgents with the stopwatch (unchanged otherwise)
         self.conductor.agents = timed_agents(self.watch, self.probe)
@@ -837,6 +842,8 @@ def run_rows(args: argparse.Namespace, outcome: Outcome,
     disturbed = " (the broker was disturbed during the run: figures unreliable)"
     return [
         ("broker", masked_url(args.broker)),
+        ("job locks", f"{shown(args.db)} (each plan fenced, a confirmation standing "
+                      f"{daemon.FENCE_FRESH_FOR:g} s)" if args.db else "none (no database)"),
         ("environments", f"{args.environments} ({outcome.succeeded} succeeded, "
                          f"{outcome.finished} finished)"),
         ("units per environment", args.units),
@@ -914,8 +921,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help=f"RabbitMQ URL (default {masked_url(DEFAULT_BROKER)})")
     parser.add_argument("--round-trips", type=int, default=1000, metavar="N",
                         help="raw kombu round trips to time (default 1000)")
+    parser.add_argument("--db", metavar="URL", default=None,
+                        help="the job locks' database (sqlite:///FILE or postgresql+psycopg://"
+                             "...; migrated first): each job holds its environment's lock and "
+                             "fences every stack step and plan, as a production conductor "
+                             "does (default: none)")
+    parser.add_argument("--fence-fresh-for", type=float, default=None, metavar="S",
+                        help="how long a confirmation of a job's grant stands for the next "
+                             "cloud steps (default: the conductor's; 0: every plan asks)")
     parser.add_argument("--keep", action="store_true", help="keep the state folder")
     args = parser.parse_args(argv)
+    if args.fence_fresh_for is not None:
+        daemon.FENCE_FRESH_FOR = args.fence_fresh_for
+    if args.db:
+        upgrade(args.db)
     for name in ("environments", "units", "commands", "parallel", "round_trips"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be at least 1")
