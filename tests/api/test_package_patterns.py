@@ -146,3 +146,19 @@ def test_a_package_stored_before_a_pattern_rule_it_breaks_is_a_409_naming_it(api
     assert answer.status_code == 409, answer.text
     message = answer.json()["error"]["message"]
     assert package_id in message and "another version" in message
+
+
+def test_the_validation_time_is_the_threads_cpu_time_not_a_stall():
+    """Regression (issue 29's CI): the wall clock counted a moment the machine
+    left the validating thread without a core, and a valid 3000-unit service
+    was refused "validation took too long" before its unit count was checked.
+    The budget's seconds are the thread's CPU time: a stall spends none."""
+    import threading
+    from fornace.api.validationbudget import BudgetExceeded, ValidationBudget
+    budget = ValidationBudget(seconds=0.01)
+    threading.Event().wait(0.05)            # descheduled for 50 ms: no CPU used
+    budget.spend(1, "units[0]")             # still within its 10 ms of work
+    busy = ValidationBudget(seconds=0.01)
+    with pytest.raises(BudgetExceeded, match="more than 0.01 s"):
+        while True:                         # real work runs the budget out
+            busy.spend(1, "units[0]")
