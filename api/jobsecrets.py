@@ -9,34 +9,50 @@ units).  While the job runs neither changes what it was sent.
 from __future__ import annotations
 
 import collections
+import datetime
 import threading
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from sqlalchemy.orm import Session as DbSession
 
-from fornace.common.db.models import ConfigSession, Job, Environment
+from fornace.common.db.models import ConfigSession, Environment
 from fornace.common.secrets import find_secrets
 
 _SECRETS_KEPT = 30.0    # seconds a running job's secrets are kept between two batches
+_JOBS_KEPT = 64         # running jobs whose secrets are kept (the least recently used go)
 _secrets_lock = threading.Lock()
 _secrets_kept: collections.OrderedDict = collections.OrderedDict()   # job id -> (time, set)
+
+class JobLike(Protocol):
+    """What of a job its secrets are found from: a :class:`~fornace.common.db.models.Job`
+    row or its :class:`~fornace.api.jobfacts.JobFacts`."""
+
+    id: str
+    environment_id: str
+    session_id: str | None
+    finished: datetime.datetime | None
+
 
 SecretKeys = Callable[[Any, str], frozenset[str]]
 """(db, environment id) -> the field names secret there besides those named like
 passwords: :meth:`fornace.api.stores.store.Store.secret_keys`."""
 
 
-def job_secrets(db: DbSession, deployment: Job, secret_keys: SecretKeys) -> set[str]:
+def job_secrets(db: DbSession, deployment: JobLike, secret_keys: SecretKeys) -> set[str]:
     """The secrets a job's reports and logs may quote (masked before storing):
     the values of its environment's secret fields, those named like passwords
     and those ``secret_keys`` names (the types' ``writeOnly`` fields); a running
-    job's are kept :data:`_SECRETS_KEPT` seconds between two batches."""
+    job's are kept :data:`_SECRETS_KEPT` seconds between two batches (at most
+    :data:`_JOBS_KEPT` jobs), those of a job seen ended are forgotten."""
     now = time.monotonic()
-    if deployment.finished is None:
-        with _secrets_lock:
+    with _secrets_lock:
+        if deployment.finished is not None:
+            _secrets_kept.pop(deployment.id, None)
+        else:
             kept = _secrets_kept.get(deployment.id)
             if kept is not None and now - kept[0] < _SECRETS_KEPT:
+                _secrets_kept.move_to_end(deployment.id)
                 return set(kept[1])
     secrets: set[str] = set()
     keys = secret_keys(db, deployment.environment_id)
@@ -48,6 +64,6 @@ def job_secrets(db: DbSession, deployment: Job, secret_keys: SecretKeys) -> set[
         with _secrets_lock:
             _secrets_kept[deployment.id] = (now, frozenset(secrets))
             _secrets_kept.move_to_end(deployment.id)
-            while len(_secrets_kept) > 64:
+            while len(_secrets_kept) > _JOBS_KEPT:
                 _secrets_kept.popitem(last=False)
     return secrets

@@ -26,9 +26,10 @@ from sqlalchemy.orm import Session as DbSession
 
 from fornace.api.fencing import fenced, lock_tokens
 from fornace.api.ids import could_be_id
+from fornace.api.jobfacts import LIGHT_JOB
+from fornace.api.jobnodes import Nodes, merge_nodes
 from fornace.api.jobsecrets import SecretKeys, job_secrets
-from fornace.api.jobstate import (BUSY, LIGHT_JOB, reopen_session, settle_tasks,
-                                  settled_state)
+from fornace.api.jobstate import BUSY, reopen_session, settle_tasks, settled_state
 from fornace.api.messagestore import Message, Outcome, store_message, store_messages
 from fornace.api.traces import store_trace
 from fornace.common import contract
@@ -197,6 +198,7 @@ class _EventBatch:
         self.rows = self._rows()
         self.secrets: dict[str, set[str]] = {}
         self.writes: dict[tuple[str, str], _TaskWrite] = {}
+        self.nodes: dict[str, Nodes] = {}   # job id -> the node states that moved
 
     @staticmethod
     def _needs_job(event: contract.JobEvent) -> bool:
@@ -268,7 +270,7 @@ class _EventBatch:
                 continue
             self._merge(job, change_id, fields)
         if event.nodes:   # contract 1.5: the node states that moved
-            job.nodes = {**(job.nodes or {}), **event.nodes}
+            self.nodes.setdefault(job.id, {}).update(event.nodes)
 
     def _merge(self, job: Job, change_id: str, fields: TaskFields) -> None:
         key = (job.environment_id, change_id)
@@ -316,8 +318,11 @@ class _EventBatch:
 
     # -- writing ------------------------------------------------------------------
     def _write(self) -> None:
-        """Insert the new task rows (one executemany) and update the others (one
-        executemany per shape of change)."""
+        """Insert the new task rows (one executemany), update the others (one
+        executemany per shape of change) and merge the node states that moved
+        (:mod:`fornace.api.jobnodes`)."""
+        merge_nodes(self.db, self.nodes)
+        self.nodes = {}
         if not self.writes:
             return
         now = utcnow()
