@@ -9,9 +9,10 @@ abandon, run an action) is a 409 naming the running job (:func:`busy_error`).
 from __future__ import annotations
 
 import datetime
+from typing import Any, Sequence
 
 from sqlalchemy import select, update
-from sqlalchemy.orm import Session as DbSession, defer
+from sqlalchemy.orm import Session as DbSession
 
 from fornace.api.errors import Conflict
 from fornace.api.views import utc
@@ -22,15 +23,14 @@ BUSY = ("deploying", "deleting")
 # is their own state; the environment keeps the deploy status it had
 NOT_DEPLOYING = ("plan", "check", "execute_operation")
 UNSETTLED = ("pending", "running")
-# a job's description (the model it was given) is not read to store what it sends
-LIGHT_JOB = [defer(Job.description), defer(Job.parameters)]
 
 
-def running_job(db: DbSession, env_id: str) -> Job | None:
-    """The environment's job that has not ended (the latest, should there be two)."""
+def running_job(db: DbSession, env_id: str, options: Sequence[Any] = ()) -> Job | None:
+    """The environment's job that has not ended (the latest, should there be two);
+    ``options``: loader options (:data:`fornace.api.jobfacts.LIGHT_JOB`: not its JSON)."""
     return db.scalars(select(Job).where(
         Job.environment_id == env_id, Job.finished.is_(None)).order_by(
-        Job.started.desc())).first()
+        Job.started.desc()).options(*options)).first()
 
 
 def busy_message(env_name: str, job: Job) -> str:
@@ -61,10 +61,10 @@ def settled_state(db: DbSession, env_id: str, job_id: str) -> str:
     """The state of an environment after a job that deployed nothing (a plan, a
     check, an operation, a refused job, an abandoned plan): what the last job
     that did deploy left."""
-    last = db.scalars(select(Job).where(
+    last = db.execute(select(Job.state, Job.kind).where(
         Job.environment_id == env_id, Job.id != job_id,
         Job.finished.is_not(None), Job.kind.not_in(NOT_DEPLOYING),
-        Job.state != "refused").order_by(Job.started.desc())).first()
+        Job.state != "refused").order_by(Job.started.desc()).limit(1)).first()
     if last is None or last.state not in ("completed_w_errors", "abandoned"):
         return "ready"
     return "delete failure" if last.kind == "delete" else "deploy failure"

@@ -16,8 +16,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session as DbSession
 
+from fornace.api.jobsecrets import JobLike
 from fornace.common import contract
-from fornace.common.db.models import Job, JobTrace, utcnow
+from fornace.common.db.models import JobTrace, utcnow
 from fornace.common.secrets import masked
 
 
@@ -25,7 +26,7 @@ class BadTrace(ValueError):
     """Stored or sent bytes that are not a trace document."""
 
 
-def store_trace(db: DbSession, job: Job, trace: dict[str, Any]) -> JobTrace:
+def store_trace(db: DbSession, job: JobLike, trace: dict[str, Any]) -> JobTrace:
     """Keep the (checked) ``trace`` of a trace event for ``job``; raises
     ContractError when its data is not base64 or not a trace once expanded."""
     data = contract.trace_data(trace)

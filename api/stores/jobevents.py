@@ -20,15 +20,15 @@ import logging
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
-from sqlalchemy import bindparam, func, insert, select, tuple_, update
+from sqlalchemy import and_, bindparam, func, insert, or_, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session as DbSession
 
-from fornace.api.fencing import fenced, lock_tokens
-from fornace.api.ids import could_be_id
+from fornace.api.fencing import fenced
+from fornace.api.jobfacts import LIGHT_JOB, JobFacts, jobs_by_id
+from fornace.api.jobnodes import Nodes, merge_nodes
 from fornace.api.jobsecrets import SecretKeys, job_secrets
-from fornace.api.jobstate import (BUSY, LIGHT_JOB, reopen_session, settle_tasks,
-                                  settled_state)
+from fornace.api.jobstate import BUSY, reopen_session, settle_tasks, settled_state
 from fornace.api.messagestore import Message, Outcome, store_message, store_messages
 from fornace.api.traces import store_trace
 from fornace.common import contract
@@ -191,12 +191,13 @@ class _EventBatch:
         self.db = db
         self.secret_keys = secret_keys
         self.events = events
-        self.jobs = self._jobs()
-        self.tokens = lock_tokens(db, {job.environment_id for job in self.jobs.values()}
-                                  if any(e.fence is not None for e, _ in events) else ())
+        # the batch's jobs, without their JSON, and their environments' lock tokens
+        self.jobs = jobs_by_id(db, [e.job_id for e, _ in events if self._needs_job(e)])
+        self.loaded: dict[str, Job] = {}    # rows of the jobs whose state events change
         self.rows = self._rows()
         self.secrets: dict[str, set[str]] = {}
         self.writes: dict[tuple[str, str], _TaskWrite] = {}
+        self.nodes: dict[str, Nodes] = {}   # job id -> the node states that moved
 
     @staticmethod
     def _needs_job(event: contract.JobEvent) -> bool:
@@ -204,12 +205,12 @@ class _EventBatch:
         rows of their job; the rest is logged."""
         return event.kind in TASK_KINDS or event.kind == "trace" or event.state in _STATES
 
-    def _jobs(self) -> dict[str, Job]:
-        ids = {e.job_id for e, _ in self.events if self._needs_job(e) and could_be_id(e.job_id)}
-        if not ids:
-            return {}
-        return {job.id: job for job in self.db.scalars(select(Job).where(
-            Job.id.in_(ids)).options(*LIGHT_JOB))}
+    def _loaded(self, job: JobFacts) -> Job:
+        """The ORM row of a job whose state an event changes (queued, running,
+        refused: rare), without its JSON columns."""
+        if job.id not in self.loaded:
+            self.loaded[job.id] = self.db.get(Job, job.id, options=LIGHT_JOB)
+        return self.loaded[job.id]
 
     def _rows(self) -> dict[tuple[str, str], str]:
         """(environment, change id) -> id of the task rows the batch's events name."""
@@ -225,9 +226,15 @@ class _EventBatch:
                     continue   # said when the event comes
         if not keys:
             return {}
+        by_env: dict[str, list[str]] = {}
+        for env_id, change_id in sorted(keys):
+            by_env.setdefault(env_id, []).append(change_id)
+        # per environment (a batch's events are mostly one job's): an IN of plain
+        # values, cheaper to build than one of (environment, change id) pairs
         found = self.db.execute(select(JobTask.environment_id, JobTask.change_id, JobTask.id)
-                                .where(tuple_(JobTask.environment_id, JobTask.change_id)
-                                       .in_(sorted(keys))))
+                                .where(or_(*(and_(JobTask.environment_id == env_id,
+                                                  JobTask.change_id.in_(change_ids))
+                                             for env_id, change_ids in by_env.items()))))
         return {(env_id, change_id): row_id for env_id, change_id, row_id in found}
 
     # -- the events, in order -----------------------------------------------------
@@ -241,15 +248,14 @@ class _EventBatch:
                 self._job_state(event, message_id)
         self._write()
 
-    def _job(self, event: contract.JobEvent, message_id: str | None) -> Job | None:
+    def _job(self, event: contract.JobEvent, message_id: str | None) -> JobFacts | None:
         """The event's job; None (and said why) for an unknown one or a stale sender."""
         job = self.jobs.get(event.job_id)
         if job is None or job.environment_id != event.environment_id:
             LOG.info("job event %s for unknown job %.80r of environment %.80r dropped",
                      message_id, event.job_id, event.environment_id)
             return None
-        if fenced(self.tokens.get(job.environment_id), job.environment_id, event.fence,
-                  f"job event {message_id}"):
+        if fenced(job.token, job.environment_id, event.fence, f"job event {message_id}"):
             return None
         return job
 
@@ -268,16 +274,16 @@ class _EventBatch:
                 continue
             self._merge(job, change_id, fields)
         if event.nodes:   # contract 1.5: the node states that moved
-            job.nodes = {**(job.nodes or {}), **event.nodes}
+            self.nodes.setdefault(job.id, {}).update(event.nodes)
 
-    def _merge(self, job: Job, change_id: str, fields: TaskFields) -> None:
+    def _merge(self, job: JobFacts, change_id: str, fields: TaskFields) -> None:
         key = (job.environment_id, change_id)
         write = self.writes.get(key)
         if write is None:
             write = self.writes[key] = _TaskWrite(job.id, self.rows.get(key))
         write.add(fields)
 
-    def _secrets(self, job: Job) -> set[str]:
+    def _secrets(self, job: JobFacts) -> set[str]:
         if job.id not in self.secrets:
             self.secrets[job.id] = job_secrets(self.db, job, self.secret_keys)
         return self.secrets[job.id]
@@ -299,25 +305,29 @@ class _EventBatch:
         if event.state not in _STATES:  # results end jobs; the rest is informative
             LOG.debug("job event %s: job %s is %s", message_id, event.job_id, event.state)
             return
-        job = self._job(event, message_id)
-        if job is None:
+        facts = self._job(event, message_id)
+        if facts is None:
             return
+        job = self._loaded(facts)
         if job.finished is not None:
             LOG.info("job event %s: job %s already ended (%s); %s ignored",
                      message_id, job.id, job.state, event.state)
             return
         if event.state == "refused":
             self._write()       # the tasks it settles include those of the events before
-            _refuse(self.db, job, event.summary, self._secrets(job))
+            _refuse(self.db, job, event.summary, self._secrets(facts))
         elif event.state == "queued":
-            _queue(self.db, job, event.summary, self._secrets(job))
+            _queue(self.db, job, event.summary, self._secrets(facts))
         elif job.state == "queued":     # running: it holds the lock now
             _resume(self.db, job)
 
     # -- writing ------------------------------------------------------------------
     def _write(self) -> None:
-        """Insert the new task rows (one executemany) and update the others (one
-        executemany per shape of change)."""
+        """Insert the new task rows (one executemany), update the others (one
+        executemany per shape of change) and merge the node states that moved
+        (:mod:`fornace.api.jobnodes`)."""
+        merge_nodes(self.db, self.nodes)
+        self.nodes = {}
         if not self.writes:
             return
         now = utcnow()

@@ -14,16 +14,17 @@ import datetime
 import logging
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from sqlalchemy import select
+from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session as DbSession
 
 from fornace.api.context import Context
 from fornace.api.errors import NotFound
-from fornace.api.fencing import fenced, lock_tokens
+from fornace.api.fencing import fenced
 from fornace.api.ids import could_be_id, lookup_id
+from fornace.api.jobfacts import JobFacts, current_job, jobs_by_id
 from fornace.api.jobsecrets import SecretKeys, job_secrets
-from fornace.api.jobstate import LIGHT_JOB, NOT_DEPLOYING, running_job
+from fornace.api.jobstate import NOT_DEPLOYING
 from fornace.api.messagestore import Message, Outcome, store_message, store_messages
 from fornace.api.views import deployment_view, report_view
 from fornace.common import contract
@@ -115,26 +116,28 @@ class Reports:
 
     def _store_reports(self, reports: Sequence[Parsed]) -> None:
         with self._sessions.begin() as db:
-            tokens = lock_tokens(db, {report.environment_id for report, fence, _ in reports
-                                      if fence is not None})
+            jobs = _report_jobs(db, reports)
             seen = stored_message_ids(db, [message_id for _, _, message_id in reports])
             secrets: dict[str, set[str]] = {}
-            rows: list[Status] = []
+            rows: list[dict[str, Any]] = []
             for report, fence, message_id in reports:
-                if fenced(tokens.get(report.environment_id), report.environment_id, fence,
-                          f"report {message_id}"):
+                job = jobs.get(_job_key(report, message_id))
+                if job is not None and fenced(job.token, report.environment_id, fence,
+                                              f"report {message_id}"):
                     continue
                 if message_id and message_id in seen:
                     continue
-                row = _status_row(db, report, message_id, secrets, self.store.secret_keys)
+                row = _status_row(db, job, report, message_id, secrets,
+                                  self.store.secret_keys)
                 if row is not None:
                     rows.append(row)
                     seen.add(message_id)
             # in arrival order, whatever the clock's resolution: reports are listed by time
             now = utcnow()
             for number, row in enumerate(rows):
-                row.created = row.updated = now + datetime.timedelta(microseconds=number)
-            db.add_all(rows)
+                row["created"] = row["updated"] = now + datetime.timedelta(microseconds=number)
+            if rows:   # no ORM objects: a unit of work per row cost more than the insert
+                db.execute(insert(Status.__table__), rows)
 
 
 def _parse(body: Any, message_id: str | None) -> Parsed:
@@ -158,11 +161,11 @@ def stored_message_ids(db: DbSession, message_ids: Iterable[str | None]) -> set[
     return set(db.scalars(select(Status.message_id).where(Status.message_id.in_(wanted))))
 
 
-def _status_row(db: DbSession, report: contract.Report, message_id: str | None,
-                secrets: dict[str, set[str]], secret_keys: SecretKeys) -> Status | None:
-    """The status row of a report (None: dropped, and said why); ``secrets``
-    caches each job's secrets for the batch."""
-    deployment = _report_job(db, report.environment_id, message_id)
+def _status_row(db: DbSession, deployment: JobFacts | None, report: contract.Report,
+                message_id: str | None, secrets: dict[str, set[str]],
+                secret_keys: SecretKeys) -> dict[str, Any] | None:
+    """The status row of a report of ``deployment`` (None: dropped, and said
+    why); ``secrets`` caches each job's secrets for the batch."""
     if deployment is None:
         LOG.info("report %s for unknown environment %s dropped", message_id,
                  report.environment_id)
@@ -178,36 +181,58 @@ def _status_row(db: DbSession, report: contract.Report, message_id: str | None,
         details = str(masked(details, known))
     if report.level == "error" and deployment.state == "success":
         _late_error(db, deployment)
-    return Status(id=new_id(), deployment_id=deployment.id, message_id=message_id,
-                  entity=report.entity, entity_id=None if report.id is None else str(report.id),
-                  text=mask_text(report.text, known),
-                  details=mask_text(details, known) if details else details,
-                  level=report.level)
+    return {"id": new_id(), "deployment_id": deployment.id, "message_id": message_id,
+            "entity": report.entity,
+            "entity_id": None if report.id is None else str(report.id),
+            "text": mask_text(report.text, known),
+            "details": mask_text(details, known) if details else details,
+            "level": report.level}
 
 
-def _report_job(db: DbSession, env_id: str, message_id: str | None) -> Job | None:
-    """The job a report belongs to.
-
-    The conductor names reports ``<job id>-report-<n>``: that job, when it is
-    one of the environment's (so a late report of an abandoned job is not
-    pinned on the job that runs now); else the running or the latest job.
-    """
+def _named_job(message_id: str | None) -> str | None:
+    """The job a report's message id names: the conductor names reports
+    ``<job id>-report-<n>``."""
     if message_id and "-report-" in message_id:
         job_id = message_id.rsplit("-report-", 1)[0]
-        named = db.get(Job, job_id, options=LIGHT_JOB) if could_be_id(job_id) else None
-        if named is not None and named.environment_id == env_id:
-            return named
-    return running_job(db, env_id) or db.scalars(select(Job).where(
-        Job.environment_id == env_id).order_by(Job.started.desc())).first()
+        if could_be_id(job_id):
+            return job_id
+    return None
 
 
-def _late_error(db: DbSession, deployment: Job) -> None:
+def _job_key(report: contract.Report, message_id: str | None) -> tuple[str, str | None]:
+    return report.environment_id, _named_job(message_id)
+
+
+def _report_jobs(db: DbSession, reports: Sequence[Parsed]
+                 ) -> dict[tuple[str, str | None], JobFacts | None]:
+    """The job each report belongs to, by (environment, named job): the job its
+    message id names, when it is one of the environment's (so a late report of
+    an abandoned job is not pinned on the job that runs now); else the running
+    or the latest job of the environment.  One query for the named jobs, one
+    per environment whose reports name none of its jobs."""
+    keys = {_job_key(report, message_id) for report, _, message_id in reports}
+    named = jobs_by_id(db, [job_id for _, job_id in keys if job_id])
+    found: dict[tuple[str, str | None], JobFacts | None] = {}
+    current: dict[str, JobFacts | None] = {}
+    for env_id, job_id in keys:
+        job = named.get(job_id) if job_id else None
+        if job is None or job.environment_id != env_id:
+            if env_id not in current:
+                current[env_id] = current_job(db, env_id)
+            job = current[env_id]
+        found[env_id, job_id] = job
+    return found
+
+
+def _late_error(db: DbSession, deployment: JobFacts) -> None:
     """An error report that arrived after the result (two queues, no common order)."""
-    deployment.state = "completed_w_errors"
-    env = db.get(Environment, deployment.environment_id)
-    if env is not None and env.state == "ready" and deployment.kind != "delete" \
-            and deployment.kind not in NOT_DEPLOYING:
-        env.state = "deploy failure"
+    deployment.state = "completed_w_errors"     # for the reports after it in the batch
+    db.execute(update(Job).where(Job.id == deployment.id, Job.state == "success").values(
+        state="completed_w_errors"))
+    if deployment.kind != "delete" and deployment.kind not in NOT_DEPLOYING:
+        db.execute(update(Environment).where(
+            Environment.id == deployment.environment_id,
+            Environment.state == "ready").values(state="deploy failure"))
 
 
 def _entities_of(description: dict, service_ids: list[str]) -> set[str]:

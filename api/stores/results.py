@@ -14,9 +14,10 @@ import logging
 from typing import TYPE_CHECKING, Any, Sequence
 
 from sqlalchemy import func, select, update
-from sqlalchemy.orm import Session as DbSession
+from sqlalchemy.orm import Session as DbSession, defer
 
 from fornace.api.fencing import fenced_off
+from fornace.api.jobfacts import LIGHT_JOB
 from fornace.api.jobstate import NOT_DEPLOYING, running_job, settle_tasks, settled_state
 from fornace.api.messagestore import Message, Outcome, store_message, store_messages
 from fornace.common import contract
@@ -61,14 +62,16 @@ def _store_result(db: DbSession, model: dict[str, Any], fence: int | None,
                   message_id: str | None) -> None:
     if fenced_off(db, model["id"], fence, f"result {message_id}"):
         return
-    deployment = db.get(Job, message_id) if message_id else None
+    # neither the job's nor the environment's JSON is read: the model replaces the latter
+    deployment = db.get(Job, message_id, options=LIGHT_JOB) if message_id else None
     if deployment is None:
-        deployment = running_job(db, model["id"])
+        deployment = running_job(db, model["id"], LIGHT_JOB)
     if deployment is None or deployment.finished is not None:
         LOG.info("result %s for environment %s: no running deployment, ignored",
                  message_id, model["id"])
         return
-    env = db.get(Environment, deployment.environment_id)
+    env = db.get(Environment, deployment.environment_id,
+                 options=[defer(Environment.description)])
     errors = db.scalar(select(func.count()).select_from(Status).where(
         Status.deployment_id == deployment.id, Status.level == "error"))
     now = utcnow()
