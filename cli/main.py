@@ -17,7 +17,7 @@ import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
-from fornace.cli import completion, daemonlogs
+from fornace.cli import daemonlogs
 from fornace.common.errors import FornaceError
 
 if TYPE_CHECKING:
@@ -279,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fornace {_version()}")
         return 0
     if rest[0] == "--shell_completion":  # oslo.config's own lacks its templates
+        from fornace.cli import completion
+
         shell = rest[1] if len(rest) > 1 else ""
         if shell not in completion.SHELLS:
             print(f"fornace: --shell_completion takes {' or '.join(completion.SHELLS)}",
