@@ -2,6 +2,8 @@
 
 Options and config files are parsed by oslo.config; each sub-command module
 contributes its argparse parsers and a ``run(conf) -> exit code`` function.
+A client command given no ``--config-file`` reads no configuration: its line
+is parsed without oslo.config (:mod:`fornace.cli.client.commandline`).
 ``fornace --help`` is written here rather than by argparse, which can only
 list the commands in one block: a newcomer first needs to see which commands
 run Fornace and which use a running one.
@@ -13,12 +15,13 @@ import gc
 import importlib
 import sys
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from oslo_config import cfg
-
-from fornace.cli import completion, daemonlogs
+from fornace.cli import daemonlogs
 from fornace.common.errors import FornaceError
+
+if TYPE_CHECKING:
+    from oslo_config import cfg
 
 # sub-command -> module with add_parsers(subparsers) and run(conf), named for it;
 # deploy serves deploy, action and plan, which all start a job (its run() looks
@@ -48,6 +51,9 @@ COMMANDS = {
     "gc": "fornace.cli.gc",
     "dead-letters": "fornace.cli.client.deadletters",
 }
+# the commands that use a running Fornace: they read nothing of the configuration
+CLIENT_COMMANDS = frozenset(name for name, module in COMMANDS.items()
+                            if module.startswith("fornace.cli.client."))
 
 # the option modules (each with register(conf): the service's own groups and the
 # shared ones of fornace.common.options it reads) a command's configuration has:
@@ -161,6 +167,8 @@ def build_conf(command: str | None = None) -> cfg.ConfigOpts:
     API, the broker or the local cloud, ``fornace agent`` nothing of the API
     or the conductor.
     """
+    from oslo_config import cfg
+
     conf = cfg.ConfigOpts()
     for name in COMMAND_OPTIONS.get(command or "", OPTION_MODULES):
         importlib.import_module(name).register(conf)
@@ -271,6 +279,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fornace {_version()}")
         return 0
     if rest[0] == "--shell_completion":  # oslo.config's own lacks its templates
+        from fornace.cli import completion
+
         shell = rest[1] if len(rest) > 1 else ""
         if shell not in completion.SHELLS:
             print(f"fornace: --shell_completion takes {' or '.join(completion.SHELLS)}",
@@ -278,14 +288,28 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(completion.script(shell, _add_command_parsers), end="")
         return 0
+    if not front and rest[0] in CLIENT_COMMANDS:
+        from fornace.cli.client import commandline
+
+        quick = commandline.parse(rest, lambda subparsers: _add_command_parsers(
+            subparsers, rest[0]))
+        if quick is not None:
+            return _run(rest[0], quick)
+    from oslo_config import cfg
+
     conf = build_conf(rest[0])
     try:
         conf(front + rest, project="fornace", prog="fornace", description=DESCRIPTION)
     except cfg.Error as exc:
         print(f"fornace: {exc}", file=sys.stderr)
         return 2
+    return _run(conf.command.name, conf)
+
+
+def _run(command: str, conf: Any) -> int:
+    """The command's exit code; its errors as one line."""
     try:
-        return _module(conf.command.name).run(conf)
+        return _module(command).run(conf)
     except FornaceError as exc:
         print(f"fornace: {exc}", file=sys.stderr)
         return 2

@@ -88,6 +88,7 @@ from fornace.cli.client.http import ApiClient, ClientError
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))   # the tools beside this one
 import pgstandby  # noqa: E402
+from ports import free_port  # noqa: E402
 from fornace.conductor.executors.localcloud import LocalStacks
 
 FAULTS = ("kill-conductor", "close-connection", "kill-agent", "kill-api", "freeze-conductor",
@@ -118,13 +119,6 @@ def rabbitmqctl(*args: str, check: bool = True) -> str:
     if check and done.returncode != 0:
         raise SystemExit(f"rabbitmqctl {' '.join(args)}: {done.stderr.strip()}")
     return done.stdout
-
-
-def free_port() -> int:
-    import socket
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 class PrivatePostgres:

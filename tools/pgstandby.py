@@ -33,7 +33,6 @@ import pwd
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -42,6 +41,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # the tools beside this one
+from ports import spare_ports  # noqa: E402
 
 PREFIX = "fornace-pgstandby-"
 STANDBY_NAME = "fornace_standby"   # its application_name: what the primary waits for
@@ -76,19 +78,6 @@ def unavailable() -> str | None:
 
 def _version(name: str) -> tuple[int, ...]:
     return tuple(int(part) for part in re.findall(r"\d+", name)) or (0,)
-
-
-def spare_ports(count: int) -> list[int]:
-    """``count`` different TCP ports of 127.0.0.1, free right now (held open
-    together while chosen, so no two are the same)."""
-    sockets = [socket.socket() for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 @dataclass

@@ -81,6 +81,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # the tools beside this one
+from ports import free_port  # noqa: E402
+
 TRACEBACK = "Traceback (most recent call last)"
 SECRET = "Probe-Secret-9431"
 
@@ -341,12 +344,6 @@ def _final_services(document: object) -> list[dict]:
 
 
 # ============================================================ API requests
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 @contextlib.contextmanager
 def api_process(root: Path, fornace: list[str], database: str | None = None,

@@ -44,6 +44,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))   # the tools beside this one
+from ports import spare_ports  # noqa: E402
+
 #: Where Debian's packages put the real scripts: /usr/sbin/rabbitmqctl is a
 #: wrapper that, run as root, switches to the rabbitmq user (and so to the
 #: machine's cookie); the scripts below run as whoever calls them.
@@ -76,12 +79,6 @@ def installed() -> bool:
         return True
     except ClusterError:
         return False
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def accepts(port: int, timeout: float = 1.0) -> bool:
@@ -133,18 +130,9 @@ class Cluster:
         self.root = Path(self.root or tempfile.mkdtemp(prefix="fornace-rabbitcluster-"))
         self.home = self.root / "home"
         tag = secrets.token_hex(3)   # two clusters at once (two test runs) never collide
-        ports = self._spare_ports(2 * self.size)
+        ports = spare_ports(2 * self.size)
         self.nodes = [Node(f"fornace-{tag}-{n}@localhost", ports[2 * n - 2], ports[2 * n - 1],
                            self.root / f"node{n}") for n in range(1, self.size + 1)]
-
-    @staticmethod
-    def _spare_ports(count: int) -> list[int]:
-        ports: list[int] = []
-        while len(ports) < count:
-            port = free_port()
-            if port not in ports:
-                ports.append(port)
-        return ports
 
     # -- URLs ------------------------------------------------------------------
     def url(self, vhost: str = "/") -> str:

@@ -19,7 +19,6 @@ from typing import Any, Callable
 from fornace.cli.client import cloudauth
 from fornace.cli.client.formats import add_format_option, format_of
 from fornace.cli.client.http import ApiClient, ClientError
-from fornace.common import jsonlimits
 from fornace.common.errors import FornaceError
 
 # the exit codes, as ``fornace --help`` explains them
@@ -101,7 +100,9 @@ def client_of(command: Any) -> ApiClient:
     timeout = getattr(command, "timeout", None) or cloudauth.DEFAULT_TIMEOUT
     if token or not cloudauth.wanted(command):
         return ApiClient(url or DEFAULT_URL, token=token, tenant=tenant, timeout=timeout)
-    login = cloudauth.connect(command, url)
+    from fornace.cli.client.keystonelogin import connect   # loads keystoneauth1
+
+    login = connect(command, url)
     return ApiClient(login.url, tenant=tenant, timeout=timeout, login=login)
 
 
@@ -227,6 +228,8 @@ def find_service(services: list[dict[str, Any]], wanted: str) -> dict[str, Any]:
 def key_values(items: list[str], option: str) -> dict[str, Any]:
     """``KEY=VALUE`` items as a dict; a VALUE that is JSON (``8080``, ``true``,
     ``{"a": 1}``) is taken as such, anything else as text."""
+    from fornace.common import jsonlimits
+
     values: dict[str, Any] = {}
     for item in items:
         key, sep, text = item.partition("=")
@@ -241,6 +244,8 @@ def key_values(items: list[str], option: str) -> dict[str, Any]:
 
 def json_or_text(text: str) -> Any:
     """JSON when ``text`` parses as JSON, else the text (JsonLimitError past the limits)."""
+    from fornace.common import jsonlimits   # not loaded by the commands that take no JSON
+
     try:
         return jsonlimits.loads(text)
     except jsonlimits.JsonLimitError:

@@ -6,12 +6,12 @@ from typing import Any
 
 from fornace.cli.client.common import OK, add_command, add_group, dispatch, find_environment
 from fornace.cli.client.confirm import DECLINED, add_yes_option, confirmed, extent
-from fornace.cli.client.follow import follow_or_return, newest_job
-from fornace.cli.client.http import ApiClient, ClientError
 from fornace.cli.client.formats import (add_format_option, emit, format_of, local_time,
                                         print_json, print_table)
-from fornace.cli.client.service import service_rows
-from fornace.cli.client.session import Sessions
+from fornace.cli.client.http import ApiClient, ClientError
+
+# show and delete import what they use when they run (following a job, the
+# service rows, the sessions file): 'env list' starts without them
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -100,6 +100,9 @@ def create(command: Any, client: ApiClient) -> int:
 
 
 def show(command: Any, client: ApiClient) -> int:
+    from fornace.cli.client.service import service_rows
+    from fornace.cli.client.session import Sessions
+
     format_of(command)
     env = client.get(f"/environments/{find_environment(client, command.environment)['id']}")
     # -f value: the environment's own fields (its units: 'service list --deployed')
@@ -123,6 +126,9 @@ def show(command: Any, client: ApiClient) -> int:
 
 
 def delete(command: Any, client: ApiClient) -> int:
+    from fornace.cli.client.follow import follow_or_return, newest_job
+    from fornace.cli.client.session import Sessions
+
     env = find_environment(client, command.environment)
     services = client.get(f"/environments/{env['id']}").get("services") or []
     question = (f"Forget environment {env['name']} ({extent(services)}), leaving its "

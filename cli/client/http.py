@@ -10,7 +10,7 @@ print them to people as they are); the call is kept beside them.  The token
 is sent, never put in a message.
 
 A client given a :class:`Login` (the OpenStack login of
-``fornace.cli.client.cloudauth``) asks it for the X-Auth-Token of each request
+``fornace.cli.client.keystonelogin``) asks it for the X-Auth-Token of each request
 and sends through it, so that a long ``--follow`` always has a valid token;
 without one, requests go out with ``urllib`` and the token given, if any.
 """
