@@ -9,7 +9,10 @@ options.  Without any, lines go to standard error.  The client commands and
 """
 from __future__ import annotations
 
-from oslo_config import cfg
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from oslo_config import cfg
 
 # the sub-commands whose configuration has oslo.log's options
 DAEMONS = ("up", "api", "conductor", "agent", "demo")

@@ -13,12 +13,13 @@ import gc
 import importlib
 import sys
 from types import ModuleType
-from typing import Any
-
-from oslo_config import cfg
+from typing import TYPE_CHECKING, Any
 
 from fornace.cli import completion, daemonlogs
 from fornace.common.errors import FornaceError
+
+if TYPE_CHECKING:
+    from oslo_config import cfg
 
 # sub-command -> module with add_parsers(subparsers) and run(conf), named for it;
 # deploy serves deploy, action and plan, which all start a job (its run() looks
@@ -161,6 +162,8 @@ def build_conf(command: str | None = None) -> cfg.ConfigOpts:
     API, the broker or the local cloud, ``fornace agent`` nothing of the API
     or the conductor.
     """
+    from oslo_config import cfg
+
     conf = cfg.ConfigOpts()
     for name in COMMAND_OPTIONS.get(command or "", OPTION_MODULES):
         importlib.import_module(name).register(conf)
@@ -278,6 +281,14 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(completion.script(shell, _add_command_parsers), end="")
         return 0
+    if rest[0] == "agent":   # every unit starts one: without oslo.config when it can
+        from fornace.agent import quickstart
+
+        quick = quickstart.parse(front, rest)
+        if quick is not None:
+            return _module("agent").run(quick)
+    from oslo_config import cfg
+
     conf = build_conf(rest[0])
     try:
         conf(front + rest, project="fornace", prog="fornace", description=DESCRIPTION)
