@@ -1,4 +1,4 @@
-"""The agent's journal: one JSON object a line, appended and fsynced.
+"""The agent's journal: one JSON object a line, appended and (but ``sent``) fsynced.
 
 Records (``event`` field):
 
@@ -7,7 +7,11 @@ Records (``event`` field):
   plan's commands ended, BEFORE it is sent (an agent that dies then sends it
   when it starts again); ``reboot`` is true when the plan asked for a reboot (the answer is then
   sent after the restart, as Murano 0.2 agents did);
-* ``sent``     ``{id}`` -- the answer was published;
+* ``sent``     ``{id}`` -- the answer was published; written without an fsync
+  (the next fsynced record, or the system's own writeback, makes it
+  durable): lost in a crash of the machine, it only makes the agent send the
+  answer once more when it starts again, which the conductor drops as it
+  drops any answer it is not waiting for;
 * ``rebooted`` ``{id}`` -- the agent came back after that plan's reboot;
 * ``incomplete`` ``{id, done, next, count}`` -- a command asked for the plan to
   run again from command ``next`` (after a restart); ``done`` are the result
@@ -72,6 +76,7 @@ class Journal:
         self._lock = threading.Lock()
         self.entries: dict[str, Entry] = {}
         self._order: list[str] = []
+        self._handle: Any = None
         self._load()
         if keep is not None and len(self._order) > 2 * keep:
             self._compact(keep)
@@ -132,15 +137,23 @@ class Journal:
         else:
             raise KeyError(event)
 
-    def _append(self, record: dict[str, Any]) -> None:
+    def _append(self, record: dict[str, Any], sync: bool = True) -> None:
         record = {**record, "time": round(time.time(), 3)}
         line = json.dumps(record, separators=(",", ":")) + "\n"
         with self._lock:
-            with open(self.path, "a", encoding="utf-8") as handle:
-                handle.write(line)
-                handle.flush()
-                os.fsync(handle.fileno())
+            if self._handle is None:   # kept open: one open() per agent, not per record
+                self._handle = open(self.path, "a", encoding="utf-8")
+            self._handle.write(line)
+            self._handle.flush()
+            if sync:
+                os.fsync(self._handle.fileno())
             self._apply(record)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._handle is not None:
+                self._handle.close()
+                self._handle = None
 
     # -- queries -------------------------------------------------------------
     def get(self, plan_id: str) -> Entry | None:
@@ -170,7 +183,7 @@ class Journal:
         self._append({"event": "result", "id": plan_id, "result": result, "reboot": reboot})
 
     def sent(self, plan_id: str) -> None:
-        self._append({"event": "sent", "id": plan_id})
+        self._append({"event": "sent", "id": plan_id}, sync=False)
 
     def rebooted(self, plan_id: str) -> None:
         self._append({"event": "rebooted", "id": plan_id})

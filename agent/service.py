@@ -288,6 +288,7 @@ class Agent:
         return Machine(self, stop, ready).run()
 
     def close(self) -> None:
+        self.journal.close()
         if self._broker is not None:
             self._broker.close()
             self._broker = None
