@@ -36,7 +36,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 LOG = logging.getLogger(__name__)
 
@@ -149,6 +149,24 @@ class Journal:
                 os.fsync(self._handle.fileno())
             self._apply(record)
 
+    def sync_in_background(self) -> Callable[[], None]:
+        """fsync what was written, in a thread of its own; returns the wait for it.
+
+        The answer of a plan is journaled without an fsync, then this runs while
+        the answer is published (the two waits overlap): a killed agent finds the
+        record anyway (it is in the system's cache); a machine that dies before
+        the fsync ended loses it, which a machine dying before the answer was
+        published would have made of the plan anyway: answered as interrupted.
+        """
+        with self._lock:
+            handle = self._handle
+        if handle is None:
+            return lambda: None
+        done = threading.Thread(target=_fsync_quietly, args=(handle,), daemon=True,
+                                name="fornace-journal-fsync")
+        done.start()
+        return done.join
+
     def close(self) -> None:
         with self._lock:
             if self._handle is not None:
@@ -179,8 +197,11 @@ class Journal:
     def started(self, plan_id: str) -> None:
         self._append({"event": "started", "id": plan_id})
 
-    def result(self, plan_id: str, result: dict[str, Any], reboot: bool = False) -> None:
-        self._append({"event": "result", "id": plan_id, "result": result, "reboot": reboot})
+    def result(self, plan_id: str, result: dict[str, Any], reboot: bool = False,
+               sync: bool = True) -> None:
+        """``sync=False``: the caller fsyncs (:meth:`sync_in_background`)."""
+        self._append({"event": "result", "id": plan_id, "result": result, "reboot": reboot},
+                     sync=sync)
 
     def sent(self, plan_id: str) -> None:
         self._append({"event": "sent", "id": plan_id}, sync=False)
@@ -215,3 +236,10 @@ def _records(entry: Entry) -> list[dict[str, Any]]:
     if entry.rebooted:
         records.append({"event": "rebooted", "id": entry.id})
     return records
+
+
+def _fsync_quietly(handle: Any) -> None:
+    try:
+        os.fsync(handle.fileno())
+    except (OSError, ValueError) as exc:   # closed meanwhile: the close flushed it
+        LOG.warning("journal fsync failed: %s", exc)
