@@ -1,4 +1,4 @@
-"""The agent's journal: one JSON object a line, appended and fsynced.
+"""The agent's journal: one JSON object a line, appended and (but ``sent``) fsynced.
 
 Records (``event`` field):
 
@@ -7,7 +7,11 @@ Records (``event`` field):
   plan's commands ended, BEFORE it is sent (an agent that dies then sends it
   when it starts again); ``reboot`` is true when the plan asked for a reboot (the answer is then
   sent after the restart, as Murano 0.2 agents did);
-* ``sent``     ``{id}`` -- the answer was published;
+* ``sent``     ``{id}`` -- the answer was published; written without an fsync
+  (the next fsynced record, or the system's own writeback, makes it
+  durable): lost in a crash of the machine, it only makes the agent send the
+  answer once more when it starts again, which the conductor drops as it
+  drops any answer it is not waiting for;
 * ``rebooted`` ``{id}`` -- the agent came back after that plan's reboot;
 * ``incomplete`` ``{id, done, next, count}`` -- a command asked for the plan to
   run again from command ``next`` (after a restart); ``done`` are the result
@@ -32,7 +36,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 LOG = logging.getLogger(__name__)
 
@@ -72,6 +76,7 @@ class Journal:
         self._lock = threading.Lock()
         self.entries: dict[str, Entry] = {}
         self._order: list[str] = []
+        self._handle: Any = None
         self._load()
         if keep is not None and len(self._order) > 2 * keep:
             self._compact(keep)
@@ -132,15 +137,41 @@ class Journal:
         else:
             raise KeyError(event)
 
-    def _append(self, record: dict[str, Any]) -> None:
+    def _append(self, record: dict[str, Any], sync: bool = True) -> None:
         record = {**record, "time": round(time.time(), 3)}
         line = json.dumps(record, separators=(",", ":")) + "\n"
         with self._lock:
-            with open(self.path, "a", encoding="utf-8") as handle:
-                handle.write(line)
-                handle.flush()
-                os.fsync(handle.fileno())
+            if self._handle is None:   # kept open: one open() per agent, not per record
+                self._handle = open(self.path, "a", encoding="utf-8")
+            self._handle.write(line)
+            self._handle.flush()
+            if sync:
+                os.fsync(self._handle.fileno())
             self._apply(record)
+
+    def sync_in_background(self) -> Callable[[], None]:
+        """fsync what was written, in a thread of its own; returns the wait for it.
+
+        The answer of a plan is journaled without an fsync, then this runs while
+        the answer is published (the two waits overlap): a killed agent finds the
+        record anyway (it is in the system's cache); a machine that dies before
+        the fsync ended loses it, which a machine dying before the answer was
+        published would have made of the plan anyway: answered as interrupted.
+        """
+        with self._lock:
+            handle = self._handle
+        if handle is None:
+            return lambda: None
+        done = threading.Thread(target=_fsync_quietly, args=(handle,), daemon=True,
+                                name="fornace-journal-fsync")
+        done.start()
+        return done.join
+
+    def close(self) -> None:
+        with self._lock:
+            if self._handle is not None:
+                self._handle.close()
+                self._handle = None
 
     # -- queries -------------------------------------------------------------
     def get(self, plan_id: str) -> Entry | None:
@@ -166,11 +197,14 @@ class Journal:
     def started(self, plan_id: str) -> None:
         self._append({"event": "started", "id": plan_id})
 
-    def result(self, plan_id: str, result: dict[str, Any], reboot: bool = False) -> None:
-        self._append({"event": "result", "id": plan_id, "result": result, "reboot": reboot})
+    def result(self, plan_id: str, result: dict[str, Any], reboot: bool = False,
+               sync: bool = True) -> None:
+        """``sync=False``: the caller fsyncs (:meth:`sync_in_background`)."""
+        self._append({"event": "result", "id": plan_id, "result": result, "reboot": reboot},
+                     sync=sync)
 
     def sent(self, plan_id: str) -> None:
-        self._append({"event": "sent", "id": plan_id})
+        self._append({"event": "sent", "id": plan_id}, sync=False)
 
     def rebooted(self, plan_id: str) -> None:
         self._append({"event": "rebooted", "id": plan_id})
@@ -202,3 +236,10 @@ def _records(entry: Entry) -> list[dict[str, Any]]:
     if entry.rebooted:
         records.append({"event": "rebooted", "id": entry.id})
     return records
+
+
+def _fsync_quietly(handle: Any) -> None:
+    try:
+        os.fsync(handle.fileno())
+    except (OSError, ValueError) as exc:   # closed meanwhile: the close flushed it
+        LOG.warning("journal fsync failed: %s", exc)

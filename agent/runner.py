@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -312,22 +313,57 @@ def _wait(process: subprocess.Popen, timeout: float | None, stdout_path: Path,
 
     The output goes to files, not pipes (see the module docstring), so the
     files are read as they grow; a background daemon writing to them after
-    the command ended is not waited for.
+    the command ended is not waited for.  The end of the command is noticed
+    at once (:class:`_Exit`), not at the next look of a polling loop.
     """
-    if on_line is None:
-        return process.wait(timeout=timeout)
     deadline = None if not timeout else time.monotonic() + timeout
-    tails = [_Tail(stdout_path), _Tail(stderr_path)]
-    while True:
-        try:
-            code = process.wait(timeout=TAIL_INTERVAL)
-            break
-        except subprocess.TimeoutExpired:
-            _emit(tails, on_line)
-            if deadline is not None and time.monotonic() >= deadline:
-                raise
-    _emit(tails, on_line, final=True)
+    tails = [_Tail(stdout_path), _Tail(stderr_path)] if on_line is not None else []
+    with _Exit(process) as ended:
+        while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise subprocess.TimeoutExpired(process.args, timeout or 0)
+            step = left if on_line is None else min(TAIL_INTERVAL, left or TAIL_INTERVAL)
+            code = ended.wait(step)
+            if code is not None:
+                break
+            if on_line is not None:
+                _emit(tails, on_line)
+    if on_line is not None:
+        _emit(tails, on_line, final=True)
     return code
+
+
+class _Exit:
+    """Waits for a child's end without polling: on its pidfd (Linux 5.3+), else
+    with :meth:`subprocess.Popen.wait`, which polls with sleeps of up to 50 ms
+    when given a timeout -- a few-millisecond script then cost up to 50 ms more."""
+
+    def __init__(self, process: subprocess.Popen) -> None:
+        self.process = process
+        self.fd: int | None = None
+        try:
+            self.fd = os.pidfd_open(process.pid)
+        except (AttributeError, OSError):   # older kernel or Python: Popen.wait polls
+            pass
+
+    def __enter__(self) -> "_Exit":
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def wait(self, timeout: float | None) -> int | None:
+        """The exit code, or None when the child still runs after ``timeout`` s."""
+        if self.fd is None:
+            try:
+                return self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return None
+        select.select([self.fd], [], [], timeout)
+        return self.process.poll()
 
 
 def _emit(tails: list["_Tail"], on_line: LineSink, final: bool = False) -> None:

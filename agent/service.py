@@ -52,6 +52,7 @@ class Outcome:
     action: str | None = None        # "stop", "poweroff", "reboot", "restart" (exit 128)
     reason: str = ""                 # for the state machine's log
     to_send: bool = False            # the answer is journaled, not yet published
+    synced: Callable[[], None] | None = None   # waits for the journal's fsync of it
 
 
 class Agent:
@@ -124,10 +125,11 @@ class Agent:
         """Run the commands (streaming their output lines), journal how the plan
         ended, then send its answer.
 
-        The end is journaled (fsynced) as soon as the last command ended, before
-        the last log lines go out (a broker in trouble can hold them) and before
-        the answer: an agent killed from then on sends that answer when it starts
+        The end is journaled as soon as the last command ended, before the last
+        log lines go out (a broker in trouble can hold them) and before the
+        answer: an agent killed from then on sends that answer when it starts
         again (:meth:`startup`) instead of answering the plan as interrupted.
+        Its fsync runs meanwhile, and ends before the answer is marked sent.
         """
         stream = None
         if self.publish_log is not None and not key.startswith("sha256:"):
@@ -189,19 +191,21 @@ class Agent:
                         deferred_reboot: bool = False) -> Outcome:
         """Journal the answer, to send -- or, for a reboot plan, kept for after it."""
         contract.parse_plan_result(result)   # our own answers follow the contract
-        self.journal.result(key, result, reboot=deferred_reboot)
+        # an answer to send now is fsynced while it is published (the two waits overlap)
+        self.journal.result(key, result, reboot=deferred_reboot, sync=deferred_reboot)
         if deferred_reboot:
             self._forget_inputs(key)
             LOG.info("plan %s asks for a reboot; its answer is sent after the restart", key)
             self.reboot_requested = key
             return Outcome(key, result, "reboot", reason)
-        return Outcome(key, result, None, reason, to_send=True)
+        return Outcome(key, result, None, reason, to_send=True,
+                       synced=self.journal.sync_in_background())
 
     def _deliver(self, outcome: Outcome) -> Outcome:
         """Send a journaled answer that is to be sent now."""
         if outcome.to_send:
             assert outcome.answer is not None
-            self._send(outcome.plan_id, outcome.answer)
+            self._send(outcome.plan_id, outcome.answer, outcome.synced)
             outcome.to_send = False
             self._forget_inputs(outcome.plan_id)   # after the answer: it waits for no disk
         return outcome
@@ -210,8 +214,13 @@ class Agent:
         if not self.settings.keep_plan_inputs:   # answered: its inputs are not needed
             self.runner.forget_inputs(key)
 
-    def _send(self, key: str, result: dict[str, Any]) -> None:
-        self.publish(key, result)
+    def _send(self, key: str, result: dict[str, Any],
+              synced: Callable[[], None] | None = None) -> None:
+        try:
+            self.publish(key, result)
+        finally:
+            if synced is not None:
+                synced()      # the answer's record is on disk before its "sent"
         self.journal.sent(key)
 
     def startup(self) -> int:
@@ -288,6 +297,7 @@ class Agent:
         return Machine(self, stop, ready).run()
 
     def close(self) -> None:
+        self.journal.close()
         if self._broker is not None:
             self._broker.close()
             self._broker = None

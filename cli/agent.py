@@ -19,12 +19,14 @@ import argparse
 import logging
 import sys
 import threading
-
-from oslo_config import cfg
+from typing import TYPE_CHECKING, Any
 
 from fornace.agent import config
-from fornace.cli import daemonlogs
+from fornace.agent.quickstart import QuickConf
 from fornace.cli.signals import stop_on_signals
+
+if TYPE_CHECKING:
+    from oslo_config import cfg
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -37,7 +39,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--work-dir", help="override [agent] work_dir")
 
 
-def run(conf: cfg.ConfigOpts) -> int:
+def run(conf: "cfg.ConfigOpts | QuickConf | Any") -> int:
+    """Run the agent; ``conf`` is oslo.config's, or the quick one of
+    :mod:`fornace.agent.quickstart` (same attributes, logging without oslo.log)."""
     command = conf.command
     settings = config.AgentSettings.from_conf(conf)
     if command.work_dir:
@@ -50,7 +54,13 @@ def run(conf: cfg.ConfigOpts) -> int:
         print(f"fornace agent: set {' and '.join(missing)} in the config file",
               file=sys.stderr)
         return 2
-    daemonlogs.setup(conf)   # after the checks: a refused command leaves logging as it was
+    # after the checks: a refused command leaves logging as it was
+    if isinstance(conf, QuickConf):
+        conf.setup_logging()
+    else:
+        from fornace.cli import daemonlogs
+
+        daemonlogs.setup(conf)
     try:
         from fornace.agent.service import Agent
 

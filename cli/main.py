@@ -295,6 +295,12 @@ def main(argv: list[str] | None = None) -> int:
             subparsers, rest[0]))
         if quick is not None:
             return _run(rest[0], quick)
+    if rest[0] == "agent":   # every unit starts one: without oslo.config when it can
+        from fornace.agent import quickstart
+
+        quick = quickstart.parse(front, rest)
+        if quick is not None:
+            return _module("agent").run(quick)
     from oslo_config import cfg
 
     conf = build_conf(rest[0])

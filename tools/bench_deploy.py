@@ -69,6 +69,8 @@ folder).
     python tools/bench_deploy.py --environments 4 --units 2
     python tools/bench_deploy.py                      # 100 x 10, C = 1
     python tools/bench_deploy.py --commands 5 --parallel 8
+    python tools/bench_deploy.py --environments 8 --units 5 --parallel 4   # 20 agents
+                                          # booting at once while other commands are timed
 
 Targets: all 100 x 10 deployments complete with success; overhead per agent
 command (median) at most 3 x the raw round trip (median).  Exit code 0 when

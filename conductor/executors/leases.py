@@ -104,8 +104,13 @@ class Lease:
                 f"from {self.holder} (token {self.token}), which was silent for more than "
                 f"{self.leases.lease_time:g} s; this holder changes nothing more",
                 f"{self.leases.what} {self.name}: lease taken by {state.describe()}")
-        self.leases._write(self.name, self.holder, self.token,
-                           time.time() + self.leases.lease_time)
+        now = time.time()
+        # renewed less than an eighth of the lease time ago: the lease has 7/8 of it
+        # left, so this action skips the write (a stack's start fences a few per
+        # instance); the renewing thread, every quarter, always writes
+        if state.expires - now < self.leases.lease_time * 7 / 8:
+            self.leases._write(self.name, self.holder, self.token,
+                               now + self.leases.lease_time)
 
 
 class Leases:

@@ -116,6 +116,7 @@ class LocalStacks(StackExecutor):
         self.allow_memory_broker = allow_memory_broker
         self.leases = Leases(self.state_dir / ".locks", lease_time)
         self._handed_out: set[str] = set()
+        self._wrapper_written = False
 
     # -- StackExecutor ------------------------------------------------------------
     def apply(self, request: StackRequest) -> dict[str, Any]:
@@ -139,9 +140,12 @@ class LocalStacks(StackExecutor):
                 if removed:
                     LOG.info("stack %s: removing instance(s) %s", name, ", ".join(removed))
                     self._destroy(lease, *(stack_dir / old for old in removed))
+                addresses = self._allocate_addresses(name, [
+                    i for i in instances if not _read_info(stack_dir / i).get("address")])
                 started = []
                 for instance, resource in instances.items():
-                    if self._ensure(lease, name, stack_dir / instance, resource):
+                    if self._ensure(lease, name, stack_dir / instance, resource,
+                                    addresses.get(instance)):
                         started.append(instance)
             except OSError as exc:
                 raise StackFailure(f"stack {name}: {exc}", str(exc)) from None
@@ -249,8 +253,10 @@ class LocalStacks(StackExecutor):
             raise StackFailure(f"stack {stack_name}: {exc}", str(exc)) from None
 
     # -- instances ------------------------------------------------------------------
-    def _ensure(self, lease: Lease, stack: str, sandbox: Path, resource: dict[str, Any]) -> bool:
-        """Make the instance run; True when its boot process was (re)started."""
+    def _ensure(self, lease: Lease, stack: str, sandbox: Path, resource: dict[str, Any],
+                address: str | None = None) -> bool:
+        """Make the instance run; True when its boot process was (re)started.
+        ``address``: the one allocated for it when it had none."""
         user_data = instance_user_data(resource)
         digest = hashlib.sha256((user_data or "").encode()).hexdigest()
         info = _read_info(sandbox)
@@ -269,7 +275,8 @@ class LocalStacks(StackExecutor):
                          sandbox.name)
                 self._destroy(lease, sandbox)
         info = {"instance": sandbox.name, "user_data_sha256": digest,
-                "address": info.get("address") or self._allocate_address(stack, sandbox.name)}
+                "address": info.get("address") or address
+                or self._allocate_addresses(stack, [sandbox.name])[sandbox.name]}
         if not user_data:   # a VM without user data: nothing runs in it
             with lease.fenced():
                 sandbox.mkdir(parents=True, exist_ok=True)
@@ -303,10 +310,11 @@ class LocalStacks(StackExecutor):
         """Wait ``start_grace`` s; fail on boot processes that ended or use memory://."""
         deadline = time.monotonic() + self.start_grace
         failed: dict[str, str] = {}
+        infos = {instance: _read_info(stack_dir / instance) for instance in started}
         while True:
             for instance in started:
                 if instance not in failed:
-                    info = _read_info(stack_dir / instance)
+                    info = infos[instance]
                     if not processes.running(info):
                         code = processes.exit_code(info.get("pid"))
                         failed[instance] = ("its boot process exited" +
@@ -357,6 +365,8 @@ class LocalStacks(StackExecutor):
         """A ``fornace`` command running this interpreter and this Fornace."""
         bin_dir = self.state_dir / ".bin"
         wrapper = bin_dir / "fornace"
+        if self._wrapper_written and wrapper.is_file():   # read once, not per instance
+            return bin_dir
         # this interpreter finds its own Fornace: nothing is added to PYTHONPATH
         text = f"#!/bin/sh\nexec '{sys.executable}' -m fornace.cli \"$@\"\n"
         if not wrapper.is_file() or wrapper.read_text() != text:
@@ -365,28 +375,39 @@ class LocalStacks(StackExecutor):
             tmp.write_text(text)
             tmp.chmod(0o755)
             os.replace(tmp, wrapper)
+        self._wrapper_written = True
         return bin_dir
 
-    def _allocate_address(self, stack: str, instance: str) -> str:
-        """A loopback address no other instance of this cloud has.
+    def _allocate_addresses(self, stack: str, instances: list[str]) -> dict[str, str]:
+        """A loopback address for each instance, that no other instance of this cloud
+        has; one look at the cloud for all of them (a stack's units start together).
 
         Derived from the stack and instance names (the same instance gets the
         same address after a replacement), the next one when taken.
         """
+        if not instances:
+            return {}
+        found: dict[str, str] = {}
         with self.leases.held(ADDRESSES) as lease, lease.fenced():
             taken = {_read_info(self.state_dir / s / i).get("address")
                      for s in self._sandboxes(self.state_dir)
                      for i in self._sandboxes(self.state_dir / s)} | self._handed_out
-            seed = int.from_bytes(hashlib.sha256(f"{stack}/{instance}".encode()).digest()[:4],
-                                  "big")
-            for step in range(ADDRESS_SPACE):
-                number = (seed + step) % ADDRESS_SPACE
-                address = "127.{}.{}.{}".format(1 + number // (254 * 254),
-                                                number // 254 % 254, 1 + number % 254)
-                if address not in taken:
-                    self._handed_out.add(address)   # before its instance.json is written
-                    return address
-        raise StackFailure(f"stack {stack}: no free loopback address left", "no address")
+            for instance in instances:
+                seed = int.from_bytes(
+                    hashlib.sha256(f"{stack}/{instance}".encode()).digest()[:4], "big")
+                for step in range(ADDRESS_SPACE):
+                    number = (seed + step) % ADDRESS_SPACE
+                    address = "127.{}.{}.{}".format(1 + number // (254 * 254),
+                                                    number // 254 % 254, 1 + number % 254)
+                    if address not in taken:
+                        taken.add(address)
+                        self._handed_out.add(address)   # before its instance.json is written
+                        found[instance] = address
+                        break
+                else:
+                    raise StackFailure(f"stack {stack}: no free loopback address left",
+                                       "no address")
+        return found
 
     # -- helpers --------------------------------------------------------------------
     def _stack_dir(self, name: str) -> Path:

@@ -475,3 +475,58 @@ def test_a_plan_nested_too_deeply_is_answered_as_malformed(make_agent):
     result = agent.process(body, "deep")
     assert result["IsException"] and result["Result"][0] == "MalformedPlan"
     assert "nested" in result["Result"][1]
+
+
+def test_an_answer_whose_sent_record_was_lost_is_sent_again_at_start(make_agent, tmp_path,
+                                                                      monkeypatch):
+    """``sent`` is not fsynced: lost with the machine, the answer goes out once more
+    (the conductor drops an answer it no longer waits for); every record before it
+    is durable, so the plan is not run again."""
+    from fornace.agent import journal as journal_module
+
+    synced = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(journal_module.os, "fsync",
+                        lambda fd: (synced.append(fd), real_fsync(fd))[1])
+    agent, sent = make_agent()
+    plan = v2_plan({"a.sh": "echo once >> ../ran\necho done\n"}, [cmd("a.sh")])
+    result = agent.process(plan)
+    path = agent.journal.path
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["event"] for r in records] == ["started", "result", "sent"]
+    assert len(synced) == 2                       # started and result, not sent
+    agent.close()
+    # the machine died before the sent record reached the disk
+    path.write_text("".join(line + "\n" for line in path.read_text().splitlines()[:2]))
+    again, resent = make_agent()
+    assert again.startup() == 1
+    assert resent == [(plan["ID"], result)]
+    assert again.process(plan) == result          # redelivered: answered, not run
+    assert (tmp_path / "ran").read_text() == "once\n"
+
+
+def test_a_command_ending_at_once_is_answered_with_its_code_and_lines(make_agent):
+    """The runner waits on the child's end (pidfd), with and without a line sink."""
+    agent, _ = make_agent(command_timeout=30)
+    for _ in range(3):
+        result = agent.process(v2_plan({"q.sh": "echo a\necho b >&2\nexit 0\n",
+                                        "f.sh": "echo no >&2\nexit 7\n"},
+                                       [cmd("q.sh"), cmd("f.sh")]))
+        assert result["Result"][0] == {"IsException": False, "Result": ["a"]}
+        assert result["Result"][1]["IsException"]
+        assert "exited with code 7" in result["Result"][1]["Result"][1]
+
+
+def test_the_runner_waits_without_pidfd_too(make_agent, monkeypatch):
+    """Where the kernel has no pidfd the runner falls back to Popen.wait."""
+    from fornace.agent import runner
+
+    def no_pidfd(pid):
+        raise OSError("no pidfd here")
+
+    monkeypatch.setattr(runner.os, "pidfd_open", no_pidfd, raising=False)
+    agent, _ = make_agent(command_timeout=0.5)
+    ok = agent.process(v2_plan({"q.sh": "echo fine\n"}, [cmd("q.sh")]))
+    assert ok["Result"][0] == {"IsException": False, "Result": ["fine"]}
+    hung = agent.process(v2_plan({"h.sh": "sleep 30\n"}, [cmd("h.sh")]))
+    assert hung["Result"][0]["Result"][0] == "TimeoutError"

@@ -6,6 +6,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -156,3 +157,54 @@ def test_an_apply_that_waited_while_its_stack_was_deleted_does_not_make_it_again
 def test_the_lease_time_must_be_positive(tmp_path):
     with pytest.raises(ValueError, match="lease time must be positive"):
         LocalStacks(tmp_path, lease_time=0)
+
+
+def test_fenced_actions_right_after_a_renewal_skip_the_write_yet_see_a_takeover(tmp_path):
+    """A stack's start fences a few actions per instance: those within an eighth of
+    the lease time of the last renewal do not rewrite the lease file, and each
+    still checks the lease is its holder's."""
+    from fornace.conductor.executors.leases import LeaseLost, Leases
+
+    leases = Leases(tmp_path, lease_time=60)
+    with leases.held("s") as lease:
+        path = tmp_path / "s.lease"
+        before = path.read_text()
+        for _ in range(5):
+            with lease.fenced():
+                pass
+        assert path.read_text() == before          # not rewritten
+        other = Leases(tmp_path, lease_time=60)
+        other._write("s", "another", lease.token + 1, 10 ** 12)   # taken over
+        with pytest.raises(LeaseLost):
+            with lease.fenced():
+                pass
+
+
+def test_a_fenced_action_renews_a_lease_renewed_long_ago(tmp_path):
+    from fornace.conductor.executors.leases import Leases
+
+    leases = Leases(tmp_path, lease_time=60)
+    with leases.held("s") as lease:
+        leases._write("s", lease.holder, lease.token, time.time() + 30)
+        with lease.fenced():
+            pass
+        assert leases._read("s").expires > time.time() + 50
+
+
+def test_units_started_together_get_distinct_addresses(tmp_path):
+    cloud = LocalStacks(tmp_path / "cloud", start_grace=0)
+    try:
+        cloud.apply(StackRequest("a", {"Resources": {f"vm{i}": vm() for i in range(6)}}, {}))
+        cloud.apply(StackRequest("b", {"Resources": {f"vm{i}": vm() for i in range(3)}}, {}))
+        addresses = [info["address"] for stack in ("a", "b")
+                     for info in cloud.instances(stack).values()]
+        assert len(addresses) == 9 and len(set(addresses)) == 9
+        assert all(a.startswith("127.") for a in addresses)
+        kept = {n: i["address"] for n, i in cloud.instances("a").items()}
+        cloud.apply(StackRequest("a", {"Resources": {"vm6": vm()}}, {}))   # one more
+        assert {n: i["address"] for n, i in cloud.instances("a").items()
+                if n != "vm6"} == kept
+        assert cloud.instances("a")["vm6"]["address"] not in addresses
+    finally:
+        for stack in cloud.stack_names():
+            cloud.delete(stack)
