@@ -19,6 +19,7 @@ from fornace.api.errors import Forbidden
 from fornace.api.ids import could_be_id, lookup_id
 from fornace.api.jobstate import BUSY, busy_error, refuse_if_busy
 from fornace.api.namelocks import lock_names, refuse_taken_name
+from fornace.api.packages.usage import pinned_digests, pins_of
 from fornace.api.trusts import Delegation
 from fornace.api.views import env_row_view, env_view
 from fornace.common import contract
@@ -39,6 +40,7 @@ _ENV_VIEW_COLUMNS = (Environment.id, Environment.name, Environment.created, Envi
 _PENDING = exists().where(ConfigSession.environment_id == Environment.id,
                           ConfigSession.state == "open",
                           ConfigSession.version == Environment.version).label("pending")
+_PINS = pins_of(Environment.id).label("pins")
 
 
 def shown_status(state: str, pending: bool) -> str:
@@ -90,8 +92,9 @@ class Environments:
     def get(self, ctx: Context, env_id: str, session_id: str | None = None) -> dict[str, Any]:
         """The environment and its services (a session's, with ``session_id``), masked."""
         with self.store.read() as db:
-            # the environment and whether it is pending in one query, no ORM object
-            env = db.execute(select(*Environment.__table__.c, _PENDING).where(
+            # the environment, whether it is pending and the versions it is pinned
+            # to (its catalog's key) in one query, no ORM object
+            env = db.execute(select(*Environment.__table__.c, _PENDING, _PINS).where(
                 Environment.id == lookup_id(env_id, "environment"))).first()
             allowed(ctx, env_id, env)
             description = env.description
@@ -103,7 +106,8 @@ class Environments:
                 description = session.description
             view = env_view(env, shown_status(env.state, env.pending))
             view["services"] = masked(description.get("services") or [],
-                                      keys=self.store.secret_keys(db, env.id))
+                                      keys=self.store.secret_keys_for(
+                                          db, pinned_digests(env.pins)))
             return view
 
     def update(self, ctx: Context, env_id: str, name: str) -> dict[str, Any]:
