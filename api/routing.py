@@ -5,6 +5,7 @@ the dashboard import it; it imports none of them.
 """
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -20,6 +21,7 @@ from fornace.api.auth import NoAuth
 from fornace.api.context import Context
 from fornace.api.stores.store import Store
 from fornace.common import names
+from fornace.common.db.replay import replayed
 
 SESSION_HEADER = Header(None, alias="X-Configuration-Session",
                         description="ID of a configuration session of this environment")
@@ -68,7 +70,7 @@ async def authorize(request: Request, ctx: Context, action: str,
     """
     project = None
     if env_id is not None and ctx.is_admin:
-        project = await run_in_threadpool(request.app.state.store.tenant_of, env_id)
+        project = await run(request.app.state.store.tenant_of, env_id)
     request.app.state.policy.authorize(ctx, action, project)
 
 
@@ -86,7 +88,13 @@ async def store_of(request: Request) -> Store:
     return request.app.state.store
 
 
-run = run_in_threadpool
+async def run(call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``call(*args, **kwargs)`` in the thread pool (blocking database I/O), run
+    once more if it found a dead database connection before committing anything
+    (:func:`fornace.common.db.replay.replayed`: the API's engine does not ping a
+    connection before each use)."""
+    return await run_in_threadpool(replayed, functools.partial(call, *args, **kwargs),
+                                   getattr(call, "__qualname__", "a request"))
 
 
 def flag(value: Optional[str]) -> bool:

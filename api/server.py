@@ -101,7 +101,9 @@ class ApiService:
         url = db_url or options.database_url(conf)
         if migrate:  # worker processes leave it to their parent
             upgrade(url)
-        self.engine = make_engine(url)
+        # no ping per checkout: a request that finds a connection dead is run
+        # once more (fornace.api.routing.run), a batch of messages is requeued
+        self.engine = make_engine(url, pre_ping=False)
         self.brokers = ThreadBrokers(conf.broker.url, conf.broker.queue_type)
         auth: Any = (KeystoneAuth.from_config(conf) if conf.api.auth_mode == "keystone"
                      else NoAuth(conf.api.default_tenant, conf.api.default_user))
