@@ -715,6 +715,8 @@ def report(title: str, stats: Stats, wall: float, cpu: dict[str, float],
         rows[call] = row
         print(f"{call:<14}{count:>9}{row['rate']:>9.1f}{row['p50']:>9.1f}{row['p90']:>9.1f}"
               f"{row['p99']:>9.1f}{row['max']:>9.1f}{errors:>8}")
+    served = rows["all"]["requests"] - rows["all"]["errors"]
+    print(f"server CPU per request: {10 * cpu['server'] * wall / max(served, 1):.2f} ms")
     print(f"CPU (100% = one core, {cpu['cores']} cores): client {cpu['client']:.0f}%, "
           f"server {cpu['server']:.0f}%, postgres {cpu['postgres']:.0f}%, "
           f"everything else on the machine {cpu['other']:.0f}%")
@@ -826,35 +828,51 @@ def most(args: argparse.Namespace, port: int, path: str,
                                    args.wrk_seconds))
 
 
+def server_cpu(server: Server) -> float:
+    return sum(proc_cpu(p) for p in server.pids())
+
+
 def against_bare(args: argparse.Namespace, server: Server, bare: Server,
                  calls: dict[str, Any]) -> dict[str, float]:
     """Each call's requests/s on the API and on the bare app, ``--wrk-rounds``
     times interleaved (the order swapped every round); the medians and their
-    ratio are printed.  Returns ``{call: ratio}``."""
+    ratio are printed, with the server's CPU per request (a busy machine
+    lowers both rates, hardly the CPU a request costs: the ratio of those is
+    the one the rates would have on one idle core).  Returns ``{call: ratio}``
+    of the rates."""
     client = "wrk" if shutil.which("wrk") and args.wrk_client == "wrk" else "built-in client"
     rates: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
+    cpu: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
     failed: collections.Counter = collections.Counter()
     for round_ in range(args.wrk_rounds):
         for call in ("list", "show"):
             order = [("api", server), ("bare", bare)]
             for name, target in order if round_ % 2 == 0 else order[::-1]:
+                before, began = server_cpu(target), time.monotonic()
                 rate, errors = most(args, target.port, calls["paths"][call], calls["headers"])
+                served = rate * (time.monotonic() - began)
                 rates[call, name].append(rate)
+                cpu[call, name].append(1000 * (server_cpu(target) - before) / max(served, 1))
                 failed[call, name] += errors
     print(f"\nMOST REQUESTS/S ({client}, {args.wrk_connections} connections, "
           f"{args.wrk_seconds:g} s x {args.wrk_rounds} rounds, interleaved; medians)")
-    print(f"{'call':<8}{'api':>10}{'bare':>10}{'ratio':>8}   rounds (api / bare)")
+    print(f"{'call':<8}{'api':>8}{'bare':>8}{'ratio':>7}{'api CPU':>10}{'bare CPU':>10}"
+          f"{'ratio':>7}   rounds (api / bare req/s)")
     ratios = {}
     for call in ("list", "show"):
         api, plain = (statistics.median(rates[call, n]) for n in ("api", "bare"))
+        api_cpu, bare_cpu = (statistics.median(cpu[call, n]) for n in ("api", "bare"))
         ratios[call] = api / plain if plain else 0.0
         each = ", ".join(f"{a:.0f}/{b:.0f}" for a, b in zip(rates[call, "api"],
                                                              rates[call, "bare"]))
         errors = failed[call, "api"] + failed[call, "bare"]
-        print(f"{call:<8}{api:>10.0f}{plain:>10.0f}{ratios[call]:>8.2f}   {each}"
+        print(f"{call:<8}{api:>8.0f}{plain:>8.0f}{ratios[call]:>7.2f}{api_cpu:>8.2f}ms"
+              f"{bare_cpu:>8.2f}ms{bare_cpu / api_cpu if api_cpu else 0:>7.2f}   {each}"
               + (f"  ({errors} failed)" if errors else ""))
         if errors:
             ratios[call] = 0.0
+    print("(CPU: the server process's CPU time per request served; its ratio, bare/api, "
+          "is what the rates' would be with a core to each server)")
     return ratios
 
 
