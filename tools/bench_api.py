@@ -795,6 +795,7 @@ def wrk(port: int, path: str, headers: dict[str, str], connections: int,
                        r"timeout (\d+)", out)
     if errors:
         failed += sum(int(n) for n in errors.groups())
+        print(f"  wrk {path}: {errors.group(0)}")   # timeouts: a reply over wrk's 2 s
     return float(rate.group(1)), failed
 
 
