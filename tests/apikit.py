@@ -39,9 +39,9 @@ class Api:
 
 
 def make_api(url: str, max_body_size: int = 1024 * 1024,
-             catalog: Catalog | None = None) -> Api:
+             catalog: Catalog | None = None, pre_ping: bool = True) -> Api:
     upgrade(url)
-    engine = make_engine(url)
+    engine = make_engine(url, pre_ping=pre_ping)
     published = Published()
     store = Store(session_factory(engine), published, catalog)
     jobs = Jobs(store)

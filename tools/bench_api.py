@@ -17,8 +17,16 @@ Two runs, each after a short warm-up that is not counted:
   thread of this process completes each deployment half a second later
   (``store.results.apply``), so environments go back to ``ready`` and can be
   configured again.
-* ``read``: only show and list.  The verdict line is about this run: p99
-  under 20 ms for show and for list at the target rate, with no errors.
+* ``read``: only show and list.  The verdict is about this run: p99 under
+  25 ms for show and for list at the target rate, with no errors.
+* ``wrk``: the most list and show serve (closed loop, ``wrk`` with
+  ``--wrk-connections`` connections; the built-in client when wrk is absent),
+  beside a bare FastAPI + uvicorn app (:func:`bare_app`) serving the very
+  answers the API gave (captured before the run) on the same uvicorn stack
+  (httptools/uvloop when installed, access log on as ``fornace api`` has it):
+  the two servers run one after the other, ``--wrk-rounds`` times,
+  interleaved, and the medians are printed with their ratio.  The verdict
+  wants the API at least half the bare app's rate for both.
 
 The load generator is one asyncio loop with a minimal HTTP/1.1 keep-alive
 client (``--client httpx`` uses httpx.AsyncClient instead): the machine may
@@ -34,6 +42,7 @@ CPU used by the client, the server and PostgreSQL during each run is printed
     python tools/bench_api.py --py-spy /tmp/api.svg    # profile the server (py-spy;
                                                        # .txt: collapsed stacks)
     python tools/bench_api.py --keep                   # leave fornace_bench in place
+    python tools/bench_api.py --runs read,wrk --wrk-rounds 5
 
 The database is dropped at the end unless ``--keep``; the ``test`` database
 of the test suite is never used.
@@ -48,8 +57,10 @@ import os
 import queue
 import random
 import shutil
+import re
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -61,7 +72,8 @@ from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 
-TARGET_P99_MS = 20.0
+TARGET_P99_MS = 25.0
+TARGET_RATIO = 0.5      # list and show: at least half the bare app's requests/s
 TARGET_CALLS = ("show", "list")
 ADMIN_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 PROTECTED = {"test", "postgres", "template0", "template1"}
@@ -217,6 +229,25 @@ def server_app():
     return service.app
 
 
+def bare_app():
+    """App factory of ``--server bare``: FastAPI with only list and show, each
+    answering the payload the real API gave (``FORNACE_BENCH_PAYLOADS``, a JSON
+    file ``{"list": ..., "show": ...}``) -- what the stack alone costs."""
+    from fastapi import FastAPI
+
+    payloads = json.loads(Path(os.environ["FORNACE_BENCH_PAYLOADS"]).read_text())
+    app = FastAPI()
+
+    @app.get("/environments")
+    async def list_environments() -> dict:
+        return payloads["list"]
+
+    @app.get("/environments/{env_id}")
+    async def show_environment(env_id: str) -> dict:
+        return payloads["show"]
+    return app
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -264,7 +295,10 @@ def start_server(args: argparse.Namespace, url: str) -> Server:
     workdir = Path(tempfile.mkdtemp(prefix="fornace-bench-"))
     conf_file = workdir / "fornace.conf"
     conf_file.write_text(f"[broker]\nurl = {args.broker if args.workers > 1 else 'memory://'}\n")
-    if args.server == "fornace":
+    if args.server == "bare":
+        command = [sys.executable, "-m", "uvicorn", "tools.bench_api:bare_app", "--factory",
+                   "--host", "127.0.0.1", "--port", str(port), "--log-level", "info"]
+    elif args.server == "fornace":
         command = [sys.executable, "-m", "fornace.cli", "--config-file", str(conf_file),
                    "api", "--host", "127.0.0.1", "--port", str(port), "--db", url,
                    "--workers", str(args.workers)]
@@ -274,15 +308,17 @@ def start_server(args: argparse.Namespace, url: str) -> Server:
                    "--log-level", "info"]  # with the access log, like `fornace api`
         if args.no_access_log:
             command.append("--no-access-log")
-    if args.py_spy:
+    if args.py_spy and args.server != "bare":
         if not shutil.which("py-spy"):
             raise SystemExit("py-spy is not installed (pip install py-spy)")
         out = Path(args.py_spy).resolve()
         kind = {".txt": "raw", ".json": "speedscope"}.get(out.suffix, "flamegraph")
         command = ["py-spy", "record", "--subprocesses", "--rate", "100", "--format", kind,
+                   *(["--idle", "--gil"] if args.py_spy_gil else []),
                    "-o", str(out), "--"] + command
     path = [*args.server_path, os.environ.get("PYTHONPATH", "")]
     env = {**os.environ, "FORNACE_BENCH_DB": url,
+           "FORNACE_BENCH_PAYLOADS": str(getattr(args, "payloads", "")),
            "PYTHONPATH": os.pathsep.join(p for p in path if p)}
     log = workdir / "server.log"
     with open(log, "wb") as out:
@@ -295,7 +331,7 @@ def start_server(args: argparse.Namespace, url: str) -> Server:
             raise SystemExit(f"the server exited ({process.returncode}):\n{log.read_text()}")
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
-                sock.sendall(b"GET /environments HTTP/1.1\r\nHost: x\r\n"
+                sock.sendall(b"GET /environments HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                              b"Connection: close\r\n\r\n")
                 if sock.recv(12).startswith(b"HTTP/1.1 200"):
                     time.sleep(0.5 if args.workers > 1 else 0)
@@ -679,6 +715,8 @@ def report(title: str, stats: Stats, wall: float, cpu: dict[str, float],
         rows[call] = row
         print(f"{call:<14}{count:>9}{row['rate']:>9.1f}{row['p50']:>9.1f}{row['p90']:>9.1f}"
               f"{row['p99']:>9.1f}{row['max']:>9.1f}{errors:>8}")
+    served = rows["all"]["requests"] - rows["all"]["errors"]
+    print(f"server CPU per request: {10 * cpu['server'] * wall / max(served, 1):.2f} ms")
     print(f"CPU (100% = one core, {cpu['cores']} cores): client {cpu['client']:.0f}%, "
           f"server {cpu['server']:.0f}%, postgres {cpu['postgres']:.0f}%, "
           f"everything else on the machine {cpu['other']:.0f}%")
@@ -715,8 +753,140 @@ async def run_phase(args: argparse.Namespace, server: Server, url: str, workload
     return rows
 
 
+# -- the most list and show serve, beside a bare FastAPI app ------------------------------
+
+def fetch(port: int, path: str, headers: dict[str, str]) -> Any:
+    import http.client
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.request("GET", path, headers=headers)
+        answer = connection.getresponse()
+        body = answer.read()
+        if answer.status != 200:
+            raise SystemExit(f"GET {path}: HTTP {answer.status}: {body[:200]!r}")
+        return json.loads(body)
+    finally:
+        connection.close()
+
+
+def capture(server: Server, envs: list[Env]) -> dict[str, Any]:
+    """The calls the closed-loop runs make (one tenant's list, the show of one
+    of its deployed environments) and the API's answers to them."""
+    env = next((e for e in envs if e.state == "deployed"), envs[0])
+    headers = Workload.headers(env.tenant)
+    calls = {"list": "/environments", "show": f"/environments/{env.id}"}
+    return {"headers": headers, "paths": calls,
+            "answers": {call: fetch(server.port, path, headers) for call, path in calls.items()}}
+
+
+def wrk(port: int, path: str, headers: dict[str, str], connections: int,
+        seconds: float) -> tuple[float, int]:
+    """(requests/s, failed requests) of a ``wrk`` run (one thread)."""
+    command = ["wrk", "-t1", f"-c{connections}", f"-d{max(1, round(seconds))}s"]
+    for name, value in headers.items():
+        command += ["-H", f"{name}: {value}"]
+    out = subprocess.run(command + [f"http://127.0.0.1:{port}{path}"], capture_output=True,
+                         text=True, timeout=seconds + 60, check=True).stdout
+    rate = re.search(r"Requests/sec:\s*([\d.]+)", out)
+    if rate is None:
+        raise SystemExit(f"wrk said:\n{out}")
+    failed = sum(int(n) for n in re.findall(r"Non-2xx or 3xx responses:\s*(\d+)", out))
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), "
+                       r"timeout (\d+)", out)
+    if errors:
+        failed += sum(int(n) for n in errors.groups())
+        print(f"  wrk {path}: {errors.group(0)}")   # timeouts: a reply over wrk's 2 s
+    return float(rate.group(1)), failed
+
+
+async def closed_loop(port: int, path: str, headers: dict[str, str], connections: int,
+                      seconds: float) -> tuple[float, int]:
+    """What :func:`wrk` measures, with the built-in client (wrk absent)."""
+    client = RawClient("127.0.0.1", port, connections)
+    loop = asyncio.get_running_loop()
+    end = loop.time() + seconds
+    counts = [0, 0]
+
+    async def worker() -> None:
+        while loop.time() < end:
+            try:
+                status, _ = await client.request("GET", path, headers)
+            except Exception:  # noqa: BLE001 -- counted
+                status = 0
+            counts[status != 200] += 1
+    began = loop.time()
+    await asyncio.gather(*(worker() for _ in range(connections)))
+    wall = loop.time() - began
+    await client.close()
+    return counts[0] / wall, counts[1]
+
+
+def most(args: argparse.Namespace, port: int, path: str,
+         headers: dict[str, str]) -> tuple[float, int]:
+    if shutil.which("wrk") and args.wrk_client == "wrk":
+        return wrk(port, path, headers, args.wrk_connections, args.wrk_seconds)
+    return asyncio.run(closed_loop(port, path, headers, args.wrk_connections,
+                                   args.wrk_seconds))
+
+
+def server_cpu(server: Server) -> float:
+    return sum(proc_cpu(p) for p in server.pids())
+
+
+def against_bare(args: argparse.Namespace, server: Server, bare: Server,
+                 calls: dict[str, Any]) -> dict[str, float]:
+    """Each call's requests/s on the API and on the bare app, ``--wrk-rounds``
+    times interleaved (the order swapped every round); the medians and their
+    ratio are printed, with the server's CPU per request (a busy machine
+    lowers both rates, hardly the CPU a request costs: the ratio of those is
+    the one the rates would have on one idle core).  Returns ``{call: ratio}``
+    of the rates."""
+    client = "wrk" if shutil.which("wrk") and args.wrk_client == "wrk" else "built-in client"
+    rates: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
+    cpu: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
+    failed: collections.Counter = collections.Counter()
+    for round_ in range(args.wrk_rounds):
+        for call in ("list", "show"):
+            order = [("api", server), ("bare", bare)]
+            for name, target in order if round_ % 2 == 0 else order[::-1]:
+                before, began = server_cpu(target), time.monotonic()
+                rate, errors = most(args, target.port, calls["paths"][call], calls["headers"])
+                served = rate * (time.monotonic() - began)
+                rates[call, name].append(rate)
+                cpu[call, name].append(1000 * (server_cpu(target) - before) / max(served, 1))
+                failed[call, name] += errors
+    print(f"\nMOST REQUESTS/S ({client}, {args.wrk_connections} connections, "
+          f"{args.wrk_seconds:g} s x {args.wrk_rounds} rounds, interleaved; medians)")
+    print(f"{'call':<8}{'api':>8}{'bare':>8}{'ratio':>7}{'api CPU':>10}{'bare CPU':>10}"
+          f"{'ratio':>7}   rounds (api / bare req/s)")
+    ratios = {}
+    for call in ("list", "show"):
+        api, plain = (statistics.median(rates[call, n]) for n in ("api", "bare"))
+        api_cpu, bare_cpu = (statistics.median(cpu[call, n]) for n in ("api", "bare"))
+        ratios[call] = api / plain if plain else 0.0
+        each = ", ".join(f"{a:.0f}/{b:.0f}" for a, b in zip(rates[call, "api"],
+                                                             rates[call, "bare"]))
+        errors = failed[call, "api"] + failed[call, "bare"]
+        print(f"{call:<8}{api:>8.0f}{plain:>8.0f}{ratios[call]:>7.2f}{api_cpu:>8.2f}ms"
+              f"{bare_cpu:>8.2f}ms{bare_cpu / api_cpu if api_cpu else 0:>7.2f}   {each}"
+              + (f"  ({errors} failed)" if errors else ""))
+        if errors:
+            ratios[call] = 0.0
+    print("(CPU: the server process's CPU time per request served; its ratio, bare/api, "
+          "is what the rates' would be with a core to each server)")
+    return ratios
+
+
 MIXED = {"list": 25, "show": 45, "configure": 10, "post service": 10, "deploy": 10}
 READ = {"list": 50, "show": 50}
+
+
+def verdict_ratio(ratios: dict[str, float]) -> bool:
+    ok = all(ratios.get(call, 0.0) >= TARGET_RATIO for call in TARGET_CALLS)
+    print(f"\nVERDICT: {'PASS' if ok else 'FAIL'}: target at least {TARGET_RATIO:g} of the "
+          f"bare app's requests/s for show and list -- "
+          + ", ".join(f"{call} {ratios.get(call, 0.0):.2f}" for call in TARGET_CALLS))
+    return ok
 
 
 def verdict(rows: dict[str, dict[str, float]], rate: float) -> bool:
@@ -746,7 +916,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--warmup", type=float, default=3, help="uncounted warm-up, s (3)")
     parser.add_argument("--envs", type=int, default=1000, help="environments seeded (1000)")
     parser.add_argument("--tenants", type=int, default=5, help="tenants they belong to (5)")
-    parser.add_argument("--runs", default="mixed,read", help="mixed,read (both)")
+    parser.add_argument("--runs", default="mixed,read,wrk",
+                        help="mixed,read,wrk (all three)")
+    parser.add_argument("--wrk-seconds", type=float, default=5,
+                        help="length of each closed-loop run (5)")
+    parser.add_argument("--wrk-rounds", type=int, default=3,
+                        help="closed-loop runs of each call on each server (3)")
+    parser.add_argument("--wrk-connections", type=int, default=16,
+                        help="connections of the closed-loop runs (16)")
+    parser.add_argument("--wrk-client", choices=("wrk", "builtin"), default="wrk",
+                        help="closed-loop client (wrk; the built-in one when wrk is absent)")
     parser.add_argument("--read-mix", default="list=50,show=50", metavar="CALL=W,...",
                         help="weights of the read run (list=50,show=50)")
     parser.add_argument("--server", choices=("fornace", "uvicorn"), default="fornace",
@@ -769,6 +948,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="URL of a database to run CREATE/DROP DATABASE from")
     parser.add_argument("--keep", action="store_true", help="do not drop the database")
     parser.add_argument("--py-spy", metavar="OUT", help="record the server with py-spy")
+    parser.add_argument("--py-spy-gil", action="store_true",
+                        help="with --py-spy: only samples holding the GIL, idle ones "
+                             "included (py-spy's --gil --idle)")
     parser.add_argument("--server-path", metavar="DIR", action="append", default=[],
                         help="prepend DIR to the server's PYTHONPATH, e.g. a "
                              "`pip install --target DIR httptools uvloop` to try them "
@@ -784,7 +966,7 @@ def main(argv: list[str] | None = None) -> int:
 
     url = db_url(args.db_name, args.admin_url)
     recreate_database(args.db_name, args.admin_url)
-    server = None
+    server = bare = None
     ok = True
     try:
         upgrade(url)
@@ -812,10 +994,21 @@ def main(argv: list[str] | None = None) -> int:
                 rows = asyncio.run(run_phase(args, server, url,
                                              Workload(envs, args.tenants, mix, rng),
                                              "READ (show + list only)"))
-                ok = verdict(rows, args.rate)
+                ok &= verdict(rows, args.rate)
+            elif run == "wrk":
+                calls = capture(server, envs)
+                args.payloads = server.workdir / "payloads.json"
+                args.payloads.write_text(json.dumps(calls["answers"]))
+                bare = start_server(argparse.Namespace(**{**vars(args), "server": "bare",
+                                                          "workers": 1, "port": 0}), url)
+                print(f"bare app: {bare.stack}, pid {bare.process.pid}, port {bare.port}")
+                ok &= verdict_ratio(against_bare(args, server, bare, calls))
             else:
                 parser.error(f"unknown run {run!r}")
     finally:
+        if bare is not None:
+            stop_server(bare)
+            shutil.rmtree(bare.workdir, ignore_errors=True)
         if server is not None:
             stop_server(server)
             if args.py_spy:

@@ -14,7 +14,6 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from starlette.concurrency import run_in_threadpool
 from starlette.datastructures import UploadFile
 
 from fornace.api.dashboard import csrf, urls
@@ -24,11 +23,11 @@ from fornace.api.dashboard.listing import paginate, query_text
 from fornace.api.dashboard.pages import redirect, render
 from fornace.api.errors import ApiError, BadRequest, NotFound, Unauthorized, Unavailable
 from fornace.api.packages.store import Packages
-from fornace.api.routing import flag
+from fornace.api.routing import flag, run
 from fornace.api.context import Context
 
 router = APIRouter()
-_run = run_in_threadpool
+_run = run   # a request that finds a connection dead is run once more
 
 FILE_FIELD = "package"        # the upload form's file input
 NO_FILE = "Choose a package archive (zip, tar or tar.gz) to upload."

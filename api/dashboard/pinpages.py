@@ -11,8 +11,8 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from starlette.concurrency import run_in_threadpool
 
+from fornace.api.routing import run
 from fornace.api.dashboard import urls
 from fornace.api.dashboard.access import caller
 from fornace.api.dashboard.formdata import read_form
@@ -22,7 +22,7 @@ from fornace.api.errors import ApiError
 from fornace.api.packages.pins import Pins
 
 router = APIRouter()
-_run = run_in_threadpool
+_run = run   # a request that finds a connection dead is run once more
 
 
 def _pins(request: Request) -> Pins:

@@ -17,7 +17,6 @@ from typing import Any, Callable
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
-from starlette.concurrency import run_in_threadpool
 
 from fornace.api import specs
 from fornace.api.dashboard import actionform, csrf, serviceform, traceview, urls, views
@@ -27,12 +26,12 @@ from fornace.api.dashboard.pages import fragment, redirect, render
 from fornace.api.dashboard.sessions import ensure_session, open_session
 from fornace.api.errors import ApiError, BadRequest, NotFound, Unauthorized
 from fornace.api.stores.jobs import Jobs
-from fornace.api.routing import EnvironmentIn, flag
+from fornace.api.routing import EnvironmentIn, flag, run
 from fornace.api.jobstate import BUSY
 from fornace.api.stores.store import Store
 
 router = APIRouter()
-_run = run_in_threadpool
+_run = run   # a request that finds a connection dead is run once more
 
 
 def _store(request: Request) -> Store:

@@ -16,8 +16,8 @@ from typing import Any
 
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
-from starlette.concurrency import run_in_threadpool
 
+from fornace.api.routing import run
 from fornace.api.dashboard.access import caller
 from fornace.api.dashboard.pages import render
 from fornace.api.dashboard.traceview import place, trace_of
@@ -28,7 +28,7 @@ from fornace.api.stores.store import Store
 from fornace.api.packages.workflows import Problem, WorkflowFile, WorkflowFiles
 
 router = APIRouter()
-_run = run_in_threadpool
+_run = run   # a request that finds a connection dead is run once more
 
 OBJECTS_SHOWN = 5     # the objects a line's rule matched, shown (then "and N more")
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session as DbSession
 
 from fornace.common.db.models import Environment, EnvironmentPackage, Package
@@ -36,14 +36,50 @@ def environments_using(db: DbSession, package_id: str) -> list[dict[str, str]]:
     return [{"id": r.id, "name": r.name, "tenant_id": r.tenant_id} for r in rows]
 
 
-def package_types(db: Any, environment_id: str) -> list[tuple[str, dict[str, Any]]]:
-    """``(package id, types)`` of the environment's pinned packages that bring
-    service types (their ``types.json``), by name: the API's catalog of the
-    environment joins them."""
-    rows = db.execute(
-        select(Package.id, Package.types)
-        .join(EnvironmentPackage, EnvironmentPackage.package_id == Package.id)
-        .where(EnvironmentPackage.environment_id == environment_id,
-               Package.types.is_not(None))
-        .order_by(EnvironmentPackage.name)).all()
-    return [(r.id, r.types) for r in rows if r.types]
+# A pin in the text of :func:`pins_of`: its name, then the digest of the version;
+# pins are joined by _PINS.  Names hold no control characters (the rule of
+# every name, fornace.common.names), so neither separator can be in one.
+_NAME_DIGEST, _PINS = "\x1f", "\x1e"
+
+Pins = tuple[str, ...]   # the digests of an environment's pinned versions, by name
+
+
+def pins_of(environment_id: Any) -> ColumnElement[str | None]:
+    """The pins of the environment ``environment_id`` (a value or a column, such
+    as ``Environment.id`` in a query of environments) as one text column (NULL:
+    none): a scalar subquery, so that the query that reads the environment reads
+    them too, in the same round trip.  :func:`pinned_digests` reads it."""
+    return (select(func.aggregate_strings(EnvironmentPackage.name + _NAME_DIGEST
+                                          + Package.digest, _PINS))
+            .join_from(EnvironmentPackage, Package,
+                       EnvironmentPackage.package_id == Package.id)
+            .where(EnvironmentPackage.environment_id == environment_id)
+            .scalar_subquery())
+
+
+def pinned_digests(pins: str | None) -> Pins:
+    """The digests in a :func:`pins_of` text, in the order of the pins' names.
+
+    The order is the names' code points, in Python (neither SQLite's
+    ``group_concat`` nor a subquery's ORDER BY promises an aggregate's order)."""
+    if not pins:
+        return ()
+    pairs = sorted(tuple(pin.split(_NAME_DIGEST, 1)) for pin in pins.split(_PINS))
+    return tuple(digest for _name, digest in pairs)
+
+
+def pinned(db: Any, environment_id: str) -> Pins:
+    """The digests of the versions environment ``environment_id`` is pinned to."""
+    return pinned_digests(db.execute(select(pins_of(environment_id))).scalar())
+
+
+def package_types(db: Any, digests: Pins) -> list[tuple[str, dict[str, Any]]]:
+    """``(package id, types)`` of the versions of ``digests`` that bring service
+    types (their ``types.json``), in the order of ``digests``: the API's catalog
+    of an environment pinned to them joins them.  A digest names the content, so
+    any version of that digest brings the same types."""
+    rows = db.execute(select(Package.digest, Package.id, Package.types)
+                      .where(Package.digest.in_(set(digests)),
+                             Package.types.is_not(None))).all()
+    found = {r.digest: (r.id, r.types) for r in rows if r.types}
+    return [found[digest] for digest in digests if digest in found]

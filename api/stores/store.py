@@ -24,8 +24,10 @@ win.
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 import logging
+import threading
 from typing import Any, Callable, Iterator
 
 from sqlalchemy import select, update
@@ -35,7 +37,7 @@ from fornace.api.context import Context, allowed, session_allowed
 from fornace.api.errors import BadRequest, Conflict, Unavailable
 from fornace.api.ids import could_be_id, lookup_id
 from fornace.api.limits import UnitLimits
-from fornace.api.packages.usage import package_types
+from fornace.api.packages.usage import Pins, package_types, pinned
 from fornace.api.stores.deadletters import DeadLetters
 from fornace.api.stores.environments import Environments
 from fornace.api.stores.jobevents import JobEvents
@@ -69,7 +71,9 @@ class Store:
         # the type catalog the conductor uses: job parameters are checked against it
         self.catalog = catalog if catalog is not None else load_catalog(
             BUILTIN_DATA / "types.json")
-        self._catalogs: dict[tuple[str, ...], Catalog] = {}   # see catalog_of
+        # the catalogs of pinned versions, by their digests (see catalog_for)
+        self._catalogs: collections.OrderedDict[Pins, Catalog] = collections.OrderedDict()
+        self._catalogs_lock = threading.Lock()
         # The hot reads (list and show an environment) use a plain connection
         # without a transaction: no ORM session, no BEGIN/ROLLBACK round trips.
         # Nothing changes for them: they write nothing, and under READ COMMITTED
@@ -97,27 +101,45 @@ class Store:
         return self._reader.connect() if self._reader is not None else self._sessions()
 
     # -- catalogs ------------------------------------------------------------
+    #: catalogs of distinct sets of pinned versions kept (least recently used dropped)
+    CATALOGS_KEPT = 256
+
     def catalog_of(self, db: Any, env_id: str) -> Catalog:
         """The catalog of an environment: the API's, with the types of the workflow
-        packages it is pinned to (remembered per set of package versions)."""
-        layers = package_types(db, env_id)
-        if not layers:
+        packages it is pinned to (:meth:`catalog_for` its pins)."""
+        return self.catalog_for(db, pinned(db, env_id))
+
+    def catalog_for(self, db: Any, digests: Pins) -> Catalog:
+        """The API's catalog with the types of the workflow package versions of
+        ``digests`` (an environment's pins, :func:`~fornace.api.packages.usage.pinned`),
+        layered in that order.
+
+        Remembered by the digests (a bounded LRU): a digest names immutable
+        content, so the catalog of a set of digests never changes, whichever
+        environment or tenant is pinned to them -- nothing of one tenant's can
+        reach another's through it, and a new pinned version is a new key.  Only
+        a set seen for the first time reads the versions' types (one query);
+        the request that read the pins asks nothing more."""
+        if not digests:
             return self.catalog
-        key = tuple(package_id for package_id, _types in layers)
-        catalog = self._catalogs.get(key)
-        if catalog is None:
-            catalog = self.catalog
-            for package_id, types in layers:
-                try:
-                    catalog = catalog_with(catalog, types)
-                except CatalogError as exc:
-                    # stored before a rule it breaks (a pattern RE2 refuses, say)
-                    raise Conflict(f"the environment uses workflow package {package_id}, "
-                                   f"whose types.json this Fornace refuses ({exc}): move it "
-                                   f"to another version of the package") from None
-            if len(self._catalogs) >= 64:
-                self._catalogs.clear()
-            self._catalogs[key] = catalog
+        with self._catalogs_lock:
+            catalog = self._catalogs.get(digests)
+            if catalog is not None:
+                self._catalogs.move_to_end(digests)
+                return catalog
+        catalog = self.catalog
+        for package_id, types in package_types(db, digests):
+            try:
+                catalog = catalog_with(catalog, types)
+            except CatalogError as exc:
+                # stored before a rule it breaks (a pattern RE2 refuses, say)
+                raise Conflict(f"the environment uses workflow package {package_id}, "
+                               f"whose types.json this Fornace refuses ({exc}): move it "
+                               f"to another version of the package") from None
+        with self._catalogs_lock:
+            self._catalogs[digests] = catalog
+            while len(self._catalogs) > self.CATALOGS_KEPT:
+                self._catalogs.popitem(last=False)
         return catalog
 
     def secret_keys(self, db: Any, env_id: str) -> frozenset[str]:
@@ -127,6 +149,10 @@ class Store:
         workflow packages it is pinned to.  The one answer every view, stored
         description, report, task event and trace of the environment is masked by."""
         return declared_secrets(self.catalog_of(db, env_id))
+
+    def secret_keys_for(self, db: Any, digests: Pins) -> frozenset[str]:
+        """:meth:`secret_keys` of an environment whose pins were read already."""
+        return declared_secrets(self.catalog_for(db, digests))
 
     def environment_catalog(self, env_id: str) -> Catalog:
         """:meth:`catalog_of` an environment, on a connection of its own (the

@@ -13,6 +13,7 @@ from alembic.config import Config
 from sqlalchemy import Engine, NullPool, create_engine, event, make_url, text
 from sqlalchemy.orm import sessionmaker
 
+from fornace.common.db import replay
 from fornace.common.db.outages import READ_ONLY, sqlstate
 from fornace.common.db.urls import checked, connect_args
 from fornace.common.resources import package_folder
@@ -20,7 +21,7 @@ from fornace.common.resources import package_folder
 MIGRATIONS = package_folder("fornace.common.db") / "migrations"
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, pre_ping: bool = True) -> Engine:
     """An engine for ``url``; SQLite gets foreign keys and a busy timeout.
 
     Its errors never quote a statement's values (``hide_parameters``): they
@@ -32,7 +33,13 @@ def make_engine(url: str) -> Engine:
     the pool connects again: a connection found dead is replaced when it is
     checked out (``pool_pre_ping``), and one whose server has become
     read-only is dropped with every other of the pool, so the next ones go
-    through libpq's host list to the new primary."""
+    through libpq's host list to the new primary.
+
+    ``pre_ping=False`` (the API) saves that check, a round trip on every
+    checkout: a dead connection is found by the first statement sent on it,
+    and the pool's older ones are dropped with it; the failure is marked for
+    :func:`fornace.common.db.replay.replayed`, which runs the work again when
+    that cannot apply a write twice."""
     parsed = checked(url)
     if url.startswith("sqlite"):
         engine = create_engine(url, connect_args={"check_same_thread": False, "timeout": 30},
@@ -51,10 +58,11 @@ def make_engine(url: str) -> Engine:
     # PostgreSQL connection (a backend fork and authentication) -- the pool
     # churned exactly when the server was busiest.  Connections are still
     # opened only when needed.
-    engine = create_engine(parsed, pool_size=30, max_overflow=0, pool_pre_ping=True,
+    engine = create_engine(parsed, pool_size=30, max_overflow=0, pool_pre_ping=pre_ping,
                            hide_parameters=True, connect_args=connect_args(parsed))
     event.listen(engine, "handle_error", _hide_failing_row)
     event.listen(engine, "handle_error", _drop_read_only)
+    replay.watch(engine)   # after _drop_read_only: it decides what is a disconnect
     return engine
 
 
