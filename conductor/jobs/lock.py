@@ -153,16 +153,21 @@ class JobLock:
         :class:`AlreadyDone` when this job already ended: its row of the jobs
         table says so (whoever ended it, however late this copy comes), or it
         was the last job to hold the lock.  ``task`` is kept with the grant,
-        for another conductor to take over should this holder fall silent."""
+        for another conductor to take over should this holder fall silent: stored
+        once, with the grant (:meth:`_keep`), never with the tries of a job that
+        waits for the lock -- a waiting 1000-unit task would ship its body to the
+        database every second."""
         if self._ended(job_id):
             return AlreadyDone(job_id)
-        kept = _kept(task)
         for _ in range(self._ATTEMPTS):
-            token = self._insert(environment_id, job_id, holder, kept)
+            token = self._insert(environment_id, job_id, holder)
             if token is None:
-                token = self._take(environment_id, job_id, holder, stale_after, kept)
+                token = self._take(environment_id, job_id, holder, stale_after)
             if token is not None:
-                return Grant(environment_id, job_id, holder, token)
+                grant = Grant(environment_id, job_id, holder, token)
+                if task is not None:
+                    self._keep(grant, task)
+                return grant
             with self.engine.connect() as conn:
                 row = conn.execute(select(LockRow.job_id, LockRow.holder, LockRow.acquired,
                                           LockRow.done_job).where(
@@ -225,20 +230,19 @@ class JobLock:
                 LockRow.holder == grant.holder, LockRow.token == grant.token)
 
     # -- the two race-free steps --------------------------------------------------
-    def _insert(self, environment_id: str, job_id: str, holder: str,
-                kept: dict[str, Any]) -> int | None:
+    def _insert(self, environment_id: str, job_id: str, holder: str) -> int | None:
         now = self._now()
         try:
             with self.engine.begin() as conn:
                 conn.execute(insert(LockRow).values(
                     environment_id=environment_id, job_id=job_id, holder=holder,
-                    acquired=now, heartbeat=now, token=1, **kept))
+                    acquired=now, heartbeat=now, token=1, **locks.NO_TASK))
         except IntegrityError:  # the primary key: the environment has its row
             return None
         return 1
 
     def _take(self, environment_id: str, job_id: str, holder: str,
-              stale_after: float, kept: dict[str, Any]) -> int | None:
+              stale_after: float) -> int | None:
         """Take a free row or a stale one, in one conditional UPDATE: of two racers
         the second sees the first's fresh heartbeat and matches nothing.  A row
         revoked less than ``revoke_grace`` ago is not free yet."""
@@ -255,8 +259,18 @@ class JobLock:
                 LockRow.environment_id == environment_id,
                 or_(free & settled, silent)).values(
                 job_id=job_id, holder=holder, acquired=now, heartbeat=now,
-                token=LockRow.token + 1, **kept).returning(LockRow.token)).first()
+                token=LockRow.token + 1, **locks.NO_TASK).returning(LockRow.token)).first()
         return int(row.token) if row is not None else None
+
+    def _keep(self, grant: Grant, task: HeldTask) -> bool:
+        """Store the task a grant runs in its row, for a takeover: one UPDATE keyed
+        on the grant (holder, job, token), so it never lands in a successor's row;
+        False when the grant was lost meanwhile (its heartbeat will say so).
+        Until it is stored the row keeps no task and no sweeper considers it --
+        its holder has just stamped its heartbeat anyway."""
+        with self.engine.begin() as conn:
+            return conn.execute(update(LockRow).where(*self._held_by(grant)).values(
+                task_id=task.message_id, task_body=task.body, takeover_at=None)).rowcount == 1
 
     # -- taking over a silent holder's job ---------------------------------------------
     def silent(self, stale_after: float, other_than: str = "") -> list[Silent]:
@@ -298,10 +312,3 @@ class JobLock:
         ago = self._ago(stale_after)
         return (LockRow.heartbeat < ago,
                 or_(LockRow.takeover_at.is_(None), LockRow.takeover_at < ago))
-
-
-def _kept(task: HeldTask | None) -> dict[str, Any]:
-    """The values a new grant's row keeps of its task (none: nothing to take over)."""
-    if task is None:
-        return dict(locks.NO_TASK)
-    return {"task_id": task.message_id, "task_body": task.body, "takeover_at": None}
