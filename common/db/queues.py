@@ -24,14 +24,19 @@ def record(connection: Any, environment_id: str, names: Iterable[str]) -> None:
     wanted = sorted(set(names))
     if not wanted:
         return
-    known = set(connection.scalars(select(AgentQueue.name).where(AgentQueue.name.in_(wanted))))
-    new = [{"name": name, "environment_id": environment_id, "created": utcnow()}
-           for name in wanted if name not in known]
-    if new:
-        idempotent = _IDEMPOTENT_INSERTS.get(connection.dialect.name)
-        statement = (idempotent(AgentQueue).on_conflict_do_nothing() if idempotent
-                     else insert(AgentQueue))
-        connection.execute(statement, new)
+    idempotent = _IDEMPOTENT_INSERTS.get(connection.dialect.name)
+    if idempotent is None:    # no insert that lets a known row stand: leave those out
+        known = set(connection.scalars(select(AgentQueue.name).where(
+            AgentQueue.name.in_(wanted))))
+        wanted = [name for name in wanted if name not in known]
+        if not wanted:
+            return
+    now = utcnow()
+    # one statement per job (it runs for every deployment): known rows stand
+    connection.execute(idempotent(AgentQueue).on_conflict_do_nothing() if idempotent
+                       else insert(AgentQueue),
+                       [{"name": name, "environment_id": environment_id, "created": now}
+                        for name in wanted])
 
 
 def of_environment(connection: Any, environment_id: str) -> list[str]:
