@@ -36,14 +36,17 @@ import datetime
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from sqlalchemy import Engine, Interval, insert, literal, or_, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Connection, Engine, Interval, literal, or_, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 
 from fornace.common.db import locks
 from fornace.common.db.engine import make_engine
 from fornace.common.db.models import Job as JobRow, JobLock as LockRow
 
 Clock = Callable[[], datetime.datetime]
+#: inserts that do nothing, without an error, when the row exists (the
+#: transaction goes on to the conditional update)
+_INSERTS = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
 
 
 @dataclass(frozen=True)
@@ -156,22 +159,32 @@ class JobLock:
         for another conductor to take over should this holder fall silent: stored
         once, with the grant (:meth:`_keep`), never with the tries of a job that
         waits for the lock -- a waiting 1000-unit task would ship its body to the
-        database every second."""
-        if self._ended(job_id):
-            return AlreadyDone(job_id)
+        database every second.
+
+        One transaction when the lock is free: take it (insert the row, or one
+        conditional update), check the job has not ended (else roll back),
+        keep the task."""
         for _ in range(self._ATTEMPTS):
-            token = self._insert(environment_id, job_id, holder)
-            if token is None:
-                token = self._take(environment_id, job_id, holder, stale_after)
-            if token is not None:
-                grant = Grant(environment_id, job_id, holder, token)
-                if task is not None:
-                    self._keep(grant, task)
-                return grant
+            with self.engine.connect() as conn, conn.begin() as transaction:
+                # the writes first: on SQLite a transaction that read first could not
+                # take the write lock when another took it meanwhile
+                token = self._insert(conn, environment_id, job_id, holder)
+                if token is None:
+                    token = self._take(conn, environment_id, job_id, holder, stale_after)
+                if token is not None:
+                    if self._ended(conn, job_id):
+                        transaction.rollback()
+                        return AlreadyDone(job_id)
+                    grant = Grant(environment_id, job_id, holder, token)
+                    if task is not None:
+                        self._keep(conn, grant, task)
+                    return grant
             with self.engine.connect() as conn:
                 row = conn.execute(select(LockRow.job_id, LockRow.holder, LockRow.acquired,
                                           LockRow.done_job).where(
                     LockRow.environment_id == environment_id)).first()
+                if self._ended(conn, job_id):
+                    return AlreadyDone(job_id)
             if row is not None and row.job_id is not None:
                 return LockHeld(row.job_id, row.holder or "?", row.acquired)
             if row is not None and row.holder == locks.REVOKED:
@@ -181,12 +194,12 @@ class JobLock:
         raise RuntimeError(f"environment {environment_id}: the job lock kept changing hands "
                            f"while job {job_id} tried to take it")
 
-    def _ended(self, job_id: str) -> bool:
+    @staticmethod
+    def _ended(conn: Connection, job_id: str) -> bool:
         """Whether the job's own record (the API's jobs table) says it ended; a
         job with no record (a conductor without the API's tables) has not."""
-        with self.engine.connect() as conn:
-            return conn.execute(select(JobRow.finished).where(JobRow.id == job_id)
-                                ).scalar() is not None
+        return conn.execute(select(JobRow.finished).where(JobRow.id == job_id)
+                            ).scalar() is not None
 
     def holder(self, environment_id: str) -> LockHeld | None:
         """Who holds the environment's lock now (None: nobody)."""
@@ -230,18 +243,19 @@ class JobLock:
                 LockRow.holder == grant.holder, LockRow.token == grant.token)
 
     # -- the two race-free steps --------------------------------------------------
-    def _insert(self, environment_id: str, job_id: str, holder: str) -> int | None:
+    def _insert(self, conn: Connection, environment_id: str, job_id: str,
+                holder: str) -> int | None:
+        """The environment's first grant: its row inserted (token 1); None when
+        the row exists (no error: the transaction goes on)."""
         now = self._now()
-        try:
-            with self.engine.begin() as conn:
-                conn.execute(insert(LockRow).values(
-                    environment_id=environment_id, job_id=job_id, holder=holder,
-                    acquired=now, heartbeat=now, token=1, **locks.NO_TASK))
-        except IntegrityError:  # the primary key: the environment has its row
-            return None
-        return 1
+        statement = _INSERTS[conn.dialect.name](LockRow).values(
+            environment_id=environment_id, job_id=job_id, holder=holder,
+            acquired=now, heartbeat=now, token=1, **locks.NO_TASK)
+        row = conn.execute(statement.on_conflict_do_nothing(
+            index_elements=[LockRow.environment_id]).returning(LockRow.token)).first()
+        return 1 if row is not None else None
 
-    def _take(self, environment_id: str, job_id: str, holder: str,
+    def _take(self, conn: Connection, environment_id: str, job_id: str, holder: str,
               stale_after: float) -> int | None:
         """Take a free row or a stale one, in one conditional UPDATE: of two racers
         the second sees the first's fresh heartbeat and matches nothing.  A row
@@ -254,23 +268,19 @@ class JobLock:
         # a silent holder is taken over; a freed row is only free (it says which
         # job ended last, whose copies must not run)
         silent = LockRow.job_id.is_not(None) & (LockRow.heartbeat < self._ago(stale_after))
-        with self.engine.begin() as conn:
-            row = conn.execute(update(LockRow).where(
-                LockRow.environment_id == environment_id,
-                or_(free & settled, silent)).values(
-                job_id=job_id, holder=holder, acquired=now, heartbeat=now,
-                token=LockRow.token + 1, **locks.NO_TASK).returning(LockRow.token)).first()
+        row = conn.execute(update(LockRow).where(
+            LockRow.environment_id == environment_id,
+            or_(free & settled, silent)).values(
+            job_id=job_id, holder=holder, acquired=now, heartbeat=now,
+            token=LockRow.token + 1, **locks.NO_TASK).returning(LockRow.token)).first()
         return int(row.token) if row is not None else None
 
-    def _keep(self, grant: Grant, task: HeldTask) -> bool:
+    def _keep(self, conn: Connection, grant: Grant, task: HeldTask) -> bool:
         """Store the task a grant runs in its row, for a takeover: one UPDATE keyed
         on the grant (holder, job, token), so it never lands in a successor's row;
-        False when the grant was lost meanwhile (its heartbeat will say so).
-        Until it is stored the row keeps no task and no sweeper considers it --
-        its holder has just stamped its heartbeat anyway."""
-        with self.engine.begin() as conn:
-            return conn.execute(update(LockRow).where(*self._held_by(grant)).values(
-                task_id=task.message_id, task_body=task.body, takeover_at=None)).rowcount == 1
+        False when the grant was lost meanwhile."""
+        return conn.execute(update(LockRow).where(*self._held_by(grant)).values(
+            task_id=task.message_id, task_body=task.body, takeover_at=None)).rowcount == 1
 
     # -- taking over a silent holder's job ---------------------------------------------
     def silent(self, stale_after: float, other_than: str = "") -> list[Silent]:

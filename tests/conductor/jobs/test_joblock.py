@@ -337,6 +337,17 @@ def statements_carrying(lock: JobLock, marker: str) -> list[str]:
     return seen
 
 
+def test_a_job_that_ended_meanwhile_takes_no_lock(url, lock, clock):
+    """Taken, checked and kept in one transaction: a job found ended rolls back."""
+    ended_job(url, "env1", "job1")
+    assert lock.acquire("env1", "job1", "a", task=HeldTask("m1", BODY)) == AlreadyDone("job1")
+    assert lock.holder("env1") is None and lock.token("env1") == 0
+    assert isinstance(lock.acquire("env1", "job2", "a"), Grant)
+    clock.advance(61)           # a stale holder is not taken over by an ended job either
+    assert lock.acquire("env1", "job1", "b", stale_after=60) == AlreadyDone("job1")
+    assert lock.holder("env1").job_id == "job2" and lock.token("env1") == 1
+
+
 def test_a_waiting_job_sends_its_task_once_with_its_grant(lock, clock):
     """A job waiting for the lock tries again every second: its task (a 1000-unit
     model is megabytes) goes to the database once, with the grant, never with
@@ -374,5 +385,6 @@ def test_a_task_is_not_kept_in_a_lock_its_grant_lost(lock, clock):
     grant = lock.acquire("env1", "job1", "a")
     clock.advance(61)
     lock.acquire("env1", "job2", "b", stale_after=60, task=HeldTask("m2", "{}"))
-    assert lock._keep(grant, HeldTask("m1", BODY)) is False
+    with lock.engine.begin() as conn:
+        assert lock._keep(conn, grant, HeldTask("m1", BODY)) is False
     assert kept_task(lock, "env1") == ("m2", "{}", None)
