@@ -33,7 +33,10 @@ final state), succeeded/failed, when the API's queues were empty and the last
 deploy request answered; CPU seconds (utime + stime of /proc/PID/stat, with
 descendants, read before the processes stop) of the API and of all conductors
 together from the first deploy to the queues' emptying, per deployment, and
-the same up to the last final state; the whole machine's busy cores over the
+the same up to the last final state; CPU ms per deployment of each part (the
+API's without this benchmark's own polling -- its listings counted, each
+priced by listings measured idle before the run --, the conductors',
+RabbitMQ's, PostgreSQL's backends of the run's database); the whole machine's busy cores over the
 same span (/proc/stat) beside the load seen in the second before the deploys
 (someone else's), the CPU of the other busiest commands (RabbitMQ's beam.smp,
 postgres, ...) and of this client; the reports and tasks one deployment
@@ -705,6 +708,8 @@ class Figures:
     others: collections.Counter[str] = field(default_factory=collections.Counter)
     postgres_cpu: float = 0.0      # CPU s of the PostgreSQL backends of this run's database
     api_workers_measured: int = 1  # fornace api --workers of the run
+    listings: int = 0              # GET /environments of the timed phase (this benchmark's)
+    listing_cpu: float = 0.0       # the API's CPU s per listing, measured idle before
     reports: int = 0               # reports and tasks of one deployment (the first one)
     tasks: int = 0
     api_rss: float = 0.0
@@ -715,10 +720,15 @@ class Figures:
     def rate(self) -> float:
         return self.environments / self.wall if self.wall else 0.0
 
+    @property
+    def polling_cpu(self) -> float:
+        """The API's CPU s spent on this benchmark's listings (an estimate)."""
+        return self.listings * self.listing_cpu
+
     def per_deployment(self) -> dict[str, float]:
         """CPU seconds per deployment of each part (the projection's input)."""
         count = max(self.succeeded + self.failed, 1)
-        return {"api": self.api_cpu / count, "conductors": self.conductors_cpu / count,
+        return {"api": max(self.api_cpu - self.polling_cpu, 0.0) / count, "conductors": self.conductors_cpu / count,
                 "rabbitmq": self.others.get("beam.smp", 0.0) / count,
                 "postgresql": self.postgres_cpu / count}
 
@@ -736,6 +746,23 @@ def prepare(api: Api, count: int, units: int, clients: int) -> list[tuple[str, s
 
     with concurrent.futures.ThreadPoolExecutor(clients) as pool:
         return list(pool.map(one, range(count)))
+
+
+def listing_cpu(run: Run, times: int = 20) -> float:
+    """The API's CPU seconds for one ``GET /environments`` of the prepared
+    environments (the mean of ``times``, everything idle).
+
+    Why: the timed phase lists the environments every ``--poll`` seconds to
+    see them end; that is this benchmark's load, not the deployments', and it
+    grows with the run's wall time -- a slower run would look dearer per
+    deployment.  Its estimate is taken off the API's CPU per deployment.
+    """
+    api, pid = Api(run.url), run.api.popen.pid
+    api.call("GET", "/environments")
+    before = cpu_seconds(pid)
+    for _ in range(times):
+        api.call("GET", "/environments")
+    return (cpu_seconds(pid) - before) / times
 
 
 def deploy_all(run: Run, prepared: list[tuple[str, str]], args: argparse.Namespace,
@@ -770,6 +797,7 @@ def deploy_all(run: Run, prepared: list[tuple[str, str]], args: argparse.Namespa
             run.check_alive()
             asked = time.monotonic()
             listing = api.call("GET", "/environments")["environments"]
+            figures.listings += 1
             with lock:
                 for env in listing:
                     if env["id"] in final:
@@ -866,6 +894,7 @@ def one_run(conductors: int, args: argparse.Namespace) -> Figures:
                  f"of {args.units} units")
         prepared = prepare(Api(run.url), args.environments, args.units, args.clients)
         run.check_alive()
+        figures.listing_cpu = listing_cpu(run)
         figures.background = background_load()
         quiet_until = time.monotonic() + args.wait_quiet
         while figures.background > QUIET and time.monotonic() < quiet_until:
@@ -961,6 +990,9 @@ def print_row(f: Figures) -> None:
               f"{name} {seconds:.2f}" for name, seconds in f.others.most_common(4)
               if seconds >= 0.01) + f", this client {f.bench_cpu:.2f}")
     cost = f.per_deployment()
+    print(f"    this benchmark's {f.listings} listings cost the API about "
+          f"{f.polling_cpu:.2f} CPU s ({1000 * f.listing_cpu:.1f} ms each, measured idle): "
+          f"left out below")
     print(f"    CPU ms per deployment: " + ", ".join(
         f"{name} {1000 * seconds:.1f}" for name, seconds in cost.items())
         + f" = {1000 * sum(cost.values()):.1f} in all (rabbitmq: the whole beam.smp, "
