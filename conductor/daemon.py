@@ -12,6 +12,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -263,6 +264,7 @@ class Conductor:
                 contract.RESULTS, contract.fenced(body, fence[0]), message_id),
             mask=lambda text: mask_text(text, secrets) if secrets else text)
         turn = LockWait(task.environment_id, job_id, self.settings.lock_wait)
+        asked = time.monotonic()   # the grant confirms the lock as of (at least) then
         grant = self._lock(task, job_id, recorder,
                            kept(body, task_id) if body is not None else None, turn)
         if grant is None:
@@ -271,7 +273,8 @@ class Conductor:
         cloud_fence = None   # before each step that changes the cloud: still the holder?
         if grant is not _NO_LOCK:
             fence[0] = grant.token
-            cloud_fence = GrantFence(self.locks, grant, watch.lost, fresh_for=FENCE_FRESH_FOR)
+            cloud_fence = GrantFence(self.locks, grant, watch.lost, fresh_for=FENCE_FRESH_FOR,
+                                     confirmed=asked)
             if turn.queued or shown_queued:   # shown queued (here, or by an earlier copy)
                 recorder.job_state("running")
             self._beat(grant, watch)
