@@ -37,16 +37,13 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from sqlalchemy import Connection, Engine, Interval, literal, or_, select, update
-from sqlalchemy.dialects import postgresql, sqlite
 
 from fornace.common.db import locks
+from fornace.common.db.inserts import insert_or_nothing
 from fornace.common.db.engine import make_engine
 from fornace.common.db.models import Job as JobRow, JobLock as LockRow
 
 Clock = Callable[[], datetime.datetime]
-#: inserts that do nothing, without an error, when the row exists (the
-#: transaction goes on to the conditional update)
-_INSERTS = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
 
 
 @dataclass(frozen=True)
@@ -248,11 +245,13 @@ class JobLock:
         """The environment's first grant: its row inserted (token 1); None when
         the row exists (no error: the transaction goes on)."""
         now = self._now()
-        statement = _INSERTS[conn.dialect.name](LockRow).values(
+        statement = insert_or_nothing(conn.dialect.name, LockRow)
+        if statement is None:
+            raise RuntimeError(f"job locks need PostgreSQL or SQLite, not {conn.dialect.name}")
+        row = conn.execute(statement.values(
             environment_id=environment_id, job_id=job_id, holder=holder,
-            acquired=now, heartbeat=now, token=1, **locks.NO_TASK)
-        row = conn.execute(statement.on_conflict_do_nothing(
-            index_elements=[LockRow.environment_id]).returning(LockRow.token)).first()
+            acquired=now, heartbeat=now, token=1, **locks.NO_TASK
+        ).returning(LockRow.token)).first()
         return 1 if row is not None else None
 
     def _take(self, conn: Connection, environment_id: str, job_id: str, holder: str,
