@@ -43,7 +43,7 @@ class Delivery:
     """What a handler learns about a message besides its body."""
     message_id: str | None
     queue: str
-    redelivered: bool = False  # reliable on AMQP only (memory:// does not tell)
+    redelivered: bool = False  # given back by a consumer before (AMQP, folder, memory://)
     headers: Mapping[str, Any] = field(default_factory=dict)
 
 
@@ -247,7 +247,7 @@ class Consumer:
 
     def _delivery(self, queue: str, message: Any) -> Delivery:
         return Delivery(message_id=message.properties.get("message_id"), queue=queue,
-                        redelivered=bool(message.delivery_info.get("redelivered")),
+                        redelivered=_redelivered(message),
                         headers=dict(message.headers or {}))
 
     def _decoded(self, queue: str, message: Any) -> tuple[Any, Delivery, ContractError | None]:
@@ -502,3 +502,14 @@ def _errors_of(broker: Broker) -> tuple:
     error raised before a connection existed: none of its nodes answered)."""
     conn = broker.connection()
     return conn.connection_errors + conn.channel_errors
+
+
+def _redelivered(message: Any) -> bool:
+    """Whether the broker gave ``message`` to a consumer before: AMQP says so in
+    its delivery info; kombu's virtual transports (the folder broker,
+    memory://) mark the stored message itself when it goes back to its queue
+    (a reject, a consumer that stopped)."""
+    if message.delivery_info.get("redelivered"):
+        return True
+    raw = getattr(message, "_raw", None)
+    return bool(raw.get("redelivered")) if isinstance(raw, dict) else False

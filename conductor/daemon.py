@@ -12,6 +12,7 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -185,12 +186,14 @@ class Conductor:
             running.ended.wait()
             if running.answered:
                 return
-        self._run_task(task, body, task_id, running)
+        self._run_task(task, body, task_id, running, shown_queued=delivery.redelivered)
 
-    def _run_task(self, task: contract.Task, body: Any, task_id: str, running: "_Run") -> None:
-        """Deploy a task registered as ``running`` here; unregister it at the end."""
+    def _run_task(self, task: contract.Task, body: Any, task_id: str, running: "_Run",
+                  shown_queued: bool = True) -> None:
+        """Deploy a task registered as ``running`` here; unregister it at the end.
+        ``shown_queued``: the job may be shown ``queued`` by an earlier copy."""
         try:
-            self._deploy(task, task_id, body)
+            self._deploy(task, task_id, body, shown_queued)
             running.answered = True   # result sent, refused, or found done before
         finally:
             with self._running_lock:
@@ -230,11 +233,18 @@ class Conductor:
         with self._broker() as broker:
             broker.publish(contract.TASKS, body, task_id)
 
-    def _deploy(self, task: contract.Task, task_id: str, body: Any = None) -> None:
+    def _deploy(self, task: contract.Task, task_id: str, body: Any = None,
+                shown_queued: bool = True) -> None:
         """Run the task's job; it is answered when this returns (its result sent,
         refused, found done before, or its lock lost); it raises otherwise.
         The lock row keeps ``body``, for another conductor to take the job over
-        should this one fall silent."""
+        should this one fall silent.
+
+        The API shows a job ``running`` from its creation: it is told so again
+        only when the job may be shown ``queued`` -- it waited for the lock
+        here, or ``shown_queued``: an earlier copy may have waited (a task the
+        broker delivers again, a job taken over).  A deployment thus costs one
+        confirmed publish and one stored event less."""
         job_id = task.job_id or task_id
         LOG.info("environment %s: job %s (%s) started", task.environment_id, job_id,
                  task.action)
@@ -253,17 +263,20 @@ class Conductor:
             lambda body, message_id: broker.publish(
                 contract.RESULTS, contract.fenced(body, fence[0]), message_id),
             mask=lambda text: mask_text(text, secrets) if secrets else text)
+        turn = LockWait(task.environment_id, job_id, self.settings.lock_wait)
+        asked = time.monotonic()   # the grant confirms the lock as of (at least) then
         grant = self._lock(task, job_id, recorder,
-                           kept(body, task_id) if body is not None else None)
+                           kept(body, task_id) if body is not None else None, turn)
         if grant is None:
             return
         watch = _LockWatch(self.stop)
         cloud_fence = None   # before each step that changes the cloud: still the holder?
         if grant is not _NO_LOCK:
             fence[0] = grant.token
-            cloud_fence = GrantFence(self.locks, grant, watch.lost, fresh_for=FENCE_FRESH_FOR)
-            # a job shown queued (here, or by a copy at a conductor that stopped) runs now
-            recorder.job_state("running")
+            cloud_fence = GrantFence(self.locks, grant, watch.lost, fresh_for=FENCE_FRESH_FOR,
+                                     confirmed=asked)
+            if turn.queued or shown_queued:   # shown queued (here, or by an earlier copy)
+                recorder.job_state("running")
             self._beat(grant, watch)
         counter = iter(range(1, 1 << 30))
         errors = [0]   # error reports sent: the API ends such a job completed_w_errors
@@ -423,7 +436,7 @@ class Conductor:
 
     # -- the job lock shared by conductors through the database -------------------
     def _lock(self, task: contract.Task, job_id: str, recorder: JobRecorder,
-              held: HeldTask | None = None) -> Any:
+              held: HeldTask | None, turn: LockWait) -> Any:
         """The environment's lock for the job: a Grant (or _NO_LOCK without a
         database); None when the job must not run -- refused because another
         job held the lock past ``lock_wait`` (it waits until then, shown
@@ -434,7 +447,6 @@ class Conductor:
         if self.locks is None:
             return _NO_LOCK
         waiting = False
-        turn = LockWait(task.environment_id, job_id, self.settings.lock_wait)
         while True:
             try:   # a short outage (a failover) is waited out rather than run through
                 found = retried(lambda: self.locks.acquire(

@@ -11,12 +11,9 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from sqlalchemy import delete, insert, select
-from sqlalchemy.dialects import postgresql, sqlite
 
+from fornace.common.db.inserts import insert_or_nothing
 from fornace.common.db.models import AgentQueue, Environment, utcnow
-
-# inserts that let a row another conductor wrote at the same moment stand
-_IDEMPOTENT_INSERTS = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
 
 
 def record(connection: Any, environment_id: str, names: Iterable[str]) -> None:
@@ -24,14 +21,19 @@ def record(connection: Any, environment_id: str, names: Iterable[str]) -> None:
     wanted = sorted(set(names))
     if not wanted:
         return
-    known = set(connection.scalars(select(AgentQueue.name).where(AgentQueue.name.in_(wanted))))
-    new = [{"name": name, "environment_id": environment_id, "created": utcnow()}
-           for name in wanted if name not in known]
-    if new:
-        idempotent = _IDEMPOTENT_INSERTS.get(connection.dialect.name)
-        statement = (idempotent(AgentQueue).on_conflict_do_nothing() if idempotent
-                     else insert(AgentQueue))
-        connection.execute(statement, new)
+    # a row another conductor wrote at the same moment stands
+    idempotent = insert_or_nothing(connection.dialect.name, AgentQueue)
+    if idempotent is None:    # no insert that lets a known row stand: leave those out
+        known = set(connection.scalars(select(AgentQueue.name).where(
+            AgentQueue.name.in_(wanted))))
+        wanted = [name for name in wanted if name not in known]
+        if not wanted:
+            return
+    now = utcnow()
+    # one statement per job (it runs for every deployment): known rows stand
+    connection.execute(idempotent if idempotent is not None else insert(AgentQueue),
+                       [{"name": name, "environment_id": environment_id, "created": now}
+                        for name in wanted])
 
 
 def of_environment(connection: Any, environment_id: str) -> list[str]:

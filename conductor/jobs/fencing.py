@@ -41,14 +41,18 @@ class GrantFence:
 
     def __init__(self, locks: JobLock, grant: Grant, lost: threading.Event,
                  backoff: Sequence[float] = BACKOFF, fresh_for: float = 0.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 confirmed: float | None = None) -> None:
+        """``confirmed``: the ``clock`` time the grant was asked for (taking the
+        lock stamps its heartbeat: a confirmation like any other), so a first
+        step within ``fresh_for`` of it does not ask again; None: ask."""
         self.locks = locks
         self.grant = grant
         self.lost = lost
         self.backoff = backoff
         self.fresh_for = fresh_for
         self.clock = clock
-        self._confirmed: float | None = None   # when the database last said yes
+        self._confirmed = confirmed   # when the database last said yes
 
     def __call__(self) -> None:
         grant = self.grant

@@ -36,10 +36,10 @@ import datetime
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from sqlalchemy import Engine, Interval, insert, literal, or_, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Connection, Engine, Interval, literal, or_, select, update
 
 from fornace.common.db import locks
+from fornace.common.db.inserts import insert_or_nothing
 from fornace.common.db.engine import make_engine
 from fornace.common.db.models import Job as JobRow, JobLock as LockRow
 
@@ -153,20 +153,35 @@ class JobLock:
         :class:`AlreadyDone` when this job already ended: its row of the jobs
         table says so (whoever ended it, however late this copy comes), or it
         was the last job to hold the lock.  ``task`` is kept with the grant,
-        for another conductor to take over should this holder fall silent."""
-        if self._ended(job_id):
-            return AlreadyDone(job_id)
-        kept = _kept(task)
+        for another conductor to take over should this holder fall silent: stored
+        once, with the grant (:meth:`_keep`), never with the tries of a job that
+        waits for the lock -- a waiting 1000-unit task would ship its body to the
+        database every second.
+
+        One transaction when the lock is free: take it (insert the row, or one
+        conditional update), check the job has not ended (else roll back),
+        keep the task."""
         for _ in range(self._ATTEMPTS):
-            token = self._insert(environment_id, job_id, holder, kept)
-            if token is None:
-                token = self._take(environment_id, job_id, holder, stale_after, kept)
-            if token is not None:
-                return Grant(environment_id, job_id, holder, token)
+            with self.engine.connect() as conn, conn.begin() as transaction:
+                # the writes first: on SQLite a transaction that read first could not
+                # take the write lock when another took it meanwhile
+                token = self._insert(conn, environment_id, job_id, holder)
+                if token is None:
+                    token = self._take(conn, environment_id, job_id, holder, stale_after)
+                if token is not None:
+                    if self._ended(conn, job_id):
+                        transaction.rollback()
+                        return AlreadyDone(job_id)
+                    grant = Grant(environment_id, job_id, holder, token)
+                    if task is not None:
+                        self._keep(conn, grant, task)
+                    return grant
             with self.engine.connect() as conn:
                 row = conn.execute(select(LockRow.job_id, LockRow.holder, LockRow.acquired,
                                           LockRow.done_job).where(
                     LockRow.environment_id == environment_id)).first()
+                if self._ended(conn, job_id):
+                    return AlreadyDone(job_id)
             if row is not None and row.job_id is not None:
                 return LockHeld(row.job_id, row.holder or "?", row.acquired)
             if row is not None and row.holder == locks.REVOKED:
@@ -176,12 +191,12 @@ class JobLock:
         raise RuntimeError(f"environment {environment_id}: the job lock kept changing hands "
                            f"while job {job_id} tried to take it")
 
-    def _ended(self, job_id: str) -> bool:
+    @staticmethod
+    def _ended(conn: Connection, job_id: str) -> bool:
         """Whether the job's own record (the API's jobs table) says it ended; a
         job with no record (a conductor without the API's tables) has not."""
-        with self.engine.connect() as conn:
-            return conn.execute(select(JobRow.finished).where(JobRow.id == job_id)
-                                ).scalar() is not None
+        return conn.execute(select(JobRow.finished).where(JobRow.id == job_id)
+                            ).scalar() is not None
 
     def holder(self, environment_id: str) -> LockHeld | None:
         """Who holds the environment's lock now (None: nobody)."""
@@ -225,20 +240,22 @@ class JobLock:
                 LockRow.holder == grant.holder, LockRow.token == grant.token)
 
     # -- the two race-free steps --------------------------------------------------
-    def _insert(self, environment_id: str, job_id: str, holder: str,
-                kept: dict[str, Any]) -> int | None:
+    def _insert(self, conn: Connection, environment_id: str, job_id: str,
+                holder: str) -> int | None:
+        """The environment's first grant: its row inserted (token 1); None when
+        the row exists (no error: the transaction goes on)."""
         now = self._now()
-        try:
-            with self.engine.begin() as conn:
-                conn.execute(insert(LockRow).values(
-                    environment_id=environment_id, job_id=job_id, holder=holder,
-                    acquired=now, heartbeat=now, token=1, **kept))
-        except IntegrityError:  # the primary key: the environment has its row
-            return None
-        return 1
+        statement = insert_or_nothing(conn.dialect.name, LockRow)
+        if statement is None:
+            raise RuntimeError(f"job locks need PostgreSQL or SQLite, not {conn.dialect.name}")
+        row = conn.execute(statement.values(
+            environment_id=environment_id, job_id=job_id, holder=holder,
+            acquired=now, heartbeat=now, token=1, **locks.NO_TASK
+        ).returning(LockRow.token)).first()
+        return 1 if row is not None else None
 
-    def _take(self, environment_id: str, job_id: str, holder: str,
-              stale_after: float, kept: dict[str, Any]) -> int | None:
+    def _take(self, conn: Connection, environment_id: str, job_id: str, holder: str,
+              stale_after: float) -> int | None:
         """Take a free row or a stale one, in one conditional UPDATE: of two racers
         the second sees the first's fresh heartbeat and matches nothing.  A row
         revoked less than ``revoke_grace`` ago is not free yet."""
@@ -250,13 +267,19 @@ class JobLock:
         # a silent holder is taken over; a freed row is only free (it says which
         # job ended last, whose copies must not run)
         silent = LockRow.job_id.is_not(None) & (LockRow.heartbeat < self._ago(stale_after))
-        with self.engine.begin() as conn:
-            row = conn.execute(update(LockRow).where(
-                LockRow.environment_id == environment_id,
-                or_(free & settled, silent)).values(
-                job_id=job_id, holder=holder, acquired=now, heartbeat=now,
-                token=LockRow.token + 1, **kept).returning(LockRow.token)).first()
+        row = conn.execute(update(LockRow).where(
+            LockRow.environment_id == environment_id,
+            or_(free & settled, silent)).values(
+            job_id=job_id, holder=holder, acquired=now, heartbeat=now,
+            token=LockRow.token + 1, **locks.NO_TASK).returning(LockRow.token)).first()
         return int(row.token) if row is not None else None
+
+    def _keep(self, conn: Connection, grant: Grant, task: HeldTask) -> bool:
+        """Store the task a grant runs in its row, for a takeover: one UPDATE keyed
+        on the grant (holder, job, token), so it never lands in a successor's row;
+        False when the grant was lost meanwhile."""
+        return conn.execute(update(LockRow).where(*self._held_by(grant)).values(
+            task_id=task.message_id, task_body=task.body, takeover_at=None)).rowcount == 1
 
     # -- taking over a silent holder's job ---------------------------------------------
     def silent(self, stale_after: float, other_than: str = "") -> list[Silent]:
@@ -298,10 +321,3 @@ class JobLock:
         ago = self._ago(stale_after)
         return (LockRow.heartbeat < ago,
                 or_(LockRow.takeover_at.is_(None), LockRow.takeover_at < ago))
-
-
-def _kept(task: HeldTask | None) -> dict[str, Any]:
-    """The values a new grant's row keeps of its task (none: nothing to take over)."""
-    if task is None:
-        return dict(locks.NO_TASK)
-    return {"task_id": task.message_id, "task_body": task.body, "takeover_at": None}

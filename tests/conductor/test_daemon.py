@@ -426,6 +426,49 @@ def test_what_a_locked_job_sends_carries_its_token(tmp_path):
     assert events and all(contract.fence_of(b, "job event") == 3 for b in events)
 
 
+def _job_states_sent(tmp_path: Path, run) -> list[str]:
+    """The job states (job events of kind ``job``) a locked conductor sends for
+    one task, ``run(daemon, env_id, body, message_id)`` running it."""
+    from fornace.common.db.engine import upgrade
+    tmp_path.mkdir(exist_ok=True)
+    url = f"sqlite:///{tmp_path / 'locks.sqlite'}"
+    upgrade(url)
+    env_id = "r" + uuid.uuid4().hex[:8]
+    daemon = Conductor(ConductorSettings(broker_url="memory://", data_dir=DATA, database_url=url,
+                                         engine=Settings(agent_timeout=0.5)),
+                       lambda task: SimulatedCloud().executors()[0])
+    run(daemon, env_id, one_unit_task(env_id), "t-" + env_id)
+    with Broker("memory://") as broker:
+        results = broker.drain(contract.RESULTS, timeout=0.5)
+    assert any(m == "t-" + env_id for _, m in results)       # it ran to its result
+    return [b["state"] for b, _ in results if contract.is_job_event(b)
+            and b["environment_id"] == env_id and b.get("kind") == "job"]
+
+
+def test_a_job_that_takes_a_free_lock_does_not_say_it_runs(tmp_path):
+    """The API shows a job running from its creation: saying it again is one
+    confirmed publish and one stored event per deployment for nothing."""
+    from fornace.common.consumer import Delivery
+
+    def first_delivery(daemon, env_id, body, message_id):
+        daemon.handle_task(body, Delivery(message_id=message_id, queue=contract.TASKS))
+    assert _job_states_sent(tmp_path, first_delivery) == []
+
+
+def test_a_redelivered_or_taken_over_job_says_it_runs(tmp_path):
+    """An earlier copy of either may have been shown queued: the API hears running."""
+    from fornace.common.consumer import Delivery
+
+    def redelivered(daemon, env_id, body, message_id):
+        daemon.handle_task(body, Delivery(message_id=message_id, queue=contract.TASKS,
+                                          redelivered=True))
+
+    def taken_over(daemon, env_id, body, message_id):
+        daemon._reserve(body, message_id)()
+    assert _job_states_sent(tmp_path / "a", redelivered) == ["running"]
+    assert _job_states_sent(tmp_path / "b", taken_over) == ["running"]
+
+
 def _bad_catalog(root: Path) -> Path:
     (root / "workflows").mkdir(parents=True)
     (root / "workflows" / "a.xml").write_text(

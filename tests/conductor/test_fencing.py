@@ -190,13 +190,7 @@ def test_a_fresh_confirmation_spares_the_next_steps_queries_but_not_a_woken_hold
     now = [100.0]
     with JobLock(url) as lock:
         grant = lock.acquire("env1", "job1", "conductor-a")
-        asked = []
-        heartbeat = lock.heartbeat
-
-        def counted(g):
-            asked.append(g.token)
-            return heartbeat(g)
-        lock.heartbeat = counted
+        asked = counted_heartbeats(lock)
         lost = threading.Event()
         fence = GrantFence(lock, grant, lost, backoff=(), fresh_for=0.25,
                            clock=lambda: now[0])
@@ -210,3 +204,35 @@ def test_a_fresh_confirmation_spares_the_next_steps_queries_but_not_a_woken_hold
         with pytest.raises(Fenced):
             fence()
         assert asked == [grant.token, grant.token] and lost.is_set()
+
+
+def counted_heartbeats(lock: JobLock) -> list:
+    """The tokens of the heartbeats ``lock`` sends from now on (fence checks)."""
+    asked: list = []
+    heartbeat = lock.heartbeat
+
+    def counted(grant):
+        asked.append(grant.token)
+        return heartbeat(grant)
+    lock.heartbeat = counted
+    return asked
+
+
+def test_the_grant_counts_as_a_confirmation_for_the_first_steps(tmp_path):
+    """Taking the lock stamped its heartbeat: the steps right after it (the
+    job's first stack action) do not ask again within ``fresh_for``."""
+    from fornace.common.db.engine import upgrade
+    from fornace.conductor.jobs.fencing import GrantFence
+    url = f"sqlite:///{tmp_path / 'locks.sqlite'}"
+    upgrade(url)
+    now = [100.0]
+    with JobLock(url) as lock:
+        grant = lock.acquire("env1", "job1", "conductor-a")
+        asked = counted_heartbeats(lock)
+        fence = GrantFence(lock, grant, threading.Event(), backoff=(), fresh_for=0.25,
+                           clock=lambda: now[0], confirmed=99.9)
+        fence()
+        assert asked == []
+        now[0] += 0.2                               # 0.3 s after the grant was asked
+        fence()
+        assert asked == [grant.token]

@@ -203,6 +203,9 @@ def test_a_stopping_conductor_leaves_the_wait_and_its_task_goes_back_to_the_queu
     local.lock.release(first)
     local.conductor()                                         # the task came back
     wait_for(lambda: local.applied, "the requeued job's stack step")
+    # shown queued by the copy that stopped: running again, though this one never waited
+    wait_for(lambda: local.state(env_id, job_id, "running"), "the requeued job to run",
+             explain=lambda: repr(local.job(env_id, job_id)))
     local.gate.set()
     wait_for(lambda: local.state(env_id, job_id, "success"), "the requeued job to succeed",
              explain=lambda: repr(local.job(env_id, job_id)))

@@ -5,7 +5,7 @@ import datetime
 import threading
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from fornace.common.db.engine import make_engine, upgrade
 from apikit import reset_postgres
@@ -324,3 +324,67 @@ def test_concurrent_claims_of_a_silent_holder_exactly_one_wins(url, clock, attem
     for thread in threads:
         thread.join()
     assert sorted(claims, key=lambda c: c is None) == [HeldTask("m1", BODY)] + [None] * 5
+
+
+def statements_carrying(lock: JobLock, marker: str) -> list[str]:
+    """The statements ``lock`` sends from now on whose parameters hold ``marker``."""
+    seen: list[str] = []
+
+    def listen(conn, cursor, statement, parameters, context, executemany) -> None:
+        if marker in repr(parameters):
+            seen.append(statement.split(None, 1)[0].upper())
+    event.listen(lock.engine, "before_cursor_execute", listen)
+    return seen
+
+
+def test_a_job_that_ended_meanwhile_takes_no_lock(url, lock, clock):
+    """Taken, checked and kept in one transaction: a job found ended rolls back."""
+    ended_job(url, "env1", "job1")
+    assert lock.acquire("env1", "job1", "a", task=HeldTask("m1", BODY)) == AlreadyDone("job1")
+    assert lock.holder("env1") is None and lock.token("env1") == 0
+    assert isinstance(lock.acquire("env1", "job2", "a"), Grant)
+    clock.advance(61)           # a stale holder is not taken over by an ended job either
+    assert lock.acquire("env1", "job1", "b", stale_after=60) == AlreadyDone("job1")
+    assert lock.holder("env1").job_id == "job2" and lock.token("env1") == 1
+
+
+def test_a_waiting_job_sends_its_task_once_with_its_grant(lock, clock):
+    """A job waiting for the lock tries again every second: its task (a 1000-unit
+    model is megabytes) goes to the database once, with the grant, never with
+    the tries; a takeover of its holder still finds it."""
+    first = lock.acquire("env1", "job1", "a", task=HeldTask("m1", BODY))
+    sent = statements_carrying(lock, "job2-body")
+    waiting = HeldTask("m2", BODY.replace("env1", "job2-body"))
+    for _ in range(3):
+        assert isinstance(lock.acquire("env1", "job2", "b", task=waiting), LockHeld)
+    assert sent == []
+    assert lock.release(first)
+    grant = lock.acquire("env1", "job2", "b", task=waiting)
+    assert isinstance(grant, Grant) and grant.token == 2
+    assert sent == ["UPDATE"]                                  # once, keyed on the grant
+    assert kept_task(lock, "env1") == ("m2", waiting.body, None)
+    clock.advance(61)
+    found = lock.silent(60)
+    assert found == [Silent("env1", "job2", "b", 2, "m2")]
+    assert lock.claim(found[0], 60) == waiting
+
+
+def test_a_takeover_grant_replaces_the_silent_holders_task(lock, clock):
+    """The successor's row keeps its own task, never the one before it."""
+    lock.acquire("env1", "job1", "a", task=HeldTask("m1", BODY))
+    clock.advance(61)
+    successor = lock.acquire("env1", "job2", "b", stale_after=60, task=HeldTask("m2", "{}"))
+    assert successor.token == 2
+    assert kept_task(lock, "env1") == ("m2", "{}", None)
+    other = lock.acquire("env2", "job3", "b")                  # no task: none kept
+    assert isinstance(other, Grant) and kept_task(lock, "env2") == (None, None, None)
+
+
+def test_a_task_is_not_kept_in_a_lock_its_grant_lost(lock, clock):
+    """Stored by the grant's token: a grant taken over meanwhile stores nothing."""
+    grant = lock.acquire("env1", "job1", "a")
+    clock.advance(61)
+    lock.acquire("env1", "job2", "b", stale_after=60, task=HeldTask("m2", "{}"))
+    with lock.engine.begin() as conn:
+        assert lock._keep(conn, grant, HeldTask("m1", BODY)) is False
+    assert kept_task(lock, "env1") == ("m2", "{}", None)
