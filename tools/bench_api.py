@@ -70,6 +70,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ports import free_port  # noqa: E402  (one piece of code for the tools' free ports)
+
 ROOT = Path(__file__).resolve().parent.parent
 
 TARGET_P99_MS = 25.0
@@ -246,12 +249,6 @@ def bare_app():
     async def show_environment(env_id: str) -> dict:
         return payloads["show"]
     return app
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass

@@ -103,7 +103,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -121,6 +120,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_plan import fornace, peak_rss_mb  # noqa: E402  (the same processes, measured alike)
+from ports import free_port  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 BUSY = ("deploying", "deleting")
@@ -136,12 +136,6 @@ POSTGRES_CORES = 8         # the cores PostgreSQL's backends use before contenti
 
 def progress(text: str) -> None:
     print(f"bench: {text}", file=sys.stderr, flush=True)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def service(units: int) -> dict[str, Any]:
@@ -993,7 +987,7 @@ def print_row(f: Figures) -> None:
     print(f"    this benchmark's {f.listings} listings cost the API about "
           f"{f.polling_cpu:.2f} CPU s ({1000 * f.listing_cpu:.1f} ms each, measured idle): "
           f"left out below")
-    print(f"    CPU ms per deployment: " + ", ".join(
+    print("    CPU ms per deployment: " + ", ".join(
         f"{name} {1000 * seconds:.1f}" for name, seconds in cost.items())
         + f" = {1000 * sum(cost.values()):.1f} in all (rabbitmq: the whole beam.smp, "
           f"anyone's vhosts; postgresql: this run's database's backends)")
