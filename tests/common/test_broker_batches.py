@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import threading
 import uuid
-from urllib.parse import urlsplit
 
 import amqp
 import pytest
 
 from fornace.common.broker import Broker
-from test_broker import Proxy
+from cutproxy import proxy_to
 
 WAIT = 30
 
@@ -114,8 +113,7 @@ def test_a_batch_cut_off_before_its_confirm_is_sent_again_whole(amqp_vhost, monk
     """The connection breaks while the batch waits for its confirmation: the
     batch goes again on a new connection with the same ids; the consumer sees
     every id (some twice: its storage keeps one per id)."""
-    parts = urlsplit(amqp_vhost)
-    proxy = Proxy((parts.hostname or "127.0.0.1", parts.port or 5672))
+    proxy = proxy_to(amqp_vhost)
     queue = unique()
     sent = numbered(60)
     waits = []
