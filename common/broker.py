@@ -304,8 +304,7 @@ class Broker:
 
         def send() -> None:
             if self.local or not self.confirm:
-                for body, message_id in messages:
-                    self._publish_one(target, body, message_id, errback)
+                self._publish_unconfirmed(target, messages)
             else:
                 self._publish_confirmed(target, messages)
         self._retrying(send, errback)
@@ -356,6 +355,17 @@ class Broker:
                              retry_policy={**self.retry_policy, "errback": errback},
                              **options)
 
+    def _publish_unconfirmed(self, target: kombu.Queue,
+                             messages: Sequence[tuple[dict[str, Any], str]]) -> None:
+        """``messages`` on the producer's channel, no confirms (the folder and
+        memory transports, or confirms off): the queue declared once, not per
+        message through kombu's retrying wrapper."""
+        producer = self._get_producer()
+        channel = producer.channel
+        with self._queue_types():
+            kombu.common.maybe_declare(target, channel)
+        _send_each(channel.basic_publish, channel, target, messages)
+
     def _publish_confirmed(self, target: kombu.Queue,
                            messages: Sequence[tuple[dict[str, Any], str]]) -> None:
         """``messages`` on this connection's batch channel (in confirm mode),
@@ -373,15 +383,9 @@ class Broker:
             channel = confirmed.channel
             with self._queue_types():
                 kombu.common.maybe_declare(target, channel)
-            exchange = target.exchange.name
             tags = confirmed.expect(len(messages))
-            for body, message_id in messages:
-                content_type, encoding, data = kombu.serialization.dumps(body, "json")
-                channel._basic_publish(   # the publish without its own confirm
-                    channel.prepare_message(data, None, content_type, encoding, {},
-                                            {"delivery_mode": PERSISTENT,
-                                             "message_id": message_id}),
-                    exchange=exchange, routing_key=target.routing_key)
+            _send_each(channel._basic_publish,   # the publish without its own confirm
+                       channel, target, messages)
             self._await_confirms(confirmed, tags)
         except QueueTypeError:
             raise
@@ -519,6 +523,18 @@ class Broker:
             kombu_queue(queue, self.queue_type)(conn.channel()).delete()
         finally:
             close_quietly(conn)
+
+
+def _send_each(publish: Callable[..., Any], channel: Any, target: kombu.Queue,
+               messages: Sequence[tuple[dict[str, Any], str]]) -> None:
+    """Each of ``messages`` as a persistent JSON message of its own with its id,
+    as kombu's producer sends one."""
+    exchange = target.exchange.name
+    for body, message_id in messages:
+        content_type, encoding, data = kombu.serialization.dumps(body, "json")
+        publish(channel.prepare_message(data, None, content_type, encoding, {},
+                                        {"delivery_mode": PERSISTENT, "message_id": message_id}),
+                exchange=exchange, routing_key=target.routing_key)
 
 
 class _ConfirmedChannel:
