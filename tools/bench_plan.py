@@ -278,6 +278,17 @@ def timed_job(variant: Variant, model: dict[str, Any], action: str) -> tuple[flo
     return seconds, sum(cpu_seconds(pid) for pid in pids) - before, tasks
 
 
+def add_backend_options(parser: argparse.ArgumentParser) -> None:
+    """Where the production backends are (a vhost and a database are made there)."""
+    parser.add_argument("--amqp-host", default="127.0.0.1")
+    parser.add_argument("--amqp-port", type=int, default=5672)
+    parser.add_argument("--amqp-user", default="guest")
+    parser.add_argument("--amqp-password", default="guest")
+    parser.add_argument("--pg-host", default="127.0.0.1")
+    parser.add_argument("--pg-port", type=int, default=5432)
+    parser.add_argument("--pg-user", default="postgres")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="100,1000", help="units, comma separated")
@@ -296,13 +307,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="py-spy record -f raw the API and the conductor of each backend "
                              "during the timed jobs into DIR, and print where they spend it")
     parser.add_argument("--top", type=int, default=12, help="lines of each profile shown")
-    parser.add_argument("--amqp-host", default="127.0.0.1")
-    parser.add_argument("--amqp-port", type=int, default=5672)
-    parser.add_argument("--amqp-user", default="guest")
-    parser.add_argument("--amqp-password", default="guest")
-    parser.add_argument("--pg-host", default="127.0.0.1")
-    parser.add_argument("--pg-port", type=int, default=5432)
-    parser.add_argument("--pg-user", default="postgres")
+    add_backend_options(parser)
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
     if args.backends:
