@@ -34,10 +34,15 @@ import socket
 import threading
 import time
 import uuid
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+
+import amqp
+import amqp.exceptions
+import amqp.spec
 
 import kombu
 import kombu.common
+import kombu.serialization
 from kombu import compression
 
 from fornace.common import contract, folderbroker
@@ -56,6 +61,10 @@ RECONNECT_MAX = 5.0
 #: ``[broker] queue_type``: how the durable queues are declared.
 CLASSIC, QUORUM = "classic", "quorum"
 QUEUE_TYPES = (CLASSIC, QUORUM)
+PERSISTENT = kombu.entity.PERSISTENT_DELIVERY_MODE
+#: what loses a batch's confirmation (besides the connection's own errors)
+_CONFIRM_FAILURES: tuple[type[BaseException], ...] = (
+    amqp.exceptions.MessageNacked, socket.timeout, TimeoutError, OSError)
 
 
 class QueueTypeError(FornaceError):
@@ -186,6 +195,7 @@ class Broker:
         self._lock = threading.RLock()
         self._connection: kombu.Connection | None = None
         self._producer: kombu.Producer | None = None
+        self._batch_channel: _ConfirmedChannel | None = None   # :meth:`publish_many`'s
 
     @property
     def in_memory(self) -> bool:
@@ -266,33 +276,62 @@ class Broker:
         """
         message_id = message_id or uuid.uuid4().hex
         target = kombu_queue(queue, self.queue_type)
+        errback = self._errback(message_id, queue)
 
+        def send() -> None:
+            self._publish_one(target, body, message_id, errback)
+        self._retrying(send, errback)
+        LOG.debug("published message %s to %r", message_id, queue)
+        return message_id
+
+    def publish_many(self, queue: str, messages: Sequence[tuple[dict[str, Any], str]]) -> None:
+        """Send ``messages`` (``(body, message_id)``) to ``queue``, in order,
+        each a persistent message of its own; return once the broker confirmed
+        them all.
+
+        One confirmation is waited for per call, not one per message: a job's
+        reports and events go out by the hundred, and a round trip each made
+        the broker's confirms the job's pace.  A nack, a lost connection or no
+        confirmation within ``confirm_timeout`` sends the whole call's
+        messages again (same ids: consumers store by id), through the same
+        reconnections and host list as :meth:`publish`; what still fails
+        after them raises.
+        """
+        if not messages:
+            return
+        target = kombu_queue(queue, self.queue_type)
+        errback = self._errback(f"{messages[0][1]} (and {len(messages) - 1} more)", queue)
+
+        def send() -> None:
+            if self.local or not self.confirm:
+                self._publish_unconfirmed(target, messages)
+            else:
+                self._publish_confirmed(target, messages)
+        self._retrying(send, errback)
+        LOG.debug("published %d messages to %r", len(messages), queue)
+
+    @staticmethod
+    def _errback(what: str, queue: str) -> Callable[[Exception, float], None]:
         def errback(exc: Exception, interval: float) -> None:
             LOG.warning("publishing message %s to %r failed (%s: %s); retrying in %.1f s",
-                        message_id, queue, type(exc).__name__, exc, interval)
+                        what, queue, type(exc).__name__, exc, interval)
+        return errback
 
-        options: dict[str, Any] = {}
-        if not self.local and self.confirm:
-            options["confirm_timeout"] = self.confirm_timeout
-        # kombu moves to the next host of a failover URL without waiting, so its
-        # retries can all be spent in milliseconds while a cluster elects new
-        # queue leaders: kombu's tries are repeated, with backoff, for as long
-        # as its own pauses would have lasted on one host
+    def _retrying(self, send: Callable[[], None],
+                  errback: Callable[[Exception, float], None]) -> None:
+        """Call ``send`` until it succeeds, reconnecting with backoff.
+
+        kombu moves to the next host of a failover URL without waiting, so its
+        retries can all be spent in milliseconds while a cluster elects new
+        queue leaders: kombu's tries are repeated, with backoff, for as long
+        as its own pauses would have lasted on one host."""
         deadline = time.monotonic() + _pauses(self.retry_policy)
         pause = self.retry_policy.get("interval_start", RETRY_POLICY["interval_start"])
         while True:
             try:
                 with self._lock:
-                    producer = self._get_producer()
-                    with self._queue_types():
-                        producer.publish(body, exchange=target.exchange,
-                                         routing_key=target.routing_key,
-                                         declare=[target], serializer="json",
-                                         delivery_mode=kombu.entity.PERSISTENT_DELIVERY_MODE,
-                                         message_id=message_id, retry=True,
-                                         retry_policy={**self.retry_policy, "errback": errback},
-                                         **options)
-                break
+                    send()
+                return
             except kombu.exceptions.OperationalError as exc:
                 if time.monotonic() + pause > deadline:
                     raise
@@ -300,8 +339,74 @@ class Broker:
                 self.close()                  # a new connection, through the host list
                 time.sleep(pause)
                 pause = min(pause * 2, self.retry_policy.get("interval_max", RECONNECT_MAX))
-        LOG.debug("published message %s to %r", message_id, queue)
-        return message_id
+
+    def _publish_one(self, target: kombu.Queue, body: dict[str, Any], message_id: str,
+                     errback: Callable[[Exception, float], None]) -> None:
+        """One message through kombu's producer (a confirm of its own when on)."""
+        options: dict[str, Any] = {}
+        if not self.local and self.confirm:
+            options["confirm_timeout"] = self.confirm_timeout
+        producer = self._get_producer()
+        with self._queue_types():
+            producer.publish(body, exchange=target.exchange, routing_key=target.routing_key,
+                             declare=[target], serializer="json",
+                             delivery_mode=kombu.entity.PERSISTENT_DELIVERY_MODE,
+                             message_id=message_id, retry=True,
+                             retry_policy={**self.retry_policy, "errback": errback},
+                             **options)
+
+    def _publish_unconfirmed(self, target: kombu.Queue,
+                             messages: Sequence[tuple[dict[str, Any], str]]) -> None:
+        """``messages`` on the producer's channel, no confirms (the folder and
+        memory transports, or confirms off): the queue declared once, not per
+        message through kombu's retrying wrapper."""
+        producer = self._get_producer()
+        channel = producer.channel
+        with self._queue_types():
+            kombu.common.maybe_declare(target, channel)
+        _send_each(channel.basic_publish, channel, target, messages)
+
+    def _publish_confirmed(self, target: kombu.Queue,
+                           messages: Sequence[tuple[dict[str, Any], str]]) -> None:
+        """``messages`` on this connection's batch channel (in confirm mode),
+        then one wait until the broker acked the last of them.  Any failure is
+        an ``OperationalError`` (the caller reconnects and sends them again)."""
+        producer = self._get_producer()
+        conn = self._connection
+        failures = _CONFIRM_FAILURES + tuple(conn.recoverable_connection_errors
+                                             + conn.recoverable_channel_errors)
+        try:
+            producer.channel   # connects (kombu's retry policy), or raises OperationalError
+            if self._batch_channel is None:
+                self._batch_channel = _ConfirmedChannel(conn.channel())
+            confirmed = self._batch_channel
+            channel = confirmed.channel
+            with self._queue_types():
+                kombu.common.maybe_declare(target, channel)
+            tags = confirmed.expect(len(messages))
+            _send_each(channel._basic_publish,   # the publish without its own confirm
+                       channel, target, messages)
+            self._await_confirms(confirmed, tags)
+        except QueueTypeError:
+            raise
+        except kombu.exceptions.OperationalError:
+            raise
+        except failures as exc:
+            raise kombu.exceptions.OperationalError(
+                f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__) from exc
+
+    def _await_confirms(self, confirmed: "_ConfirmedChannel", tags: range) -> None:
+        """Wait until the broker acked every delivery tag of ``tags`` (a nack or
+        ``confirm_timeout`` raises)."""
+        deadline = time.monotonic() + self.confirm_timeout
+        while not confirmed.settled(tags):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise socket.timeout(f"no confirmation of message(s) {tags.start}-"
+                                     f"{tags.stop - 1} within {self.confirm_timeout:g} s")
+            # any frame ends a wait; the channel's listeners count the confirms
+            confirmed.channel.wait([amqp.spec.Basic.Ack, amqp.spec.Basic.Nack],
+                                   timeout=remaining)
 
     def connect(self, queues: Iterable[str] = ()) -> None:
         """Open the publishing connection and its channel now, and declare
@@ -344,6 +449,7 @@ class Broker:
             if self._connection is not None:
                 close_quietly(self._connection)
             self._connection = self._producer = None
+            self._batch_channel = None
 
     def __enter__(self) -> "Broker":
         return self
@@ -417,6 +523,65 @@ class Broker:
             kombu_queue(queue, self.queue_type)(conn.channel()).delete()
         finally:
             close_quietly(conn)
+
+
+def _send_each(publish: Callable[..., Any], channel: Any, target: kombu.Queue,
+               messages: Sequence[tuple[dict[str, Any], str]]) -> None:
+    """Each of ``messages`` as a persistent JSON message of its own with its id,
+    as kombu's producer sends one."""
+    exchange = target.exchange.name
+    for body, message_id in messages:
+        content_type, encoding, data = kombu.serialization.dumps(body, "json")
+        publish(channel.prepare_message(data, None, content_type, encoding, {},
+                                        {"delivery_mode": PERSISTENT, "message_id": message_id}),
+                exchange=exchange, routing_key=target.routing_key)
+
+
+class _ConfirmedChannel:
+    """A py-amqp channel in confirm mode and the delivery tags it waits for.
+
+    The broker's acks are counted by the channel's listeners, not by a wait:
+    py-amqp reads what came in (acks among it) before every publish, so the
+    acks of a batch's first messages may arrive while its last ones go out.
+    An ack or nack is ``multiple`` when it settles every tag up to its own.
+    """
+
+    def __init__(self, channel: Any) -> None:
+        self.channel = channel
+        self.sent = 0                      # the last delivery tag given out
+        self.unsettled: set[int] = set()
+        self.nacked: set[int] = set()
+        channel.confirm_select()
+        channel.events["basic_ack"].add(self._ack)
+        channel.events["basic_nack"].add(self._nack)
+
+    def expect(self, count: int) -> range:
+        """The delivery tags of the next ``count`` publishes."""
+        tags = range(self.sent + 1, self.sent + count + 1)
+        self.sent += count
+        self.unsettled.update(tags)
+        return tags
+
+    def _settle(self, delivery_tag: int, multiple: bool) -> set[int]:
+        done = ({tag for tag in self.unsettled if tag <= delivery_tag} if multiple
+                else {delivery_tag} & self.unsettled)
+        self.unsettled -= done
+        return done
+
+    def _ack(self, delivery_tag: int, multiple: bool) -> None:
+        self._settle(delivery_tag, multiple)
+
+    def _nack(self, delivery_tag: int, multiple: bool) -> None:
+        self.nacked |= self._settle(delivery_tag, multiple)
+
+    def settled(self, tags: range) -> bool:
+        """True once the broker acked all of ``tags``; raises when it nacked one."""
+        refused = [tag for tag in tags if tag in self.nacked]
+        if refused:
+            self.nacked.difference_update(tags)
+            raise amqp.exceptions.MessageNacked(
+                f"the broker refused {len(refused)} of {len(tags)} message(s)")
+        return not any(tag in self.unsettled for tag in tags)
 
 
 class Inbox:

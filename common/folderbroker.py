@@ -22,14 +22,19 @@ its process and consumer tag, holding the queue's name) while it consumes;
 killed with -9 stops counting at once (as RabbitMQ's consumer count does when
 its connection drops).  Deleting a queue deletes its messages.
 
-Layout of ``/path``: ``messages/`` (one ``<time>_<uuid>.<queue>.msg`` file per
-message) and ``control/`` (exchange bindings, kombu's format; ``consumers/``).
+Layout of ``/path``: ``messages/<queue>/`` (one ``<time>_<uuid>.msg`` file per
+message; a queue whose name is not a safe file name gets a folder named for
+its digest) and ``control/`` (exchange bindings, kombu's format;
+``consumers/``).  Messages in ``messages/`` itself (``<time>_<uuid>.<queue>.msg``,
+as versions before the queue folders wrote them) are moved into their queue's
+folder by its first reader.
 """
 from __future__ import annotations
 
 import collections
 import hashlib
 import os
+import re
 import threading
 import time
 import uuid
@@ -138,63 +143,104 @@ class Channel(filesystem.Channel):
     def queue_delete(self, queue: str, *args: Any, **kwargs: Any) -> Any:
         result = super().queue_delete(queue, *args, **kwargs)
         self._purge(queue)
+        folder = self.__dict__.get("_folders", {}).pop(queue, None)
+        try:   # a queue per unit: no folder left behind by each
+            os.rmdir(folder or os.path.join(self.data_folder_out, queue_folder_name(queue)))
+        except OSError:
+            pass   # a message came meanwhile: it stays, with its folder
         return result
 
+    def _folder(self, queue: str) -> str:
+        """The folder of ``queue``'s messages (made when missing)."""
+        folders = self.__dict__.setdefault("_folders", {})
+        folder = folders.get(queue)
+        if folder is None:
+            folder = os.path.join(self.data_folder_out, queue_folder_name(queue))
+            os.makedirs(folder, exist_ok=True)
+            folders[queue] = folder
+        return folder
+
     def _put(self, queue: str, payload: Any, **kwargs: Any) -> None:
-        name = f"{time.time_ns():020d}_{uuid.uuid4().hex}.{queue}.msg"
-        final = os.path.join(self.data_folder_out, name)
-        partial = os.path.join(self.data_folder_out, f".{name}.part")
-        try:
-            with open(partial, "wb") as handle:
-                handle.write(dumps(payload).encode())
-            os.replace(partial, final)
-        except OSError as exc:
-            raise ChannelError(f"cannot add message {name!r} to "
-                               f"{self.data_folder_out!r}: {exc}") from exc
+        name = f"{time.time_ns():020d}_{uuid.uuid4().hex}.msg"
+        data = dumps(payload).encode()
+        for attempt in (1, 2):
+            try:
+                folder = self._folder(queue)
+                partial = os.path.join(folder, f".{name}.part")
+                with open(partial, "wb") as handle:
+                    handle.write(data)
+                os.replace(partial, os.path.join(folder, name))
+                return
+            except FileNotFoundError:   # the queue was deleted meanwhile: made again
+                self.__dict__.get("_folders", {}).pop(queue, None)
+                if attempt == 2:
+                    raise ChannelError(f"cannot add message {name!r} to queue {queue!r} in "
+                                       f"{self.data_folder_out!r}: its folder is gone") from None
+            except OSError as exc:
+                raise ChannelError(f"cannot add message {name!r} to queue {queue!r} in "
+                                   f"{self.data_folder_out!r}: {exc}") from exc
 
     def _get(self, queue: str) -> Any:
         """The oldest message of ``queue``, claimed by renaming its file.
 
-        The folder holds every queue's messages: one listing is kept, split
-        by queue, and taken from until the queue's share runs out (listing
-        and sorting thousands of files for every message made reading a
-        backlog quadratic).  Names start with the time they were written, so
-        a share is in order, and what was written after the listing is in
-        the next one -- made at most every :data:`RELIST_INTERVAL` when the
-        queue's share is empty (an idle queue polled between two messages of
-        a busy one would list the folder again every time)."""
+        Each queue has a folder of its own (listing one folder holding every
+        queue's messages, thousands of reports among them, was most of an
+        idle consumer's time).  One listing of the queue's folder is kept and
+        taken from until it runs out; names start with the time they were
+        written, so it is in order, and what was written after it is in the
+        next one -- made at most every :data:`RELIST_INTERVAL` while the queue
+        is empty.  Messages an older version left in the shared folder are
+        moved into the queue's folder first."""
         listed = self.__dict__.setdefault("_listed", {})
-        data = self._take(listed.get(queue))
-        now = time.monotonic()
-        if data is None and now - self.__dict__.get("_listed_at", 0.0) >= RELIST_INTERVAL:
-            listed.clear()   # its share ran out (or others took it): list again
-            listed.update(self._listing())
-            self.__dict__["_listed_at"] = now
-            data = self._take(listed.get(queue))
+        names = listed.get(queue)
+        data = self._take(queue, names)
+        if data is None:
+            listed_at = self.__dict__.setdefault("_listed_at", {})
+            now = time.monotonic()
+            if now - listed_at.get(queue, 0.0) >= RELIST_INTERVAL:
+                if queue not in listed_at:
+                    self._adopt_flat(queue)
+                listed[queue] = self._listing(queue)
+                listed_at[queue] = now
+                data = self._take(queue, listed[queue])
         if data is None:
             raise Empty()
         return loads(data.decode())
 
-    def _take(self, names: collections.deque | None) -> bytes | None:
+    def _take(self, queue: str, names: collections.deque | None) -> bytes | None:
         while names:
-            data = self._claim(names.popleft())
+            data = self._claim(queue, names.popleft())
             if data is not None:
                 return data
         return None
 
-    def _listing(self) -> dict[str, collections.deque]:
-        """The messages in the folder by queue, oldest first."""
-        found: dict[str, collections.deque] = {}
-        for name in sorted(os.listdir(self.data_folder_in)):
-            if not name.startswith(".") and name.endswith(".msg"):
-                queue = name.partition(".")[2][:-len(".msg")]
-                found.setdefault(queue, collections.deque()).append(name)
-        return found
+    def _listing(self, queue: str) -> collections.deque:
+        """The messages of ``queue``, oldest first."""
+        try:
+            names = os.listdir(self._folder(queue))
+        except FileNotFoundError:   # deleted meanwhile
+            self.__dict__.get("_folders", {}).pop(queue, None)
+            return collections.deque()
+        return collections.deque(sorted(name for name in names
+                                        if name[0] != "." and name.endswith(".msg")))
 
-    def _claim(self, name: str) -> bytes | None:
+    def _adopt_flat(self, queue: str) -> None:
+        """Move ``queue``'s messages from the shared folder (where versions
+        before the queue folders wrote them) into its own folder."""
+        suffix = f".{queue}.msg"
+        folder = self.data_folder_in
+        for name in os.listdir(folder):
+            if name.endswith(suffix) and name[0] != "." and name.partition(".")[2] == suffix[1:]:
+                try:
+                    os.rename(os.path.join(folder, name),
+                              os.path.join(self._folder(queue), name[:-len(suffix)] + ".msg"))
+                except FileNotFoundError:
+                    pass   # another reader took it
+
+    def _claim(self, queue: str, name: str) -> bytes | None:
         """The content of message file ``name``, now removed; None if another
         reader took it first."""
-        folder = self.data_folder_in
+        folder = self._folder(queue)
         claimed = os.path.join(folder, f".claimed-{os.getpid()}-{name}")
         try:
             os.rename(os.path.join(folder, name), claimed)
@@ -205,6 +251,32 @@ class Channel(filesystem.Channel):
                 return handle.read()
         finally:
             os.unlink(claimed)
+
+    def _size(self, queue: str) -> int:
+        return len(self._listing(queue)) + super()._size(queue)
+
+    def _purge(self, queue: str) -> int:
+        count = super()._purge(queue)   # what an older version left in the shared folder
+        folder = self._folder(queue)
+        for name in self._listing(queue):
+            try:
+                os.remove(os.path.join(folder, name))
+                count += 1
+            except OSError:
+                pass   # taken by a reader meanwhile
+        self.__dict__.get("_listed", {}).pop(queue, None)
+        return count
+
+
+_SAFE_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,150}")
+
+
+def queue_folder_name(queue: str) -> str:
+    """The folder name of ``queue``: its own name when that is a safe file
+    name, else a digest of it (never a path, never hidden)."""
+    if _SAFE_NAME.fullmatch(queue):
+        return queue
+    return "q-" + hashlib.sha256(queue.encode()).hexdigest()[:32]
 
 
 class Transport(filesystem.Transport):

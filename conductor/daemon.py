@@ -35,6 +35,7 @@ from fornace.conductor.jobs.lifecycle import Job, failed, run_job
 from fornace.conductor.jobs.lock import (AlreadyDone, Grant, HeldTask, JobLock, LockHeld,
                                          Revoked)
 from fornace.conductor.jobs.lockwait import LockWait
+from fornace.conductor.jobs.outbox import Outbox
 from fornace.conductor.jobs.records import JobRecorder
 from fornace.conductor.jobs.takeover import Takeover, kept
 from fornace.conductor.jobs.tracing import TRACE_BYTES, JobTrace, encode
@@ -257,12 +258,27 @@ class Conductor:
         if task.token:
             secrets.add(task.token)
         fence: list[int | None] = [None]   # the grant's token, once the lock is held
+        # every message of the job leaves through it: in order, a confirm per batch
+        outbox = Outbox(broker.publish_many, job_id)
         recorder = JobRecorder(
             task.environment_id, job_id,
             # on the results queue: the API stores them before the result (one order)
-            lambda body, message_id: broker.publish(
+            lambda body, message_id: outbox.put(
                 contract.RESULTS, contract.fenced(body, fence[0]), message_id),
-            mask=lambda text: mask_text(text, secrets) if secrets else text)
+            mask=lambda text: mask_text(text, secrets) if secrets else text,
+            batch_seconds=EVENT_BATCH_SECONDS)
+        try:
+            self._deploy_locked(task, task_id, job_id, body, broker, data, problem, secrets,
+                                fence, outbox, recorder, shown_queued)
+        finally:
+            recorder.flush()
+            outbox.close()
+
+    def _deploy_locked(self, task: contract.Task, task_id: str, job_id: str, body: Any,
+                       broker: Broker, data: JobData, problem: PackageUnavailable | None,
+                       secrets: set[str], fence: list[int | None], outbox: Outbox,
+                       recorder: JobRecorder, shown_queued: bool) -> None:
+        """:meth:`_deploy` from the job's lock on: its messages go through ``outbox``."""
         turn = LockWait(task.environment_id, job_id, self.settings.lock_wait)
         asked = time.monotonic()   # the grant confirms the lock as of (at least) then
         grant = self._lock(task, job_id, recorder,
@@ -282,8 +298,8 @@ class Conductor:
         errors = [0]   # error reports sent: the API ends such a job completed_w_errors
 
         def report(body: dict) -> None:
-            broker.publish(contract.REPORTS, contract.fenced(body, fence[0]),
-                           f"{task_id}-report-{next(counter)}")
+            outbox.put(contract.REPORTS, contract.fenced(body, fence[0]),
+                       f"{task_id}-report-{next(counter)}")
             if body.get("level") == "error":
                 errors[0] += 1
         trace = JobTrace(secrets, self.settings.trace_bytes) if self.settings.trace else None
@@ -310,13 +326,15 @@ class Conductor:
                 self._delete_trust(task)
             recorder.flush()   # every task stored before the result ends the job
             if trace is not None:
-                self._send_trace(broker, task, job_id, task_id, trace, fence[0])
-            broker.publish(contract.RESULTS,
-                           contract.fenced(contract.result_body(outcome.model), fence[0]),
-                           task_id)
+                self._send_trace(outbox, task, job_id, task_id, trace, fence[0])
+            # after every report and event of the job is confirmed
+            outbox.finish(contract.RESULTS,
+                          contract.fenced(contract.result_body(outcome.model), fence[0]),
+                          task_id)
             watch.answered = True
         finally:
             recorder.flush()
+            outbox.flush()   # under the lock: its token still the current one
             self._unlock(grant, watch)
         ended = outcome.status
         if ended == "success" and errors[0]:   # as the API will show it
@@ -333,7 +351,7 @@ class Conductor:
             return self.data.base, exc
 
     @staticmethod
-    def _send_trace(broker: Broker, task: contract.Task, job_id: str, task_id: str,
+    def _send_trace(outbox: Outbox, task: contract.Task, job_id: str, task_id: str,
                     trace: JobTrace, fence: int | None) -> None:
         """The job's trace, on the results queue just before its result; a trace
         that cannot be sent is lost with a warning, never the job."""
@@ -341,7 +359,7 @@ class Conductor:
             body = contract.trace_event_body(
                 task.environment_id, job_id,
                 encode(trace.document(task.environment_id, job_id, task.action)))
-            broker.publish(contract.RESULTS, contract.fenced(body, fence), f"{task_id}-trace")
+            outbox.put(contract.RESULTS, contract.fenced(body, fence), f"{task_id}-trace")
         except Exception as exc:  # noqa: BLE001 -- the result matters more
             LOG.warning("environment %s: job %s: its trace was not sent: %s",
                         task.environment_id, job_id, exc)
@@ -534,6 +552,9 @@ _NO_LOCK = object()   # no lock table: the job runs alone as far as we know
 #: seconds a confirmation of the job's grant stands for the next cloud steps
 #: (a burst of plans asks the database a few times, not once each)
 FENCE_FRESH_FOR = 0.25
+#: a job's task changes wait at most this long to go as one event (then the
+#: outbox's own batch: progress shows within about a tenth of a second)
+EVENT_BATCH_SECONDS = 0.05
 LOST = "it lost the environment's lock (abandoned, or taken over by another conductor)"
 
 

@@ -119,7 +119,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_plan import fornace, peak_rss_mb  # noqa: E402  (the same processes, measured alike)
+from bench_plan import add_backend_options, fornace, peak_rss_mb  # noqa: E402  (measured alike)
 from ports import free_port  # noqa: E402
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -1019,13 +1019,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS",
                         help=f"before each timed phase, wait up to SECONDS for the machine's "
                              f"other load to fall below {QUIET} cores (a shared machine)")
-    parser.add_argument("--amqp-host", default="127.0.0.1")
-    parser.add_argument("--amqp-port", type=int, default=5672)
-    parser.add_argument("--amqp-user", default="guest")
-    parser.add_argument("--amqp-password", default="guest")
-    parser.add_argument("--pg-host", default="127.0.0.1")
-    parser.add_argument("--pg-port", type=int, default=5432)
-    parser.add_argument("--pg-user", default="postgres")
+    add_backend_options(parser)
     parser.add_argument("--profile", metavar="DIR",
                         help="py-spy record the processes during the timed phase into DIR")
     parser.add_argument("--profile-mode", choices=("gil", "active"), default="gil",

@@ -19,6 +19,7 @@ from typing import Any, Callable
 
 from fornace.common import contract
 from fornace.common.canonicaljson import canonical_json
+from fornace.conductor.jobs.batching import BatchTimer
 
 LOG = logging.getLogger(__name__)
 
@@ -148,14 +149,11 @@ class JobRecorder:
         self.batch_size = min(batch_size, contract.MAX_TASKS_PER_EVENT)
         self.tasks: list[TaskRecord] = []
         self._events = 0
-        self._lock = threading.Lock()          # the batch being filled and its timer
+        self._timer = BatchTimer(self.flush, batch_seconds, f"{self.job_id}-events")
+        self._lock = self._timer.lock          # the batch being filled and its timer
         self._sending = threading.Lock()       # batches go out one at a time, in order
         self._batch: dict[str, dict[str, Any]] = {}   # change id -> its merged changes
         self._nodes: dict[str, dict[str, Any]] = {}   # node id -> the unit or service
-        self._due = 0.0                        # when the batch being filled must go
-        self._wake = threading.Condition(self._lock)
-        self._flusher: threading.Thread | None = None   # sends batches when due; ends when
-                                                         # nothing is left to send
 
     def task(self, target: str | None, target_name: str | None, operation: str, reason: str,
              status: str = "pending", digest: str | None = None,
@@ -185,28 +183,16 @@ class JobRecorder:
         if self.publish is None or node_id is None:
             return
         with self._lock:
-            self._new_batch()
             self._nodes[node_id if isinstance(node_id, str) else str(node_id)] = obj
             full = len(self._nodes) >= contract.MAX_NODES_PER_EVENT or self.batch_seconds <= 0
-            self._start_flusher(full)
+            self._timer.opened(start=not full)
         if full:
             self.flush()
-
-    def _new_batch(self) -> None:
-        if not self._batch and not self._nodes:   # it goes batch_seconds from now at the latest
-            self._due = time.monotonic() + self.batch_seconds
-
-    def _start_flusher(self, full: bool) -> None:
-        if not full and self._flusher is None:
-            self._flusher = threading.Thread(target=self._flush_when_due, daemon=True,
-                                             name=f"{self.job_id}-events")
-            self._flusher.start()
 
     def _add(self, change_id: str, changes: dict[str, Any]) -> None:
         if self.publish is None:
             return
         with self._lock:
-            self._new_batch()
             merged = self._batch.get(change_id)
             if merged is None:
                 self._batch[change_id] = changes   # the first change of it in this batch
@@ -217,23 +203,8 @@ class JobRecorder:
                 if lines:
                     merged["log"] = [*merged.get("log", ()), *lines]
             full = len(self._batch) >= self.batch_size or self.batch_seconds <= 0
-            self._start_flusher(full)
+            self._timer.opened(start=not full)
         if full:
-            self.flush()
-
-    def _flush_when_due(self) -> None:
-        """Send each batch ``batch_seconds`` after its first change (one thread
-        while changes keep coming, not one per batch)."""
-        while True:
-            with self._wake:
-                while True:
-                    if not self._batch and not self._nodes:
-                        self._flusher = None
-                        return
-                    remaining = self._due - time.monotonic()
-                    if remaining <= 0:
-                        break
-                    self._wake.wait(remaining)
             self.flush()
 
     def flush(self) -> None:
@@ -242,6 +213,7 @@ class JobRecorder:
             with self._lock:
                 batch, self._batch = list(self._batch.values()), {}
                 nodes, self._nodes = self._nodes, {}
+                self._timer.taken()
                 if batch or nodes:
                     self._events += 1
             if not batch and not nodes:

@@ -73,3 +73,29 @@ def test_two_readers_share_a_queue_without_losing_or_doubling_a_message(tmp_path
         c1.release()
         c2.release()
     assert sorted(taken) == list(range(40))
+
+
+def test_each_queue_has_a_folder_of_its_own_and_older_flat_messages_are_read(tmp_path):
+    """A reader lists its queue's folder only (not every queue's backlog); a
+    message an older version wrote into the shared folder is still read, in
+    its order; a queue whose name is no safe file name gets a digest folder."""
+    url = f"filesystem:///{tmp_path}/broker"
+    messages = tmp_path / "broker" / "messages"
+    with Broker(url) as broker:
+        broker.publish("source", {"n": 1}, "q1")
+        broker.publish("busy", {"n": 0}, "b0")
+        broker.publish("quiet", {"n": 2}, "q2")
+        broker.publish("../odd queue", {"n": 7}, "odd")
+    # as a version before the queue folders left it (older than q2)
+    [written] = (messages / "source").iterdir()
+    written.rename(messages / written.name.replace(".msg", ".quiet.msg"))
+    (messages / "source").rmdir()
+    assert sorted(p.name for p in messages.iterdir() if p.is_dir()) == sorted(
+        ["busy", "quiet", folderbroker.queue_folder_name("../odd queue")])
+    assert folderbroker.queue_folder_name("../odd queue").startswith("q-")
+    with Broker(url) as broker:
+        assert [b["n"] for b, _ in broker.drain("quiet", timeout=0.2)] == [1, 2]
+        assert [b["n"] for b, _ in broker.drain("../odd queue", timeout=0.2)] == [7]
+        broker.delete("quiet")
+    assert not (messages / "quiet").exists()          # no folder left per deleted queue
+    assert [p.name for p in (messages / "busy").iterdir()][0].endswith(".msg")
