@@ -32,7 +32,8 @@ from fornace.api.jobstate import BUSY, reopen_session, settle_tasks, settled_sta
 from fornace.api.messagestore import Message, Outcome, store_message, store_messages
 from fornace.api.traces import store_trace
 from fornace.common import contract
-from fornace.common.db.models import Job, Environment, JobTask, Status, new_id, utcnow
+from fornace.common.db.models import (Job, Environment, JobEventId, JobTask, Status, new_id,
+                                      utcnow)
 from fornace.common.secrets import mask_text
 
 if TYPE_CHECKING:
@@ -195,6 +196,8 @@ class _EventBatch:
         self.jobs = jobs_by_id(db, [e.job_id for e, _ in events if self._needs_job(e)])
         self.loaded: dict[str, Job] = {}    # rows of the jobs whose state events change
         self.rows = self._rows()
+        self.stored_keys = self._stored_keys()   # task events stored before (sent again)
+        self.new_keys: dict[str, str] = {}       # key -> job id, of those stored now
         self.secrets: dict[str, set[str]] = {}
         self.writes: dict[tuple[str, str], _TaskWrite] = {}
         self.nodes: dict[str, Nodes] = {}   # job id -> the node states that moved
@@ -237,6 +240,14 @@ class _EventBatch:
                                              for env_id, change_ids in by_env.items()))))
         return {(env_id, change_id): row_id for env_id, change_id, row_id in found}
 
+    def _stored_keys(self) -> set[str]:
+        """Which of the batch's task events were stored before, in one query."""
+        keys = {key for event, message_id in self.events
+                if (key := _event_key(event, message_id)) is not None}
+        if not keys:
+            return set()
+        return set(self.db.scalars(select(JobEventId.key).where(JobEventId.key.in_(keys))))
+
     # -- the events, in order -----------------------------------------------------
     def store(self) -> None:
         for event, message_id in self.events:
@@ -263,6 +274,13 @@ class _EventBatch:
         job = self._job(event, message_id)
         if job is None:
             return
+        key = _event_key(event, message_id)
+        if key is not None:
+            if key in self.stored_keys or key in self.new_keys:   # its log lines are in
+                LOG.info("job event %s of job %s: stored before, not again", message_id,
+                         job.id)
+                return
+            self.new_keys[key] = job.id
         for number, task in enumerate(_task_changes(event)):
             try:
                 change_id = _change_id(task)
@@ -328,6 +346,13 @@ class _EventBatch:
         (:mod:`fornace.api.jobnodes`)."""
         merge_nodes(self.db, self.nodes)
         self.nodes = {}
+        if self.new_keys:
+            now = utcnow()
+            self.db.execute(insert(JobEventId.__table__), [
+                {"key": key, "deployment_id": job_id, "created": now}
+                for key, job_id in self.new_keys.items()])
+            self.stored_keys.update(self.new_keys)
+            self.new_keys = {}
         if not self.writes:
             return
         now = utcnow()
@@ -377,6 +402,15 @@ class JobEvents:
                 if attempt:
                     raise
                 LOG.info("job event %s: task inserted concurrently, updating it", event[1])
+
+
+def _event_key(event: contract.JobEvent, message_id: str | None) -> str | None:
+    """What tells a task event stored before (``job_event_ids``): its message id
+    and the fence token it carried -- a takeover numbers its events from 1
+    again, under a new token.  None: not a task event, or no id to tell."""
+    if event.kind not in TASK_KINDS or not message_id:
+        return None
+    return f"{message_id[:255]}@{event.fence if event.fence is not None else ''}"
 
 
 def _parse(body: Any, message_id: str | None) -> Event:

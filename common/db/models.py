@@ -150,6 +150,21 @@ class JobTrace(Base):
     created: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
 
 
+class JobEventId(Base):
+    """A task event stored (its message id and the fence token it carried): a
+    batch the conductor sends again after a lost confirm, or the broker
+    delivers again, is stored once -- its log lines are appended, so storing
+    it twice would show them twice.  The token tells a takeover's events,
+    numbered from 1 again, from the first holder's."""
+
+    __tablename__ = "job_event_ids"
+
+    key: Mapped[str] = mapped_column(String(300), primary_key=True)   # message id@token
+    deployment_id: Mapped[str] = mapped_column(
+        ForeignKey("deployments.id", ondelete="CASCADE"), index=True)
+    created: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
+
+
 class JobLock(Base):
     """The environment a conductor works on: at most one job per environment."""
 

@@ -60,15 +60,16 @@ def test_unknown_and_malformed_events_are_dropped(api, caplog):
         with pytest.raises(contract.ContractError, match=words):
             api.store.job_events.apply(body, "bad")
     # what the contract lets through but the table cannot hold: dropped, said why
-    for body in ({"environment_id": env_id, "job_id": job["id"], "kind": "task",
+    for number, body in enumerate(({"environment_id": env_id, "job_id": job["id"], "kind": "task",
                   "task": {"change_id": "B004", "started": "yesterday"}},
                  {"environment_id": env_id, "job_id": job["id"], "kind": "task",
                   "task": {"change_id": "B" * 65}},
                  {"environment_id": env_id, "job_id": job["id"], "kind": "task",
                   "task": {"change_id": "B005", "reason": "r" * 65}},
                  {"environment_id": env_id, "job_id": "x\x00" * 40, "kind": "task",
-                  "task": {"change_id": "B006"}}):
-        api.store.job_events.apply(body, "bad")
+                  "task": {"change_id": "B006"}})):
+        api.store.job_events.apply(body, f"bad-{number}")   # ids of their own: one would
+        # be taken for the other, sent again
     assert "unknown job 'no-such-job'" in caplog.text
     assert "not an ISO 8601 time" in caplog.text and "longer than 64" in caplog.text
     assert api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()["tasks"] == []
@@ -370,3 +371,45 @@ def test_an_event_failing_alone_stops_the_batch_there_and_loses_nothing(api, mon
     tasks = api.client.get(f"/environments/{env_id}/jobs/{job}").json()["tasks"]
     assert [(t["change_id"], t["log"]) for t in tasks] == [
         ("F1", ["l1"]), ("F2", ["l2"]), ("F3", ["l3"])]
+
+
+def test_a_task_event_sent_again_is_stored_once(api):
+    """A batch the conductor sends again (its confirm lost) or the broker
+    delivers again appends its log lines once; in one batch or in two."""
+    env_id, _ = deployed(api)
+    job = action(api, env_id, "check", {}).json()
+    first = contract.task_events_body(env_id, job["id"], [
+        {"change_id": "A001", "target": "u1", "status": "running", "log": ["one", "two"]}])
+    second = contract.task_events_body(env_id, job["id"], [
+        {"change_id": "A001", "status": "ok", "log": ["three"]}])
+    api.store.job_events.apply(first, f"{job['id']}-events-1")
+    api.store.job_events.apply(first, f"{job['id']}-events-1")   # again, alone
+    outcomes = api.store.job_events.apply_all([(second, f"{job['id']}-events-2"),
+                                               (first, f"{job['id']}-events-1"),
+                                               (second, f"{job['id']}-events-2")])
+    assert outcomes == [None, None, None]
+    shown = api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()
+    assert [(t["change_id"], t["status"], t["log"]) for t in shown["tasks"]] == \
+        [("A001", "ok", ["one", "two", "three"])]
+
+
+def test_a_takeovers_task_events_numbered_again_are_stored(api):
+    """A takeover runs the job again under a new token and numbers its events
+    from 1 again: they are not taken for the first holder's, sent again."""
+    import datetime
+    env_id, _ = deployed(api)
+    job = action(api, env_id, "check", {}).json()
+    now = [datetime.datetime(2030, 1, 1)]
+    lock = JobLock(api.store.sessions.kw["bind"], clock=lambda: now[0])
+    first = lock.acquire(env_id, job["id"], "c1")
+    body = contract.task_events_body(env_id, job["id"], [
+        {"change_id": "A001", "status": "running", "log": ["by c1"]}])
+    api.store.job_events.apply(contract.fenced(body, first.token), f"{job['id']}-events-1")
+    now[0] += datetime.timedelta(seconds=120)
+    second = lock.acquire(env_id, job["id"], "c2", stale_after=60)
+    assert second.token > first.token
+    body = contract.task_events_body(env_id, job["id"], [
+        {"change_id": "A001", "status": "ok", "log": ["by c2"]}])
+    api.store.job_events.apply(contract.fenced(body, second.token), f"{job['id']}-events-1")
+    shown = api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()
+    assert [(t["status"], t["log"]) for t in shown["tasks"]] == [("ok", ["by c1", "by c2"])]
