@@ -62,9 +62,12 @@ RECONNECT_MAX = 5.0
 CLASSIC, QUORUM = "classic", "quorum"
 QUEUE_TYPES = (CLASSIC, QUORUM)
 PERSISTENT = kombu.entity.PERSISTENT_DELIVERY_MODE
-#: what loses a batch's confirmation (besides the connection's own errors)
+#: what loses a batch's confirmation (besides the connection's own errors); a
+#: ChannelError: its channel went with a connection lost meanwhile (a node of a
+#: cluster gone) -- the batch goes again on a new connection
 _CONFIRM_FAILURES: tuple[type[BaseException], ...] = (
-    amqp.exceptions.MessageNacked, socket.timeout, TimeoutError, OSError)
+    amqp.exceptions.MessageNacked, amqp.exceptions.ChannelError, socket.timeout,
+    TimeoutError, OSError)
 
 
 class QueueTypeError(FornaceError):
@@ -377,7 +380,8 @@ class Broker:
                                              + conn.recoverable_channel_errors)
         try:
             producer.channel   # connects (kombu's retry policy), or raises OperationalError
-            if self._batch_channel is None:
+            if self._batch_channel is None or self._batch_channel.channel.connection is None:
+                # none yet, or it went with its connection: kombu reconnected since
                 self._batch_channel = _ConfirmedChannel(conn.channel())
             confirmed = self._batch_channel
             channel = confirmed.channel
