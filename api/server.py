@@ -14,7 +14,6 @@ What cannot be stored, even alone, is set aside in the dead-letter table
 """
 from __future__ import annotations
 
-import gc
 import logging
 import threading
 from typing import Any, Callable, Sequence
@@ -129,14 +128,6 @@ class ApiService:
         self._stop = threading.Event()
         self._consumer: Consumer | None = None
         self._thread: threading.Thread | None = None
-        # What start-up made (modules, routes, SQLAlchemy's and pydantic's
-        # structures: ~160,000 objects) lives as long as the process.  Left to
-        # the collector, each full collection walked all of it while holding
-        # the GIL: 0.25-0.3 s here, over a second on a busy machine -- the
-        # API's stalls under load.  Frozen, a collection walks only what was
-        # made since.
-        gc.collect()
-        gc.freeze()
 
     def _on_results(self, items: Items) -> list[Outcome]:
         """Results and job events, in their order: job events share the results
