@@ -363,20 +363,27 @@ def test_a_copy_of_a_job_running_elsewhere_waits_then_is_not_run_again(tmp_path)
     assert not second.is_alive() and len(applied) == 1   # answered, not run again
 
 
+def _locked_conductor(tmp_path: Path, prefix: str,
+                      agent_timeout: float) -> tuple[str, str, Conductor]:
+    """A conductor on the memory broker taking job locks in a SQLite database of
+    ``tmp_path`` (its URL), and a new environment id starting with ``prefix``."""
+    from fornace.common.db.engine import upgrade
+    url = f"sqlite:///{tmp_path / 'locks.sqlite'}"
+    upgrade(url)
+    daemon = Conductor(ConductorSettings(broker_url="memory://", data_dir=DATA, database_url=url,
+                                         engine=Settings(agent_timeout=agent_timeout)),
+                       lambda task: SimulatedCloud().executors()[0])
+    return url, prefix + uuid.uuid4().hex[:8], daemon
+
+
 def test_a_stopping_conductor_does_not_wait_for_a_silent_agent(tmp_path):
     """Regression: a conductor waiting on a dead agent ignored SIGTERM (for the whole
     agent_timeout); now the wait ends, the task is requeued (not answered) and the
     lock is freed for the next copy, which runs the job."""
     from fornace.common.consumer import Delivery
-    from fornace.common.db.engine import upgrade
     from fornace.conductor.daemon import Interrupted
     from fornace.conductor.jobs.lock import Grant, JobLock
-    url = f"sqlite:///{tmp_path / 'locks.sqlite'}"
-    upgrade(url)
-    env_id = "d" + uuid.uuid4().hex[:8]
-    daemon = Conductor(ConductorSettings(broker_url="memory://", data_dir=DATA, database_url=url,
-                                         engine=Settings(agent_timeout=3600)),
-                       lambda task: SimulatedCloud().executors()[0])
+    url, env_id, daemon = _locked_conductor(tmp_path, "d", agent_timeout=3600)
     outcome = []
 
     def handle():
@@ -429,14 +436,8 @@ def test_what_a_locked_job_sends_carries_its_token(tmp_path):
 def _job_states_sent(tmp_path: Path, run) -> list[str]:
     """The job states (job events of kind ``job``) a locked conductor sends for
     one task, ``run(daemon, env_id, body, message_id)`` running it."""
-    from fornace.common.db.engine import upgrade
     tmp_path.mkdir(exist_ok=True)
-    url = f"sqlite:///{tmp_path / 'locks.sqlite'}"
-    upgrade(url)
-    env_id = "r" + uuid.uuid4().hex[:8]
-    daemon = Conductor(ConductorSettings(broker_url="memory://", data_dir=DATA, database_url=url,
-                                         engine=Settings(agent_timeout=0.5)),
-                       lambda task: SimulatedCloud().executors()[0])
+    _, env_id, daemon = _locked_conductor(tmp_path, "r", agent_timeout=0.5)
     run(daemon, env_id, one_unit_task(env_id), "t-" + env_id)
     with Broker("memory://") as broker:
         results = broker.drain(contract.RESULTS, timeout=0.5)
