@@ -9,10 +9,12 @@ over in the database meanwhile.
 """
 from __future__ import annotations
 
+import contextlib
 import shutil
 import threading
 import uuid
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -182,15 +184,9 @@ def test_a_fresh_confirmation_spares_the_next_steps_queries_but_not_a_woken_hold
     jumped past it (frozen, then woken after a takeover) asks again and is
     fenced."""
     from sqlalchemy import update
-    from fornace.common.db.engine import upgrade
     from fornace.common.db.models import JobLock as LockRow
-    from fornace.conductor.jobs.fencing import GrantFence
-    url = f"sqlite:///{tmp_path / 'locks.sqlite'}"
-    upgrade(url)
     now = [100.0]
-    with JobLock(url) as lock:
-        grant = lock.acquire("env1", "job1", "conductor-a")
-        asked = counted_heartbeats(lock)
+    with held_lock(tmp_path) as (lock, grant, asked):
         lost = threading.Event()
         fence = GrantFence(lock, grant, lost, backoff=(), fresh_for=0.25,
                            clock=lambda: now[0])
@@ -204,6 +200,17 @@ def test_a_fresh_confirmation_spares_the_next_steps_queries_but_not_a_woken_hold
         with pytest.raises(Fenced):
             fence()
         assert asked == [grant.token, grant.token] and lost.is_set()
+
+
+@contextlib.contextmanager
+def held_lock(tmp_path: Path) -> Iterator[tuple[JobLock, Grant, list]]:
+    """The lock of env1 held by conductor-a's job1 in a SQLite database of
+    ``tmp_path``: the lock, its grant, and the heartbeats sent from then on."""
+    url = f"sqlite:///{tmp_path / 'locks.sqlite'}"
+    upgrade(url)
+    with JobLock(url) as lock:
+        grant = lock.acquire("env1", "job1", "conductor-a")
+        yield lock, grant, counted_heartbeats(lock)
 
 
 def counted_heartbeats(lock: JobLock) -> list:
@@ -221,14 +228,8 @@ def counted_heartbeats(lock: JobLock) -> list:
 def test_the_grant_counts_as_a_confirmation_for_the_first_steps(tmp_path):
     """Taking the lock stamped its heartbeat: the steps right after it (the
     job's first stack action) do not ask again within ``fresh_for``."""
-    from fornace.common.db.engine import upgrade
-    from fornace.conductor.jobs.fencing import GrantFence
-    url = f"sqlite:///{tmp_path / 'locks.sqlite'}"
-    upgrade(url)
     now = [100.0]
-    with JobLock(url) as lock:
-        grant = lock.acquire("env1", "job1", "conductor-a")
-        asked = counted_heartbeats(lock)
+    with held_lock(tmp_path) as (lock, grant, asked):
         fence = GrantFence(lock, grant, threading.Event(), backoff=(), fresh_for=0.25,
                            clock=lambda: now[0], confirmed=99.9)
         fence()
