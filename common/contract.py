@@ -79,6 +79,12 @@ the earlier ones, and a Murano 0.2 agent or API speaks 1.0)::
            says which, on which conductor, since when.  "running" (fenced)
            once it holds the lock.  An older API sets "queued" aside as a
            ContractError (the job stays shown running)
+    1.11 - "error_reports" on a result: how many error reports the job sent.
+           Reports travel on task-reports, results on task-results, with no
+           order between the two queues: the API ends the job
+           completed_w_errors from this count, not only from the error
+           reports it has stored by then.  Absent (0.2, or before 1.11): the
+           stored error reports decide, as before
 """
 from __future__ import annotations
 
@@ -91,7 +97,7 @@ from typing import Any
 
 from fornace.common import jsonlimits, names
 
-CONTRACT_VERSION = "1.10"   # see the history above; bump it with every change of a body
+CONTRACT_VERSION = "1.11"   # see the history above; bump it with every change of a body
 MAX_PACKAGES = 32          # workflow packages on one task (1.8)
 
 TASKS = "tasks"            # exchange, queue and routing key
@@ -305,12 +311,18 @@ def is_plan_log(body: Any) -> bool:
     return isinstance(body, dict) and "Log" in body and "IsException" not in body
 
 
-def result_body(model: dict[str, Any]) -> dict[str, Any]:
-    """A ``task-results`` message: a cleaned copy of the final object model."""
+ERROR_REPORTS = "error_reports"   # on a result (1.11)
+
+
+def result_body(model: dict[str, Any], error_reports: int = 0) -> dict[str, Any]:
+    """A ``task-results`` message: a cleaned copy of the final object model,
+    with the number of error reports the job sent (1.11) when there were any."""
     if not isinstance(model, dict):
         raise _error("result", f"the object model must be an object, got {_kind(model)}")
     body = clean_model(copy.deepcopy(model))
     _check_result(body)
+    if error_reports:
+        body[ERROR_REPORTS] = error_reports
     return body
 
 
@@ -443,11 +455,24 @@ def parse_job_event(body: Any) -> JobEvent:
 
 
 def parse_result(body: Any) -> dict[str, Any]:
-    """A ``task-results`` message -> the final object model (without its fence)."""
+    """A ``task-results`` message -> the final object model (without its fence
+    and its count of error reports, see :func:`error_reports_of`)."""
     body = _object(body, "result")
     _check_result(body)
     fence_of(body, "result")
-    return {key: value for key, value in body.items() if key != FENCE}
+    error_reports_of(body)
+    return {key: value for key, value in body.items() if key not in (FENCE, ERROR_REPORTS)}
+
+
+def error_reports_of(body: Any) -> int:
+    """How many error reports the job of a result says it sent (0: none, or not told)."""
+    if not isinstance(body, dict) or body.get(ERROR_REPORTS) is None:
+        return 0
+    count = body[ERROR_REPORTS]
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise _error("result", f"must be a non-negative integer, got {_kind(count)}",
+                     ERROR_REPORTS)
+    return count
 
 
 def parse_report(body: Any) -> Report:

@@ -329,7 +329,8 @@ class Conductor:
                 self._send_trace(outbox, task, job_id, task_id, trace, fence[0])
             # after every report and event of the job is confirmed
             outbox.finish(contract.RESULTS,
-                          contract.fenced(contract.result_body(outcome.model), fence[0]),
+                          contract.fenced(contract.result_body(outcome.model, errors[0]),
+                                          fence[0]),
                           task_id)
             watch.answered = True
         finally:

@@ -7,6 +7,10 @@ plan only previews, so the environment is left as it was.  A delete job
 that went well removes the environment.  A redelivered result, one for a
 job that ended already, or one from a run that lost the environment's lock
 (:mod:`fornace.api.fencing`) changes nothing.
+
+A job that sent error reports ends ``completed_w_errors``: the result says
+how many it sent (contract 1.11), since they travel on another queue and may
+be stored after it; a result that does not say (0.2) counts those stored.
 """
 from __future__ import annotations
 
@@ -28,7 +32,8 @@ if TYPE_CHECKING:
 
 LOG = logging.getLogger(__name__)
 
-Parsed = tuple[dict[str, Any], int | None, str | None]   # (model, fence, message id)
+# (model, fence, error reports the job sent, message id)
+Parsed = tuple[dict[str, Any], int | None, int, str | None]
 
 
 class Results:
@@ -50,16 +55,17 @@ class Results:
 
     def _store_results(self, results: Sequence[Parsed]) -> None:
         with self._sessions.begin() as db:
-            for model, fence, message_id in results:
-                _store_result(db, model, fence, message_id)
+            for model, fence, error_reports, message_id in results:
+                _store_result(db, model, fence, error_reports, message_id)
 
 
 def _parse(body: Any, message_id: str | None) -> Parsed:
-    return contract.parse_result(body), contract.fence_of(body, "result"), message_id
+    return (contract.parse_result(body), contract.fence_of(body, "result"),
+            contract.error_reports_of(body), message_id)
 
 
 def _store_result(db: DbSession, model: dict[str, Any], fence: int | None,
-                  message_id: str | None) -> None:
+                  error_reports: int, message_id: str | None) -> None:
     if fenced_off(db, model["id"], fence, f"result {message_id}"):
         return
     # neither the job's nor the environment's JSON is read: the model replaces the latter
@@ -72,7 +78,8 @@ def _store_result(db: DbSession, model: dict[str, Any], fence: int | None,
         return
     env = db.get(Environment, deployment.environment_id,
                  options=[defer(Environment.description)])
-    errors = db.scalar(select(func.count()).select_from(Status).where(
+    # the job's count first: its last reports may not be stored yet (another queue)
+    errors = error_reports or db.scalar(select(func.count()).select_from(Status).where(
         Status.deployment_id == deployment.id, Status.level == "error"))
     now = utcnow()
     deployment.finished = now

@@ -10,7 +10,7 @@ import pytest
 from fornace.api.context import Context
 from fornace.api.errors import NotFound
 from fornace.common import contract
-from test_jobs_api import _api, action, deployed, finish
+from test_jobs_api import _api, action, deployed, finish, new_env, web_server
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -48,6 +48,25 @@ def test_other_jobs_store_the_model_and_invalidate_sessions(api):
     assert api.client.get(f"/environments/{env_id}/sessions/{session}").status_code == 403
     assert api.client.get(f"/environments/{env_id}/jobs/{job['id']}").json()["state"] == \
         "completed_w_errors"
+
+
+def test_a_result_ends_the_job_with_errors_its_reports_not_stored_yet(api):
+    """Reports and results travel on two queues: the result's count of error
+    reports (1.11) decides the job's state even when it comes first; the late
+    report then changes nothing more."""
+    env_id, session = new_env(api.client, [web_server()])
+    api.client.post(f"/environments/{env_id}/sessions/{session}/deploy")
+    body, job_id = api.published.tasks[-1]
+    api.store.results.apply(contract.result_body(copy.deepcopy(body), error_reports=1), job_id)
+    shown = api.client.get(f"/environments/{env_id}/jobs/{job_id}").json()
+    assert shown["state"] == "completed_w_errors"
+    assert api.client.get(f"/environments/{env_id}").json()["status"] == "deploy failure"
+    api.store.reports.add(contract.report_body(env_id, "environment", "it failed", "error",
+                                               env_id), f"{job_id}-report-1")
+    reports = api.client.get(f"/environments/{env_id}/deployments/{job_id}").json()["reports"]
+    assert [r["text"] for r in reports if r["level"] == "error"] == ["it failed"]
+    shown = api.client.get(f"/environments/{env_id}/jobs/{job_id}").json()
+    assert shown["state"] == "completed_w_errors"
 
 
 @pytest.mark.parametrize("name, parameters", [

@@ -287,6 +287,17 @@ def test_fences_travel_and_are_checked():
         contract.parse_result({"id": "e1", "fence": "x"})
 
 
+def test_a_result_says_how_many_error_reports_its_job_sent():
+    plain = contract.result_body({"id": "e1", "services": []})
+    assert contract.error_reports_of(plain) == 0 and contract.ERROR_REPORTS not in plain
+    body = contract.fenced(contract.result_body({"id": "e1", "services": []}, 2), 3)
+    assert contract.error_reports_of(body) == 2
+    assert contract.parse_result(body) == {"id": "e1", "services": []}   # not in the model
+    for bad in (-1, "2", True, 1.5):
+        with pytest.raises(contract.ContractError, match="error_reports"):
+            contract.parse_result({"id": "e1", "error_reports": bad})
+
+
 def test_a_tasks_event_carries_node_states_and_bad_ones_are_named() -> None:
     body = contract.task_events_body("e1", "j1", [], {"u1": {"state": "creating",
                                                              "local": "pending"}})

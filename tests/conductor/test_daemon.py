@@ -152,10 +152,12 @@ def test_silent_agent_times_out_and_the_deployment_ends(conductor, caplog):
             b["environment_id"] == env_id and "no answer from the agent" in b["text"]
             for b, _ in found))
     agents.stop.set()
-    assert any(m == "task-" + env_id for _, m in results)
+    result = next(b for b, m in results if m == "task-" + env_id)
     errors = [b["text"] for b, _ in reports
               if b["environment_id"] == env_id and b["level"] == "error"]
     assert any("web2" in text and "no answer from the agent" in text for text in errors)
+    # the result counts them: the API may store it before them (another queue)
+    assert contract.error_reports_of(result) == len(errors) == 1
     # the conductor's log says how the job ended as the API will show it
     ended = wait_for(lambda: [r.getMessage() for r in caplog.records
                               if env_id in r.getMessage() and " ended: " in r.getMessage()],
