@@ -35,10 +35,10 @@ from fornace.conductor.jobs.lifecycle import Job, failed, run_job
 from fornace.conductor.jobs.lock import (AlreadyDone, Grant, HeldTask, JobLock, LockHeld,
                                          Revoked)
 from fornace.conductor.jobs.lockwait import LockWait
-from fornace.conductor.jobs.outbox import Outbox
+from fornace.conductor.jobs.messages import JobMessages
 from fornace.conductor.jobs.records import JobRecorder
 from fornace.conductor.jobs.takeover import Takeover, kept
-from fornace.conductor.jobs.tracing import TRACE_BYTES, JobTrace, encode
+from fornace.conductor.jobs.tracing import TRACE_BYTES, JobTrace
 from fornace.conductor.packages.jobdata import (JobData, PackageData, PackageUnavailable,
                                                 database_reader)
 from fornace.conductor.session import Settings
@@ -257,56 +257,39 @@ class Conductor:
         find_secrets(task.parameters or {}, secrets, keys)   # an action's own passwords too
         if task.token:
             secrets.add(task.token)
-        fence: list[int | None] = [None]   # the grant's token, once the lock is held
         # every message of the job leaves through it: in order, a confirm per batch
-        outbox = Outbox(broker.publish_many, job_id)
-        recorder = JobRecorder(
-            task.environment_id, job_id,
-            # on the results queue: the API stores them before the result (one order)
-            lambda body, message_id: outbox.put(
-                contract.RESULTS, contract.fenced(body, fence[0]), message_id),
-            mask=lambda text: mask_text(text, secrets) if secrets else text,
-            batch_seconds=EVENT_BATCH_SECONDS)
+        messages = JobMessages(broker.publish_many, task.environment_id, job_id, task_id,
+                               secrets)
         try:
-            self._deploy_locked(task, task_id, job_id, body, broker, data, problem, secrets,
-                                fence, outbox, recorder, shown_queued)
+            self._deploy_locked(_JobRun(task, task_id, job_id, body, shown_queued, broker,
+                                        data, problem, messages))
         finally:
-            recorder.flush()
-            outbox.close()
+            messages.close()
 
-    def _deploy_locked(self, task: contract.Task, task_id: str, job_id: str, body: Any,
-                       broker: Broker, data: JobData, problem: PackageUnavailable | None,
-                       secrets: set[str], fence: list[int | None], outbox: Outbox,
-                       recorder: JobRecorder, shown_queued: bool) -> None:
-        """:meth:`_deploy` from the job's lock on: its messages go through ``outbox``."""
+    def _deploy_locked(self, run: "_JobRun") -> None:
+        """:meth:`_deploy` from the job's lock on."""
+        task, job_id, messages = run.task, run.job_id, run.messages
         turn = LockWait(task.environment_id, job_id, self.settings.lock_wait)
         asked = time.monotonic()   # the grant confirms the lock as of (at least) then
-        grant = self._lock(task, job_id, recorder,
-                           kept(body, task_id) if body is not None else None, turn)
+        grant = self._lock(task, job_id, messages.recorder,
+                           kept(run.body, run.task_id) if run.body is not None else None,
+                           turn)
         if grant is None:
             return
         watch = _LockWatch(self.stop)
         cloud_fence = None   # before each step that changes the cloud: still the holder?
         if grant is not _NO_LOCK:
-            fence[0] = grant.token
+            messages.fence = grant.token
             cloud_fence = GrantFence(self.locks, grant, watch.lost, fresh_for=FENCE_FRESH_FOR,
                                      confirmed=asked)
-            if turn.queued or shown_queued:   # shown queued (here, or by an earlier copy)
-                recorder.job_state("running")
+            if turn.queued or run.shown_queued:   # shown queued (here, or by an earlier copy)
+                messages.recorder.job_state("running")
             self._beat(grant, watch)
-        counter = iter(range(1, 1 << 30))
-        errors = [0]   # error reports sent: the API ends such a job completed_w_errors
-
-        def report(body: dict) -> None:
-            outbox.put(contract.REPORTS, contract.fenced(body, fence[0]),
-                       f"{task_id}-report-{next(counter)}")
-            if body.get("level") == "error":
-                errors[0] += 1
-        trace = JobTrace(secrets, self.settings.trace_bytes) if self.settings.trace else None
+        trace = JobTrace(run.secrets, self.settings.trace_bytes) if self.settings.trace \
+            else None
         try:
             try:
-                outcome = self._run(task, task_id, broker, recorder, report, watch.reason,
-                                    data, problem, trace, cloud_fence)
+                outcome = self._run(run, watch.reason, trace, cloud_fence)
             except Fenced:   # a step found the lock lost: as the heartbeat would have
                 watch.lost.set()
             if watch.stop_seen and not watch.lost.is_set():
@@ -317,29 +300,24 @@ class Conductor:
             if watch.lost.is_set():
                 text = f"job {job_id} ({task.action}) stopped: {LOST}; it sends no result"
                 LOG.warning("environment %s: %s", task.environment_id, text)
-                report(contract.report_body(task.environment_id, "environment",
-                                            recorder.mask(text), "warning",
-                                            environment_id=task.environment_id))
+                messages.report(contract.report_body(task.environment_id, "environment",
+                                                     messages.mask(text), "warning",
+                                                     environment_id=task.environment_id))
                 return
             if task.deleted and _removed_everything(outcome):
-                self._delete_queues(broker, task.environment_id)
+                self._delete_queues(run.broker, task.environment_id)
                 self._delete_trust(task)
-            recorder.flush()   # every task stored before the result ends the job
             if trace is not None:
-                self._send_trace(outbox, task, job_id, task_id, trace, fence[0])
+                messages.trace(trace, task.action)
             # after every report and event of the job is confirmed
-            outbox.finish(contract.RESULTS,
-                          contract.fenced(contract.result_body(outcome.model, errors[0]),
-                                          fence[0]),
-                          task_id)
+            messages.result(outcome.model)
             watch.answered = True
         finally:
-            recorder.flush()
-            outbox.flush()   # under the lock: its token still the current one
+            messages.flush()   # under the lock: its token still the current one
             self._unlock(grant, watch)
         ended = outcome.status
-        if ended == "success" and errors[0]:   # as the API will show it
-            ended = f"completed_w_errors ({errors[0]} error report(s))"
+        if ended == "success" and messages.error_reports:   # as the API will show it
+            ended = f"completed_w_errors ({messages.error_reports} error report(s))"
         LOG.info("environment %s: job %s (%s) ended: %s after %d round(s)",
                  task.environment_id, job_id, task.action, ended, outcome.rounds)
 
@@ -351,25 +329,9 @@ class Conductor:
         except PackageUnavailable as exc:   # the job's error, not retried
             return self.data.base, exc
 
-    @staticmethod
-    def _send_trace(outbox: Outbox, task: contract.Task, job_id: str, task_id: str,
-                    trace: JobTrace, fence: int | None) -> None:
-        """The job's trace, on the results queue just before its result; a trace
-        that cannot be sent is lost with a warning, never the job."""
-        try:
-            body = contract.trace_event_body(
-                task.environment_id, job_id,
-                encode(trace.document(task.environment_id, job_id, task.action)))
-            outbox.put(contract.RESULTS, contract.fenced(body, fence), f"{task_id}-trace")
-        except Exception as exc:  # noqa: BLE001 -- the result matters more
-            LOG.warning("environment %s: job %s: its trace was not sent: %s",
-                        task.environment_id, job_id, exc)
-
-    def _run(self, task: contract.Task, task_id: str, broker: Broker,
-             recorder: JobRecorder, report: Callable[[dict], None],
-             halted: Callable[[], str | None] | None, data: JobData,
-             problem: PackageUnavailable | None, trace: JobTrace | None = None,
-             fence: GrantFence | None = None) -> Any:
+    def _run(self, run: "_JobRun", halted: Callable[[], str | None] | None,
+             trace: JobTrace | None = None, fence: GrantFence | None = None) -> Any:
+        task, broker, data = run.task, run.broker, run.data
         engine = self.settings.engine or Settings()
         environment_id = task.environment_id
         # every unit's queue, plans sent or not (its agent made it when it started)
@@ -386,11 +348,12 @@ class Conductor:
         stacks = self._stacks_of(task)
         job = Job(task=task, workflows=data.workflows, store=data.store, catalog=data.catalog,
                   stacks=FencedStacks(stacks, fence) if fence else stacks, agents=agents,
-                  recorder=recorder, engine=engine, reporter=report, plan_seed=task_id,
+                  recorder=run.messages.recorder, engine=engine,
+                  reporter=run.messages.report, plan_seed=run.task_id,
                   halted=halted, trace=trace)
-        if problem is not None:
-            LOG.warning("environment %s: %s", environment_id, problem)
-            return failed(job, problem)
+        if run.problem is not None:
+            LOG.warning("environment %s: %s", environment_id, run.problem)
+            return failed(job, run.problem)
         return run_job(job)
 
     def _stacks_of(self, task: contract.Task) -> StackExecutor:
@@ -555,7 +518,6 @@ _NO_LOCK = object()   # no lock table: the job runs alone as far as we know
 FENCE_FRESH_FOR = 0.25
 #: a job's task changes wait at most this long to go as one event (then the
 #: outbox's own batch: progress shows within about a tenth of a second)
-EVENT_BATCH_SECONDS = 0.05
 LOST = "it lost the environment's lock (abandoned, or taken over by another conductor)"
 
 
@@ -566,6 +528,24 @@ class Interrupted(Requeue):
 class LockUnreachable(Requeue):
     """The database of the job locks stayed out of reach past the retries:
     the task is requeued, not run without its lock."""
+
+
+@dataclass
+class _JobRun:
+    """One task's job as run here: what it is and runs with, what it sends."""
+    task: contract.Task
+    task_id: str
+    job_id: str
+    body: Any                 # the task as it came (kept with the lock for a takeover)
+    shown_queued: bool        # an earlier copy may have shown the job queued
+    broker: Broker
+    data: JobData
+    problem: PackageUnavailable | None   # why it cannot have its packages
+    messages: JobMessages
+
+    @property
+    def secrets(self) -> set[str]:
+        return self.messages.secrets
 
 
 class _Run:
