@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime
 from typing import Any, Iterable
 
+from sqlalchemy.orm import load_only
+
 from fornace.api.outputs import endpoints
 from fornace.api.views import iso
 from fornace.common.db.models import Job, JobTask
@@ -13,6 +15,11 @@ from fornace.common.secrets import find_secrets, masked
 
 TSV_COLUMNS = ("change_id", "job_id", "action", "status", "reason", "target", "target_name",
                "operation", "started", "finished", "summary")
+
+
+# what job_view reads of a job's row: not its description, nodes or the like
+JOB_VIEW = [load_only(Job.id, Job.environment_id, Job.kind, Job.parameters, Job.state,
+                      Job.started, Job.finished, Job.created, Job.updated, raiseload=True)]
 
 
 def job_view(job: Job, counts: dict[str, int] | None = None,

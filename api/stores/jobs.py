@@ -24,7 +24,8 @@ from fornace.api.ids import lookup_id
 from fornace.api.jobsecrets import job_secrets
 from fornace.api.jobstate import (BUSY, NOT_DEPLOYING, busy_error, reopen_session, running_job,
                                   settle_tasks, settled_state)
-from fornace.api.jobviews import job_view, kept_parameters, services_status, task_view, tsv
+from fornace.api.jobviews import (JOB_VIEW, job_view, kept_parameters, services_status,
+                                  task_view, tsv)
 from fornace.api.outputs import environment_outputs
 from fornace.api.packages.usage import task_packages
 from fornace.api.stores.store import Store
@@ -130,9 +131,9 @@ class Jobs:
     # -- reading jobs -------------------------------------------------------------
     def list_jobs(self, ctx: Context, env_id: str) -> list[dict[str, Any]]:
         with self._sessions() as db:
-            env = self.store.environment(db, ctx, env_id)
+            env = self.store.environment(db, ctx, env_id, description=False)
             counts = _task_counts(db, JobTask.environment_id == env.id)
-            jobs = db.scalars(select(Job).where(
+            jobs = db.scalars(select(Job).options(*JOB_VIEW).where(
                 Job.environment_id == env.id).order_by(
                 Job.started.desc(), Job.created.desc()))
             keys = self.store.secret_keys(db, env.id)
@@ -140,7 +141,7 @@ class Jobs:
 
     def get_job(self, ctx: Context, env_id: str, job_id: str) -> dict[str, Any]:
         with self._sessions() as db:
-            job = self._job(db, ctx, env_id, job_id)
+            job = self._job(db, ctx, env_id, job_id, JOB_VIEW)
             tasks = list(db.scalars(select(JobTask).where(
                 JobTask.deployment_id == job.id).order_by(JobTask.change_id)))
             counts = _task_counts(db, JobTask.deployment_id == job.id)
@@ -180,9 +181,11 @@ class Jobs:
                 JobTask.change_id))
             return tsv(rows)
 
-    def _job(self, db: DbSession, ctx: Context, env_id: str, job_id: str) -> Job:
-        env = self.store.environment(db, ctx, env_id)
-        job = db.get(Job, lookup_id(job_id, "job"))
+    def _job(self, db: DbSession, ctx: Context, env_id: str, job_id: str,
+             options: list[Any] | None = None) -> Job:
+        """The job ``job_id`` of the environment (404); ``options``: its columns loaded."""
+        env = self.store.environment(db, ctx, env_id, description=False)
+        job = db.get(Job, lookup_id(job_id, "job"), options=options)
         if job is None or job.environment_id != env.id:
             raise NotFound(f"job {job_id} not found in environment {env_id}")
         return job

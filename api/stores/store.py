@@ -31,7 +31,7 @@ import threading
 from typing import Any, Callable, Iterator
 
 from sqlalchemy import select, update
-from sqlalchemy.orm import Session as DbSession, sessionmaker
+from sqlalchemy.orm import Session as DbSession, defer, sessionmaker
 
 from fornace.api.context import Context, allowed, session_allowed
 from fornace.api.errors import BadRequest, Conflict, Unavailable
@@ -162,9 +162,12 @@ class Store:
 
     # -- checked lookups ---------------------------------------------------------
     def environment(self, db: DbSession, ctx: Context, env_id: str,
-                    lock: bool = False) -> Environment:
-        """The environment ``env_id``, if the caller may use it (404, 403)."""
+                    lock: bool = False, description: bool = True) -> Environment:
+        """The environment ``env_id``, if the caller may use it (404, 403);
+        without its description (a large JSON document) unless ``description``."""
         query = select(Environment).where(Environment.id == lookup_id(env_id, "environment"))
+        if not description:
+            query = query.options(defer(Environment.description, raiseload=True))
         if lock:
             query = query.with_for_update()
         return allowed(ctx, env_id, db.scalars(query).first())
