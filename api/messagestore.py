@@ -57,6 +57,49 @@ def store_messages(messages: Sequence[Message], parse: Callable[[Any, str | None
     return outcomes
 
 
+def store_packed(messages: Sequence[Message],
+                 unpack: Callable[[Any, str | None], list[Message]],
+                 store: Callable[[Sequence[Message]], list[Outcome]]) -> list[Outcome]:
+    """:func:`store_messages` for messages that may each hold several (a pack:
+    ``unpack(body, message id)`` gives them, or raises a ContractError): the
+    held ones are stored by ``store`` as if they had come one by one, and a
+    pack's outcome is theirs together (:func:`pack_outcome`)."""
+    held: list[Message] = []
+    spans: list[tuple[int, int, bool] | ContractError] = []   # (start, end, a pack)
+    for body, message_id in messages:
+        try:
+            inside = unpack(body, message_id)
+        except ContractError as exc:
+            spans.append(exc)
+            continue
+        spans.append((len(held), len(held) + len(inside),
+                      len(inside) != 1 or inside[0][0] is not body))
+        held += inside
+    outcomes = store(held) if held else []
+    return [span if isinstance(span, ContractError)
+            else pack_outcome(outcomes[span[0]:span[1]], [m for _, m in held[span[0]:span[1]]])
+            if span[2] else outcomes[span[0]]
+            for span in spans]
+
+
+def pack_outcome(outcomes: Sequence[Outcome], message_ids: Sequence[str | None]) -> Outcome:
+    """The outcome of a pack from those of what it holds: the failure that
+    stopped one (the pack is requeued; what was stored is not stored twice),
+    else a ContractError naming those set aside (the pack is set aside with
+    it, what it held besides them stored), else None."""
+    stopped = next((o for o in outcomes if o is not None and not isinstance(o, ContractError)),
+                   None)
+    if stopped is not None:
+        return stopped
+    refused = [(message_id, o) for message_id, o in zip(message_ids, outcomes)
+               if isinstance(o, ContractError)]
+    if not refused:
+        return None
+    message_id, first = refused[0]
+    more = f" (and {len(refused) - 1} more of the pack)" if len(refused) > 1 else ""
+    return ContractError(f"{message_id or 'a message of the pack'}: {first}{more}")
+
+
 def store_message(store: Callable[[Sequence[Message]], list[Outcome]], body: Any,
                   message_id: str | None) -> None:
     """Store one message with the batch call ``store``; what stopped it is raised

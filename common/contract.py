@@ -85,6 +85,14 @@ the earlier ones, and a Murano 0.2 agent or API speaks 1.0)::
            completed_w_errors from this count, not only from the error
            reports it has stored by then.  Absent (0.2, or before 1.11): the
            stored error reports decide, as before
+    1.12 - Reports in packs: a task-reports message may hold consecutive
+           reports of one job ({environment_id, reports: [report, ...],
+           fence}, at most MAX_REPORTS_PER_MESSAGE, each shaped as a 1.0
+           report), its message id that of its first report
+           (<task>-report-<n>), the others' n following; the API stores
+           each as the report it stands for (see pack_reports and
+           unpack_reports).  Thousands of reports cost a few messages, not
+           a message (a publish, a confirm, an ack) each
 """
 from __future__ import annotations
 
@@ -92,12 +100,13 @@ import base64
 import binascii
 import copy
 import json
+import re
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 from fornace.common import jsonlimits, names
 
-CONTRACT_VERSION = "1.11"   # see the history above; bump it with every change of a body
+CONTRACT_VERSION = "1.12"   # see the history above; bump it with every change of a body
 MAX_PACKAGES = 32          # workflow packages on one task (1.8)
 
 TASKS = "tasks"            # exchange, queue and routing key
@@ -473,6 +482,77 @@ def error_reports_of(body: Any) -> int:
         raise _error("result", f"must be a non-negative integer, got {_kind(count)}",
                      ERROR_REPORTS)
     return count
+
+
+MAX_REPORTS_PER_MESSAGE = 200   # reports in one pack (1.12)
+REPORTS_PACK = "reports"
+_REPORT_ID = re.compile(r"(.{1,200})-report-([1-9][0-9]{0,9})")
+
+
+def pack_reports(messages: Sequence[tuple[dict[str, Any], str]],
+                 most: int = MAX_REPORTS_PER_MESSAGE) -> list[tuple[dict[str, Any], str]]:
+    """``task-reports`` messages ``[(body, message id)]`` in fewer (1.12): each
+    run of consecutive reports of one job -- ids ``<task>-report-<n>`` with n
+    following, one environment, one fence -- as a pack of at most ``most``;
+    a report alone stays a 1.0 report.  In order; :func:`unpack_reports`
+    gives them back."""
+    packed: list[tuple[dict[str, Any], str]] = []
+    run: list[tuple[dict[str, Any], str]] = []
+    follows: tuple[Any, ...] = ()   # (task, environment, fence, n) the run's next one has
+
+    def close() -> None:
+        if len(run) == 1:
+            packed.append(run[0])
+        elif run:
+            first = run[0][0]
+            pack = {"environment_id": first.get("environment_id"),
+                    REPORTS_PACK: [_unfenced(body) for body, _ in run]}
+            packed.append((fenced(pack, first.get(FENCE)), run[0][1]))
+        run.clear()
+
+    for body, message_id in messages:
+        match = _REPORT_ID.fullmatch(message_id or "")
+        if match is None or not isinstance(body, dict) or REPORTS_PACK in body:
+            close()
+            packed.append((body, message_id))
+            continue
+        this = (match[1], body.get("environment_id"), body.get(FENCE), int(match[2]))
+        if this != follows or len(run) >= most:
+            close()
+        run.append((body, message_id))
+        follows = (*this[:3], this[3] + 1)
+    close()
+    return packed
+
+
+def unpack_reports(body: Any, message_id: str | None) -> list[tuple[Any, str | None]]:
+    """A ``task-reports`` message as the reports it holds, ``[(body, message
+    id)]``: a 1.0 report as itself; a pack (1.12) as its reports, each with
+    the pack's fence and the id it stands for.  A pack that is not one (no
+    list, too many, an id without a number) is a ContractError; a bad report
+    in it is left to :func:`parse_report` to refuse, alone."""
+    if not isinstance(body, dict) or REPORTS_PACK not in body:
+        return [(body, message_id)]
+    kind = "report pack"
+    reports = body[REPORTS_PACK]
+    if not isinstance(reports, list) or not reports:
+        raise _error(kind, f"must be a non-empty list, got {_kind(reports)}", REPORTS_PACK)
+    if len(reports) > MAX_REPORTS_PER_MESSAGE:
+        raise _error(kind, f"has more than {MAX_REPORTS_PER_MESSAGE} reports", REPORTS_PACK)
+    match = _REPORT_ID.fullmatch(message_id or "")
+    if match is None:
+        raise _error(kind, "its message id must be <task id>-report-<n>, that of its "
+                           "first report")
+    fence = fence_of(body, kind)
+    first = int(match[2])
+    return [(fenced(report, fence) if isinstance(report, dict) else report,
+             f"{match[1]}-report-{first + index}")
+            for index, report in enumerate(reports)]
+
+
+def _unfenced(body: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in body.items() if key != FENCE} \
+        if FENCE in body else body
 
 
 def parse_report(body: Any) -> Report:

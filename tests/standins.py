@@ -9,6 +9,18 @@ from fornace.common.broker import Broker
 from fornace.conductor.executors.simulator import SimulatedCloud, SimulatedStacks
 
 
+def reports_in(messages: list) -> list:
+    """``task-reports`` messages ``[(body, message id)]`` as the reports they
+    hold: a pack (contract 1.12) as its reports, each with its own id."""
+    return [report for body, message_id in messages
+            for report in contract.unpack_reports(body, message_id)]
+
+
+def drain_reports(broker: Broker, timeout: float) -> list:
+    """The reports waiting on ``task-reports`` (:meth:`Broker.drain`), unpacked."""
+    return reports_in(broker.drain(contract.REPORTS, timeout=timeout))
+
+
 def one_unit_task(env_id: str) -> dict:
     """The task of an environment of one web server unit (service s1, unit u1)."""
     return contract.task_body({"id": env_id, "name": "x", "services": [{

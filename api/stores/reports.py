@@ -25,7 +25,8 @@ from fornace.api.ids import could_be_id, lookup_id
 from fornace.api.jobfacts import JobFacts, current_job, jobs_by_id
 from fornace.api.jobsecrets import SecretKeys, job_secrets
 from fornace.api.jobstate import NOT_DEPLOYING
-from fornace.api.messagestore import Message, Outcome, store_message, store_messages
+from fornace.api.messagestore import (Message, Outcome, store_message, store_messages,
+                                      store_packed)
 from fornace.api.views import deployment_view, report_view
 from fornace.common import contract
 from fornace.common.db.models import Job, Environment, Status, new_id, utcnow
@@ -104,9 +105,10 @@ class Reports:
         """Store reports (``[(body, message id)]``, in arrival order) in one
         transaction: a consumer storing them one by one spends its time on
         transactions and lookups (lock token, job, secrets) that a batch shares.
-        One outcome per report (:func:`fornace.api.messagestore.store_messages`)."""
-        return store_messages(messages, _parse, self._store_reports, self._store_report,
-                              "reports")
+        One outcome per message (:func:`fornace.api.messagestore.store_messages`);
+        a pack of reports (contract 1.12) is stored as the reports it holds."""
+        return store_packed(messages, contract.unpack_reports, lambda reports: store_messages(
+            reports, _parse, self._store_reports, self._store_report, "reports"))
 
     def _store_report(self, report: Parsed) -> None:
         try:

@@ -36,7 +36,8 @@ class JobMessages:
         self.fence: int | None = None     # the grant's token, once the lock is held
         self.error_reports = 0            # error reports sent: the job ends with errors
         self._numbers = itertools.count(1)
-        self.outbox = Outbox(send, job_id)
+        # reports in packs (contract 1.12): a few messages for a thousand units' reports
+        self.outbox = Outbox(send, job_id, packers={contract.REPORTS: contract.pack_reports})
         # task events on the results queue: the API stores them before the result
         self.recorder = JobRecorder(
             environment_id, job_id,

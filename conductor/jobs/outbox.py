@@ -37,6 +37,9 @@ LOG = logging.getLogger(__name__)
 #: ``(queue, [(body, message_id), ...])``: :meth:`Broker.publish_many`
 Sender = Callable[[str, Sequence[tuple[dict[str, Any], str]]], None]
 
+#: a queue's messages of a batch -> fewer that hold them (contract.pack_reports)
+Packer = Callable[[Sequence[tuple[dict[str, Any], str]]], list[tuple[dict[str, Any], str]]]
+
 BATCH_SECONDS = 0.05    # a message waits at most this long for others to go with
 BATCH_SIZE = 500        # messages of one batch (one confirm)
 MAX_KEPT = 20_000       # unsent messages kept while the broker is away
@@ -48,8 +51,10 @@ class Outbox:
     """The messages of one job, sent by :attr:`send` in ordered batches."""
 
     def __init__(self, send: Sender, job_id: str, batch_seconds: float = BATCH_SECONDS,
-                 batch_size: int = BATCH_SIZE, max_kept: int = MAX_KEPT) -> None:
+                 batch_size: int = BATCH_SIZE, max_kept: int = MAX_KEPT,
+                 packers: dict[str, Packer] | None = None) -> None:
         self.send = send
+        self.packers = packers or {}
         self.job_id = job_id
         self.batch_seconds = batch_seconds
         self.batch_size = batch_size
@@ -104,8 +109,10 @@ class Outbox:
                 self._timer.taken()
             ordered = runs(batch)
             for index, (queue, entries) in enumerate(ordered):
+                messages = [(body, message_id) for _, body, message_id, _ in entries]
+                packer = self.packers.get(queue)
                 try:
-                    self.send(queue, [(body, message_id) for _, body, message_id, _ in entries])
+                    self.send(queue, packer(messages) if packer else messages)
                 except BaseException:
                     self._keep([entry for _, rest in ordered[index:] for entry in rest])
                     raise

@@ -127,7 +127,7 @@ def test_poison_messages_of_a_batch_are_set_aside_and_the_others_stored(service,
     secret = task["services"][0]["adminPassword"]
     poison_result = f"{job_id}-bogus"
     trips_on(monkeypatch, results, "_store_result",
-             lambda db, model, fence, message_id: message_id == poison_result)
+             lambda db, model, fence, error_reports, message_id: message_id == poison_result)
     broker = service.broker
     broker.publish(contract.REPORTS, report(env_id, "first"), f"{job_id}-report-1")
     broker.publish(contract.REPORTS, report(env_id, f"password {secret} \x00 and on"),

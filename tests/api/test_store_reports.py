@@ -50,6 +50,35 @@ def test_reports_in_a_batch(api, monkeypatch, caplog):
     assert [r["text"] for r in shown] == ["stored before", "one", "two, ***", "three", "four"]
 
 
+def test_a_pack_of_reports_is_stored_as_the_reports_it_holds(api):
+    """Contract 1.12: a pack's reports get the ids they stand for (a redelivered
+    pack, or one packed otherwise, stores nothing twice); a bad report in it
+    sets the pack aside naming that report, the others stored; a pack that is
+    not one is refused whole."""
+    env_id, model = deployed(api)
+    job = action(api, env_id, "check", {}).json()["id"]
+
+    def report(text, level="info"):
+        return contract.report_body(env_id, "environment", text, level, env_id)
+
+    singles = [(report(f"r{n}"), f"{job}-report-{n}") for n in range(1, 6)]
+    [pack] = contract.pack_reports(singles[:3])
+    assert pack[1] == f"{job}-report-1" and len(pack[0]["reports"]) == 3
+    assert api.store.reports.add_all([pack, pack]) == [None, None]   # redelivered
+    # the same reports packed otherwise, beside a pack holding a bad one
+    regrouped = contract.pack_reports(singles[1:])
+    bad = ({"environment_id": env_id, "reports": [report("r6"), {"text": "no fields"},
+                                                  report("r8", "error")]},
+           f"{job}-report-6")
+    not_a_pack = ({"environment_id": env_id, "reports": [report("r9")]}, "no-number")
+    outcomes = api.store.reports.add_all(regrouped + [bad, not_a_pack])
+    assert outcomes[:len(regrouped)] == [None] * len(regrouped)
+    assert str(outcomes[-2]).startswith(f"{job}-report-7: report message: ")
+    assert "message id must be <task id>-report-<n>" in str(outcomes[-1])
+    shown = api.client.get(f"/environments/{env_id}/deployments/{job}").json()["reports"]
+    assert [r["text"] for r in shown] == ["r1", "r2", "r3", "r4", "r5", "r6", "r8"]
+
+
 def test_a_running_jobs_secrets_mask_every_batch_of_its_reports_and_events(api):
     """Its secrets are read once and kept while it runs: later batches are masked too."""
     env_id, session = new_env(api.client, [web_server()])

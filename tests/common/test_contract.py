@@ -287,6 +287,29 @@ def test_fences_travel_and_are_checked():
         contract.parse_result({"id": "e1", "fence": "x"})
 
 
+def test_reports_go_in_packs_of_consecutive_reports_and_come_back_out():
+    def report(n, env="e1"):
+        return contract.report_body(env, "unit", f"r{n}", "info", env)
+    sent = [(contract.fenced(report(n), 4), f"t-report-{n}") for n in range(1, 6)]
+    sent += [(report(6), "t-report-6"),                       # no fence: another pack
+             (report(8), "t-report-8"), (report(9, "e2"), "t-report-9"),   # gap, env
+             (report(10), "other-id")]
+    packed = contract.pack_reports(sent, most=3)
+    assert [(len(b.get("reports", [b])), m) for b, m in packed] == [
+        (3, "t-report-1"), (2, "t-report-4"), (1, "t-report-6"), (1, "t-report-8"),
+        (1, "t-report-9"), (1, "other-id")]
+    assert contract.fence_of(packed[0][0], "report") == 4
+    assert "fence" not in packed[0][0]["reports"][0]
+    assert [r for b, m in packed for r in contract.unpack_reports(b, m)] == sent
+    for bad, match in [({"reports": []}, "non-empty list"),
+                       ({"reports": [report(1)] * 201}, "more than 200"),
+                       ({"reports": "x"}, "non-empty list")]:
+        with pytest.raises(contract.ContractError, match=match):
+            contract.unpack_reports(bad, "t-report-1")
+    with pytest.raises(contract.ContractError, match="<task id>-report-<n>"):
+        contract.unpack_reports({"reports": [report(1)]}, "t-report-0")
+
+
 def test_a_result_says_how_many_error_reports_its_job_sent():
     plain = contract.result_body({"id": "e1", "services": []})
     assert contract.error_reports_of(plain) == 0 and contract.ERROR_REPORTS not in plain

@@ -17,7 +17,7 @@ from fornace.conductor.daemon import Conductor, ConductorSettings
 from fornace.conductor.executors.base import UnreachableStacks
 from fornace.conductor.executors.simulator import SimulatedCloud, SimulatedStacks
 from fornace.conductor.session import Settings
-from standins import StandInAgents, one_unit_task
+from standins import StandInAgents, drain_reports, one_unit_task, reports_in
 from waiting import wait_for
 
 DATA = Path(__file__).resolve().parents[2] / "data"
@@ -48,11 +48,13 @@ def conductor(request):
 
 
 def collect(broker: Broker, queue: str, until) -> list:
-    """The messages of ``queue`` (drained), once ``until(messages)`` holds."""
+    """The messages of ``queue`` (drained; reports unpacked), once
+    ``until(messages)`` holds."""
     found: list = []
 
     def arrived() -> bool:
-        found.extend(broker.drain(queue, timeout=0.2))
+        drained = broker.drain(queue, timeout=0.2)
+        found.extend(reports_in(drained) if queue == contract.REPORTS else drained)
         return bool(until(found))
     wait_for(arrived, f"the awaited messages on {queue}",
              explain=lambda: f"got {[message_id for _, message_id in found]}")
@@ -328,7 +330,7 @@ def test_a_job_that_loses_its_lock_stops_and_sends_no_result(tmp_path, caplog):
     assert not thread.is_alive()
     with Broker("memory://") as broker:
         results = [m for _, m in broker.drain(contract.RESULTS, timeout=0.5)]
-        reports = [b["text"] for b, _ in broker.drain(contract.REPORTS, timeout=0.5)
+        reports = [b["text"] for b, _ in drain_reports(broker, timeout=0.5)
                    if b.get("id") == env_id]
         plans = broker.drain(contract.agent_queue(env_id, "s1", "u1"), timeout=0.2)
     assert "t-" + env_id not in results
@@ -426,7 +428,7 @@ def test_what_a_locked_job_sends_carries_its_token(tmp_path):
                                                        queue=contract.TASKS))
     with Broker("memory://") as broker:
         results = [(b, m) for b, m in broker.drain(contract.RESULTS, timeout=0.5)]
-        reports = [b for b, _ in broker.drain(contract.REPORTS, timeout=0.5)
+        reports = [b for b, _ in drain_reports(broker, timeout=0.5)
                    if b.get("environment_id") == env_id]
     final = [b for b, m in results if m == "t-" + env_id]
     events = [b for b, _ in results if contract.is_job_event(b) and b["environment_id"] == env_id]
@@ -525,8 +527,7 @@ def test_a_task_whose_cloud_refuses_it_is_answered_with_why():
     with Broker("memory://") as broker:
         results = collect(broker, contract.RESULTS, lambda found: any(
             message_id == "t-" + env_id for _, message_id in found))
-        reports = [contract.parse_report(b) for b, _ in broker.drain(contract.REPORTS,
-                                                                     timeout=0.5)]
+        reports = [contract.parse_report(b) for b, _ in drain_reports(broker, timeout=0.5)]
     [result] = [b for b, message_id in results if message_id == "t-" + env_id]
     assert "trust_id" not in result
     errors = [r.text for r in reports if r.level == "error" and r.environment_id == env_id]

@@ -27,7 +27,7 @@ from fornace.conductor.executors.base import Fenced, FencedStacks, StackRequest
 from fornace.conductor.jobs.fencing import GrantFence
 from fornace.conductor.jobs.lock import Grant, JobLock
 from fornace.conductor.session import Settings
-from standins import RecordingStacks, one_unit_task
+from standins import RecordingStacks, drain_reports, one_unit_task
 from waiting import wait_for
 
 DATA = Path(__file__).resolve().parents[2] / "data"
@@ -85,7 +85,7 @@ def what_it_sent(env_id: str) -> tuple[list, list, list]:
     with Broker("memory://") as broker:
         results = [(b, m) for b, m in broker.drain(contract.RESULTS, timeout=0.3)
                    if m == "t-" + env_id]
-        reports = [b for b, _ in broker.drain(contract.REPORTS, timeout=0.3)
+        reports = [b for b, _ in drain_reports(broker, timeout=0.3)
                    if b.get("environment_id") == env_id]
         plans = broker.drain(contract.agent_queue(env_id, "s1", "u1"), timeout=0.2)
     return results, reports, plans

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from packagekit import Archives, package_files
+from standins import drain_reports
 from fornace.common.catalog import builtin_catalog
 from fornace.common.resources import BUILTIN_DATA
 from fornace.conductor.workflowfiles import load_workflows
@@ -130,7 +131,7 @@ def test_a_task_naming_a_missing_package_ends_with_why(tmp_path):
             def ended() -> bool:
                 results.extend(m for _, m in broker.drain(contract.RESULTS, timeout=0.1)
                                if m == "task-" + env_id)
-                reports.extend(b for b, m in broker.drain(contract.REPORTS, timeout=0.1)
+                reports.extend(b for b, m in drain_reports(broker, timeout=0.1)
                                if m.startswith("task-" + env_id))
                 return bool(results)
             wait_for(ended, "the job's result", timeout=30)

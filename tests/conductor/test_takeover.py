@@ -37,7 +37,7 @@ from fornace.conductor.jobs.takeover import Takeover, kept
 from fornace.conductor.session import Settings
 from apikit import reset_postgres
 from services import postgres_url, rabbitmqctl
-from standins import RecordingStacks, one_unit_task
+from standins import RecordingStacks, drain_reports, one_unit_task
 from waiting import wait_for
 
 DATA = Path(__file__).resolve().parents[2] / "data"
@@ -163,7 +163,7 @@ def test_a_frozen_conductors_job_is_taken_over_after_lock_stale_after(backends, 
             frozen.send_signal(signal.SIGCONT)
             stopped = False
             reports: list = []
-            wait_for(lambda: reports.extend(broker.drain(contract.REPORTS, timeout=0.1)) or any(
+            wait_for(lambda: reports.extend(drain_reports(broker, timeout=0.1)) or any(
                 "stopped: it lost the environment's lock" in b.get("text", "")
                 for b, _ in reports), "the woken conductor to stop", explain=log)
             lost = [b for b, _ in reports if "lost the environment's lock" in b.get("text", "")]

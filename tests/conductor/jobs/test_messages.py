@@ -8,6 +8,7 @@ import threading
 from fornace.common import contract
 from fornace.conductor.jobs.messages import JobMessages
 from fornace.conductor.jobs.tracing import JobTrace
+from standins import reports_in
 
 
 class Sent:
@@ -35,8 +36,11 @@ def test_reports_are_numbered_fenced_once_locked_and_their_errors_counted():
     messages.report(report(messages.mask("the password s3cret"), "warning"))
     messages.result({"id": "e1", "services": []})
     messages.close()
-    reports = [(body, message_id) for queue, body, message_id in sent.messages
-               if queue == contract.REPORTS]
+    packs = [(body, message_id) for queue, body, message_id in sent.messages
+             if queue == contract.REPORTS]
+    # the first alone (no fence yet), the fenced two in one pack (contract 1.12)
+    assert [m for _, m in packs] == ["t1-report-1", "t1-report-2"]
+    reports = reports_in(packs)
     assert [m for _, m in reports] == ["t1-report-1", "t1-report-2", "t1-report-3"]
     assert [contract.fence_of(b, "report") for b, _ in reports] == [None, 7, 7]
     assert "s3cret" not in reports[2][0]["text"]
