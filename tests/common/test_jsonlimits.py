@@ -33,6 +33,26 @@ def test_brackets_inside_strings_do_not_count():
     assert loads(text, max_depth=2) == json.loads(text)
 
 
+@pytest.mark.parametrize("text, depth", [
+    (json.dumps({"a": ["\\", "\\\"[{", "\u005c[[", {"b": "]]}}"}]}), 3),
+    ('{"a": [[[[[["x"]]]]]], "b": {"c": {"d": [1]}}}', 7),
+    ("[" * 17 + "]" * 17, 17),            # beyond the quick passes: the exact scan
+    ('[[["unterminated [[[[', 3),        # a string the quick passes cannot read
+    ('[[]]]]]', 2), ('[[[]', 3)])         # not JSON: left to the parser
+def test_the_quick_depth_check_agrees_with_the_exact_scan(text, depth):
+    """Every text deeper than the limit is refused where the exact scan refuses
+    it; shallow enough, it reaches the parser."""
+    for limit in (depth - 1, depth):
+        try:
+            loads(text, max_depth=limit)
+        except JsonLimitError as exc:
+            assert limit < depth and exc.kind == "depth", (limit, exc)
+        except json.JSONDecodeError:
+            assert limit >= depth
+        else:
+            assert limit >= depth
+
+
 def test_nesting_up_to_the_limit_is_read():
     assert loads("[" * 10 + "]" * 10, max_depth=10) == json.loads("[" * 10 + "]" * 10)
     with pytest.raises(JsonLimitError, match="JSON nested deeper than 10 levels"):
