@@ -26,7 +26,10 @@ Two runs, each after a short warm-up that is not counted:
   (httptools/uvloop when installed, access log on as ``fornace api`` has it):
   the two servers run one after the other, ``--wrk-rounds`` times,
   interleaved, and the medians are printed with their ratio.  The verdict
-  wants the API at least half the bare app's rate for both.
+  wants the API at least half the bare app's rate for both.  A third server
+  runs in the same rounds: the bare app with the one query each call cannot
+  do without (:func:`bare_db_app`), the floor of FastAPI + SQLAlchemy +
+  psycopg on PostgreSQL for that call.
 
 The load generator is one asyncio loop with a minimal HTTP/1.1 keep-alive
 client (``--client httpx`` uses httpx.AsyncClient instead): the machine may
@@ -236,17 +239,58 @@ def bare_app():
     """App factory of ``--server bare``: FastAPI with only list and show, each
     answering the payload the real API gave (``FORNACE_BENCH_PAYLOADS``, a JSON
     file ``{"list": ..., "show": ...}``) -- what the stack alone costs."""
+    return _bare(with_query=False)
+
+
+def bare_db_app():
+    """App factory of ``--server bare-db``: :func:`bare_app`, each request also
+    running the one query its call cannot do without on the same PostgreSQL
+    (the tenant's environments' rows; the environment's row), through
+    SQLAlchemy Core on the engine Fornace makes, in the thread pool as the
+    API runs its stores -- the floor of the chosen stack (FastAPI, SQLAlchemy,
+    psycopg) for these calls, with no authentication, policy, middleware,
+    logging or view of Fornace's."""
+    return _bare(with_query=True)
+
+
+def _bare(with_query: bool):
     from fastapi import FastAPI
+    from starlette.concurrency import run_in_threadpool
 
     payloads = json.loads(Path(os.environ["FORNACE_BENCH_PAYLOADS"]).read_text())
     app = FastAPI()
+    queries: dict[str, Any] = {}   # call -> its query, run before the answer
+    if with_query:
+        from sqlalchemy import select
+
+        from fornace.common.db.engine import make_engine
+        from fornace.common.db.models import Environment
+
+        engine = make_engine(os.environ["FORNACE_BENCH_DB"], pre_ping=False)
+        tenant = payloads["list"]["environments"][0]["tenant_id"]
+        rows = select(Environment.id, Environment.name, Environment.created,
+                      Environment.updated, Environment.tenant_id, Environment.version,
+                      Environment.state).where(Environment.tenant_id == tenant)
+
+        def listed(_: None) -> None:
+            with engine.connect() as connection:
+                connection.execute(rows).all()
+
+        def shown(env_id: str) -> None:
+            with engine.connect() as connection:
+                connection.execute(select(Environment).where(Environment.id == env_id)).one()
+        queries.update(list=listed, show=shown)
 
     @app.get("/environments")
     async def list_environments() -> dict:
+        if queries:
+            await run_in_threadpool(queries["list"], None)
         return payloads["list"]
 
     @app.get("/environments/{env_id}")
     async def show_environment(env_id: str) -> dict:
+        if queries:
+            await run_in_threadpool(queries["show"], env_id)
         return payloads["show"]
     return app
 
@@ -292,8 +336,9 @@ def start_server(args: argparse.Namespace, url: str) -> Server:
     workdir = Path(tempfile.mkdtemp(prefix="fornace-bench-"))
     conf_file = workdir / "fornace.conf"
     conf_file.write_text(f"[broker]\nurl = {args.broker if args.workers > 1 else 'memory://'}\n")
-    if args.server == "bare":
-        command = [sys.executable, "-m", "uvicorn", "tools.bench_api:bare_app", "--factory",
+    if args.server in ("bare", "bare-db"):
+        factory = {"bare": "bare_app", "bare-db": "bare_db_app"}[args.server]
+        command = [sys.executable, "-m", "uvicorn", f"tools.bench_api:{factory}", "--factory",
                    "--host", "127.0.0.1", "--port", str(port), "--log-level", "info"]
     elif args.server == "fornace":
         command = [sys.executable, "-m", "fornace.cli", "--config-file", str(conf_file),
@@ -305,7 +350,7 @@ def start_server(args: argparse.Namespace, url: str) -> Server:
                    "--log-level", "info"]  # with the access log, like `fornace api`
         if args.no_access_log:
             command.append("--no-access-log")
-    if args.py_spy and args.server != "bare":
+    if args.py_spy and not args.server.startswith("bare"):
         if not shutil.which("py-spy"):
             raise SystemExit("py-spy is not installed (pip install py-spy)")
         out = Path(args.py_spy).resolve()
@@ -831,21 +876,22 @@ def server_cpu(server: Server) -> float:
 
 
 def against_bare(args: argparse.Namespace, server: Server, bare: Server,
-                 calls: dict[str, Any]) -> dict[str, float]:
-    """Each call's requests/s on the API and on the bare app, ``--wrk-rounds``
-    times interleaved (the order swapped every round); the medians and their
-    ratio are printed, with the server's CPU per request (a busy machine
-    lowers both rates, hardly the CPU a request costs: the ratio of those is
-    the one the rates would have on one idle core).  Returns ``{call: ratio}``
-    of the rates."""
+                 calls: dict[str, Any], floor: Server | None = None) -> dict[str, float]:
+    """Each call's requests/s on the API and on the bare app (and ``floor``,
+    the bare app with the call's one query: :func:`bare_db_app`),
+    ``--wrk-rounds`` times interleaved (the order reversed every other
+    round); the medians and their ratios to the bare app are printed, with
+    each server's CPU per request (a busy machine lowers the rates, hardly
+    the CPU a request costs: the ratio of those is the one the rates would
+    have on one idle core).  Returns ``{call: ratio}`` of the API's rates."""
     client = "wrk" if shutil.which("wrk") and args.wrk_client == "wrk" else "built-in client"
+    servers = [("api", server), ("bare", bare)] + ([("bare+db", floor)] if floor else [])
     rates: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
     cpu: dict[tuple[str, str], list[float]] = collections.defaultdict(list)
     failed: collections.Counter = collections.Counter()
     for round_ in range(args.wrk_rounds):
         for call in ("list", "show"):
-            order = [("api", server), ("bare", bare)]
-            for name, target in order if round_ % 2 == 0 else order[::-1]:
+            for name, target in servers if round_ % 2 == 0 else servers[::-1]:
                 before, began = server_cpu(target), time.monotonic()
                 rate, errors = most(args, target.port, calls["paths"][call], calls["headers"])
                 served = rate * (time.monotonic() - began)
@@ -853,24 +899,28 @@ def against_bare(args: argparse.Namespace, server: Server, bare: Server,
                 cpu[call, name].append(1000 * (server_cpu(target) - before) / max(served, 1))
                 failed[call, name] += errors
     print(f"\nMOST REQUESTS/S ({client}, {args.wrk_connections} connections, "
-          f"{args.wrk_seconds:g} s x {args.wrk_rounds} rounds, interleaved; medians)")
-    print(f"{'call':<8}{'api':>8}{'bare':>8}{'ratio':>7}{'api CPU':>10}{'bare CPU':>10}"
-          f"{'ratio':>7}   rounds (api / bare req/s)")
+          f"{args.wrk_seconds:g} s x {args.wrk_rounds} rounds, interleaved; medians; "
+          f"ratio: to the bare app's)")
+    print(f"{'call':<6}{'server':>9}{'req/s':>8}{'ratio':>7}{'CPU/req':>10}{'ratio':>7}"
+          f"   rounds (req/s)")
     ratios = {}
     for call in ("list", "show"):
-        api, plain = (statistics.median(rates[call, n]) for n in ("api", "bare"))
-        api_cpu, bare_cpu = (statistics.median(cpu[call, n]) for n in ("api", "bare"))
-        ratios[call] = api / plain if plain else 0.0
-        each = ", ".join(f"{a:.0f}/{b:.0f}" for a, b in zip(rates[call, "api"],
-                                                             rates[call, "bare"]))
-        errors = failed[call, "api"] + failed[call, "bare"]
-        print(f"{call:<8}{api:>8.0f}{plain:>8.0f}{ratios[call]:>7.2f}{api_cpu:>8.2f}ms"
-              f"{bare_cpu:>8.2f}ms{bare_cpu / api_cpu if api_cpu else 0:>7.2f}   {each}"
-              + (f"  ({errors} failed)" if errors else ""))
-        if errors:
-            ratios[call] = 0.0
-    print("(CPU: the server process's CPU time per request served; its ratio, bare/api, "
-          "is what the rates' would be with a core to each server)")
+        plain = statistics.median(rates[call, "bare"])
+        plain_cpu = statistics.median(cpu[call, "bare"])
+        for name, _ in servers:
+            rate, each_cpu = statistics.median(rates[call, name]), statistics.median(cpu[call, name])
+            errors = failed[call, name]
+            ratio = rate / plain if plain and not errors else 0.0
+            if name == "api":
+                ratios[call] = ratio
+            print(f"{call:<6}{name:>9}{rate:>8.0f}{ratio:>7.2f}{each_cpu:>8.2f}ms"
+                  f"{plain_cpu / each_cpu if each_cpu else 0:>7.2f}   "
+                  + ", ".join(f"{r:.0f}" for r in rates[call, name])
+                  + (f"  ({errors} failed)" if errors else ""))
+    print("(CPU/req: the server process's CPU time per request served; its ratio, bare's "
+          "over this one's, is what the rates' would be with a core to each server; "
+          "bare+db: the bare app plus the call's one query, the floor of FastAPI + "
+          "SQLAlchemy + psycopg for it)")
     return ratios
 
 
@@ -999,7 +1049,13 @@ def main(argv: list[str] | None = None) -> int:
                 bare = start_server(argparse.Namespace(**{**vars(args), "server": "bare",
                                                           "workers": 1, "port": 0}), url)
                 print(f"bare app: {bare.stack}, pid {bare.process.pid}, port {bare.port}")
-                ok &= verdict_ratio(against_bare(args, server, bare, calls))
+                floor = start_server(argparse.Namespace(**{**vars(args), "server": "bare-db",
+                                                           "workers": 1, "port": 0}), url)
+                try:
+                    ok &= verdict_ratio(against_bare(args, server, bare, calls, floor))
+                finally:
+                    stop_server(floor)
+                    shutil.rmtree(floor.workdir, ignore_errors=True)
             else:
                 parser.error(f"unknown run {run!r}")
     finally:
