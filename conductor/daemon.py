@@ -334,10 +334,10 @@ class Conductor:
         task, broker, data = run.task, run.broker, run.data
         engine = self.settings.engine or Settings()
         environment_id = task.environment_id
-        # every unit's queue, plans sent or not (its agent made it when it started)
-        self._record_queues(environment_id, [
-            contract.agent_queue(environment_id, str(service["id"]), str(unit["id"]))
-            for service, unit in iter_units(task.model)])
+        if self.agents.unit_queues:   # plans sent or not: its agent made it as it started
+            self._record_queues(environment_id, [
+                contract.agent_queue(environment_id, str(service["id"]), str(unit["id"]))
+                for service, unit in iter_units(task.model)])
         agents = self.agents.for_job(JobAgents(
             broker, environment_id, engine.agent_timeout, absent_after=engine.agent_absent_after,
             boot_timeout=engine.agent_boot_timeout, halted=halted,

@@ -200,6 +200,11 @@ class JobAgents:
 
 
 class AgentExecutor(abc.ABC):
+    #: each unit has a queue on the broker (its agent declares it as it starts,
+    #: plans sent or not): the conductor writes them down, to be deleted with
+    #: the environment
+    unit_queues = True
+
     @abc.abstractmethod
     def run(self, requests: list[PlanRequest]) -> list[PlanReply]:
         """Run the plans (in order per unit) and return one reply each."""

@@ -110,6 +110,8 @@ class SimulatedStacks(StackExecutor):
 
 
 class SimulatedAgents(AgentExecutor):
+    unit_queues = False   # no agent, no queue: nothing to write down or delete
+
     def __init__(self, cloud: SimulatedCloud) -> None:
         self.cloud = cloud
         self.plans: list[PlanRequest] = []

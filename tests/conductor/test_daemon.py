@@ -633,6 +633,30 @@ def test_queues_written_down_during_a_short_database_outage_are_retried(tmp_path
     assert any(name.startswith(f"e{env_id}-") for name in kept), kept
 
 
+def test_simulated_agents_have_no_queues_to_write_down(tmp_path):
+    """``--agents simulator``: no agent, no queue on the broker; a 1000-unit job
+    wrote 1000 names nobody would delete (a twentieth of its time on PostgreSQL)."""
+    from fornace.common.consumer import Delivery
+    from fornace.common.db import queues
+    from fornace.common.db.engine import make_engine, upgrade
+    url = f"sqlite:///{tmp_path / 'locks.sqlite'}"
+    upgrade(url)
+    env_id = "q" + uuid.uuid4().hex[:8]
+    daemon = Conductor(ConductorSettings(broker_url="memory://", data_dir=DATA, database_url=url,
+                                         agents="simulator"),
+                       lambda task: SimulatedCloud().executors()[0])
+    daemon.handle_task(one_unit_task(env_id), Delivery(message_id="t-" + env_id,
+                                                       queue=contract.TASKS))
+    with Broker("memory://") as broker:
+        assert any(m == "t-" + env_id for _, m in broker.drain(contract.RESULTS, timeout=0.5))
+    engine = make_engine(url)
+    try:
+        with engine.connect() as connection:
+            assert queues.of_environment(connection, env_id) == []
+    finally:
+        engine.dispose()
+
+
 def test_a_job_whose_lock_stays_out_of_reach_goes_back_to_the_queue_unrun(tmp_path, monkeypatch):
     """Regression (issue 29): a database out of reach past the retries of
     taking the lock ran the job without it ("running job ... without it"), so
