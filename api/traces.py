@@ -2,7 +2,8 @@
 
 A trace event (contract 1.7) carries a job's trace compressed; the API
 stores those bytes as they are (one row per job, a later copy of the same
-job's trace replacing the first) and expands them for ``GET
+job's trace replacing the first; looked at, not parsed: :func:`peek`) and
+expands them for ``GET
 .../jobs/{job_id}/trace``, the CLI and the dashboard.  Expanding is bounded
 (:data:`fornace.common.contract.MAX_TRACE_BYTES`), so a forged event cannot
 make the API inflate gigabytes, and what comes out is masked again with the
@@ -31,7 +32,7 @@ def store_trace(db: DbSession, job: JobLike, trace: dict[str, Any]) -> JobTrace:
     ContractError when its data is not base64 or not a trace once expanded."""
     data = contract.trace_data(trace)
     try:
-        document = expand(data)
+        truncated = peek(data)
     except BadTrace as exc:
         raise contract.ContractError(f"job event message: field 'trace.data' {exc}",
                                      "job event", "trace.data") from None
@@ -40,19 +41,30 @@ def store_trace(db: DbSession, job: JobLike, trace: dict[str, Any]) -> JobTrace:
         row = JobTrace(deployment_id=job.id, environment_id=job.environment_id)
         db.add(row)
     row.size, row.stored, row.data = trace["size"], len(data), data
-    row.truncated, row.created = bool(document.get("truncated")), utcnow()
+    row.truncated, row.created = truncated, utcnow()
     return row
+
+
+def peek(data: bytes) -> bool:
+    """Whether the trace of compressed ``data`` was truncated; BadTrace when it
+    is not zlib data, expands past the bound, or is no trace object.  Storing
+    looks no further than that: parsing a thousand units' trace (megabytes
+    of JSON) held up the result behind it; :func:`expand` reads it whole
+    when it is asked for, and a trace that is not JSON inside is then a 404
+    saying so."""
+    raw = _inflate(data).strip()
+    if not (raw.startswith(b"{") and raw.endswith(b"}")):
+        raise BadTrace("is not JSON once expanded")
+    if b'"rounds":' not in raw:
+        raise BadTrace("is not a trace (an object with rounds)")
+    # the conductor writes the flag after the rounds; inside a string a quote is escaped
+    flag = raw.rfind(b'"truncated":')
+    return flag >= 0 and raw[flag + 12:].lstrip().startswith(b"true")
 
 
 def expand(data: bytes) -> dict[str, Any]:
     """The trace document of compressed ``data`` (BadTrace when it is not one)."""
-    inflater = zlib.decompressobj()
-    try:
-        raw = inflater.decompress(data, contract.MAX_TRACE_BYTES + 1)
-    except zlib.error:
-        raise BadTrace("is not zlib data") from None
-    if len(raw) > contract.MAX_TRACE_BYTES or inflater.unconsumed_tail:
-        raise BadTrace(f"expands past {contract.MAX_TRACE_BYTES} bytes")
+    raw = _inflate(data)
     try:
         document = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError):
@@ -60,6 +72,18 @@ def expand(data: bytes) -> dict[str, Any]:
     if not isinstance(document, dict) or not isinstance(document.get("rounds"), list):
         raise BadTrace("is not a trace (an object with rounds)")
     return document
+
+
+def _inflate(data: bytes) -> bytes:
+    """``data`` expanded, never past :data:`~fornace.common.contract.MAX_TRACE_BYTES`."""
+    inflater = zlib.decompressobj()
+    try:
+        raw = inflater.decompress(data, contract.MAX_TRACE_BYTES + 1)
+    except zlib.error:
+        raise BadTrace("is not zlib data") from None
+    if len(raw) > contract.MAX_TRACE_BYTES or inflater.unconsumed_tail:
+        raise BadTrace(f"expands past {contract.MAX_TRACE_BYTES} bytes")
+    return raw
 
 
 def trace_view(row: JobTrace, secrets: set[str],

@@ -93,3 +93,25 @@ def test_a_trace_goes_with_its_job(api):
         db.execute(delete(Job).where(Job.id == job_id))
     with api.store._sessions() as db:
         assert db.scalar(select(func.count()).select_from(JobTrace)) == 0
+
+
+def test_storing_looks_at_a_trace_and_reading_parses_it(api):
+    """Stored without being parsed (a thousand units' trace is megabytes of
+    JSON, and the result waits behind it): the truncated flag is found after
+    the rounds, not in a text quoting it; a trace that is no JSON inside is
+    kept, and reading it says it is not readable."""
+    env_id, job_id = deploy_job(api)
+
+    def truncated() -> bool:
+        with api.store._sessions() as db:
+            return db.get(JobTrace, job_id).truncated
+    send(api, env_id, job_id, a_trace('"truncated": true'))
+    assert truncated() is False
+    send(api, env_id, job_id, {**a_trace(), "truncated": True}, "m-trace-2")
+    assert truncated() is True
+    broken = {"encoding": "zlib+base64", "size": 14,
+              "data": base64.b64encode(zlib.compress(b'{"rounds": [}')).decode()}
+    api.store.job_events.apply({"environment_id": env_id, "job_id": job_id, "kind": "trace",
+                                "trace": broken}, "m-trace-3")
+    answer = api.client.get(f"/environments/{env_id}/jobs/{job_id}/trace")
+    assert answer.status_code == 404 and "is not JSON once expanded" in answer.text
