@@ -14,7 +14,6 @@ import re
 import threading
 import uuid
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
