@@ -17,9 +17,11 @@ TSV_COLUMNS = ("change_id", "job_id", "action", "status", "reason", "target", "t
                "operation", "started", "finished", "summary")
 
 
-# what job_view reads of a job's row: not its description, nodes or the like
+# what job_view reads of a job's row: not its description, nodes or the like (read on
+# first use, should a caller need them after all: the session's identity map hands
+# this very object to a later get of the same job)
 JOB_VIEW = [load_only(Job.id, Job.environment_id, Job.kind, Job.parameters, Job.state,
-                      Job.started, Job.finished, Job.created, Job.updated, raiseload=True)]
+                      Job.started, Job.finished, Job.created, Job.updated)]
 
 
 def job_view(job: Job, counts: dict[str, int] | None = None,

@@ -166,8 +166,8 @@ class Store:
         """The environment ``env_id``, if the caller may use it (404, 403);
         without its description (a large JSON document) unless ``description``."""
         query = select(Environment).where(Environment.id == lookup_id(env_id, "environment"))
-        if not description:
-            query = query.options(defer(Environment.description, raiseload=True))
+        if not description:   # read on first use, should a caller need it after all
+            query = query.options(defer(Environment.description))
         if lock:
             query = query.with_for_update()
         return allowed(ctx, env_id, db.scalars(query).first())

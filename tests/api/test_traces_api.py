@@ -115,3 +115,18 @@ def test_storing_looks_at_a_trace_and_reading_parses_it(api):
                                 "trace": broken}, "m-trace-3")
     answer = api.client.get(f"/environments/{env_id}/jobs/{job_id}/trace")
     assert answer.status_code == 404 and "is not JSON once expanded" in answer.text
+
+
+def test_a_trace_is_read_after_the_api_forgot_the_job_s_secrets(api):
+    """The job's lookup reads the environment without its description; the
+    secrets the trace is masked with are read from the environment when the
+    API no longer keeps them (after a restart): the description is then read."""
+    from fornace.api import jobsecrets
+    env_id, job_id = deploy_job(api)
+    send(api, env_id, job_id, a_trace())
+    jobsecrets._secrets_kept.clear()
+    answer = api.client.get(f"/environments/{env_id}/jobs/{job_id}/trace")
+    assert answer.status_code == 200, answer.text
+    jobsecrets._secrets_kept.clear()
+    assert api.client.get(f"/environments/{env_id}/jobs/{job_id}/tasks.tsv").status_code \
+        in (200, 404)
