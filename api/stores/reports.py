@@ -14,7 +14,7 @@ import datetime
 import logging
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session as DbSession
 
@@ -29,6 +29,7 @@ from fornace.api.messagestore import (Message, Outcome, store_message, store_mes
                                       store_packed)
 from fornace.api.views import deployment_view, report_view
 from fornace.common import contract
+from fornace.common.db.inserts import insert_rows
 from fornace.common.db.models import Job, Environment, Status, new_id, utcnow
 from fornace.common.secrets import mask_text, masked
 
@@ -138,8 +139,8 @@ class Reports:
             now = utcnow()
             for number, row in enumerate(rows):
                 row["created"] = row["updated"] = now + datetime.timedelta(microseconds=number)
-            if rows:   # no ORM objects: a unit of work per row cost more than the insert
-                db.execute(insert(Status.__table__), rows)
+            # no ORM objects: a unit of work per row cost more than the insert
+            insert_rows(db, Status.__table__, rows)
 
 
 def _parse(body: Any, message_id: str | None) -> Parsed:

@@ -7,9 +7,13 @@ trip per insert and still races.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
+from sqlalchemy import insert
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.dialects import postgresql, sqlite
+
+COPY_FROM = 20   # rows from which insert_rows copies rather than inserts, on PostgreSQL
 
 _DIALECTS = {"postgresql": postgresql.insert, "sqlite": sqlite.insert}
 
@@ -19,3 +23,32 @@ def insert_or_nothing(dialect_name: str, table: Any) -> Any | None:
     statement, to give values to); None on a database without one."""
     make = _DIALECTS.get(dialect_name)
     return make(table).on_conflict_do_nothing() if make is not None else None
+
+
+def insert_rows(db: Any, table: Any, rows: Sequence[dict[str, Any]]) -> None:
+    """Insert ``rows`` (dicts of the same keys) into ``table`` in the
+    transaction of ``db`` (an ORM Session).
+
+    On PostgreSQL through psycopg they go by ``COPY ... FROM STDIN``: one
+    statement for the lot, where an executemany is a statement per row for the
+    server to run (the 4000 reports of a thousand-unit deployment: about half
+    the time, and less of the server's CPU).  As with the insert it replaces,
+    a row that breaks a constraint fails the whole statement.  Elsewhere, an
+    executemany."""
+    if len(rows) < COPY_FROM or db.get_bind().dialect.driver != "psycopg":
+        if rows:
+            db.execute(insert(table), rows)
+        return
+    import psycopg
+
+    columns = list(rows[0])
+    statement = 'COPY "{}" ({}) FROM STDIN'.format(
+        table.name, ", ".join(f'"{name}"' for name in columns))
+    raw = db.connection().connection.driver_connection   # this transaction's
+    try:
+        with raw.cursor() as cursor:
+            with cursor.copy(statement) as copy:
+                for row in rows:
+                    copy.write_row([row[name] for name in columns])
+    except psycopg.Error as exc:   # as SQLAlchemy raises them: IntegrityError, ...
+        raise DBAPIError.instance(statement, None, exc, psycopg.Error) from exc

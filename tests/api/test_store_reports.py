@@ -50,6 +50,27 @@ def test_reports_in_a_batch(api, monkeypatch, caplog):
     assert [r["text"] for r in shown] == ["stored before", "one", "two, ***", "three", "four"]
 
 
+def test_a_large_batch_is_copied_and_a_report_stored_meanwhile_stays_once(api, monkeypatch):
+    """From COPY_FROM rows PostgreSQL takes a batch's reports by COPY (one
+    statement); a report another consumer stored meanwhile fails it as an
+    insert would, and the batch is stored one by one, that report once."""
+    from fornace.api.stores import reports as reports_module
+    from fornace.common.db.inserts import COPY_FROM
+    env_id, model = deployed(api)
+    job = action(api, env_id, "check", {}).json()["id"]
+
+    def report(n):
+        return (contract.report_body(env_id, "unit", f"r{n}", "info", env_id),
+                f"{job}-report-{n}")
+    first = [report(n) for n in range(1, COPY_FROM + 6)]
+    assert api.store.reports.add_all(first) == [None] * len(first)
+    monkeypatch.setattr(reports_module, "stored_message_ids", lambda db, ids: set())
+    again = first[-3:] + [report(n) for n in range(COPY_FROM + 6, 2 * COPY_FROM + 6)]
+    assert api.store.reports.add_all(again) == [None] * len(again)
+    shown = api.client.get(f"/environments/{env_id}/deployments/{job}").json()["reports"]
+    assert [r["text"] for r in shown] == [f"r{n}" for n in range(1, 2 * COPY_FROM + 6)]
+
+
 def test_a_pack_of_reports_is_stored_as_the_reports_it_holds(api):
     """Contract 1.12: a pack's reports get the ids they stand for (a redelivered
     pack, or one packed otherwise, stores nothing twice); a bad report in it
