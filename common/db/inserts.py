@@ -1,9 +1,12 @@
-"""Inserts that let a row already there stand: ``INSERT ... ON CONFLICT DO
-NOTHING``, no error, so the transaction goes on (PostgreSQL and SQLite).
+"""Inserts for the paths that write many rows or race other writers.
 
-Why: a plain insert racing another writer fails with an IntegrityError, which
-on PostgreSQL also aborts the whole transaction; asking first costs a round
-trip per insert and still races.
+:func:`insert_or_nothing`: ``INSERT ... ON CONFLICT DO NOTHING`` lets a row
+already there stand, no error, so the transaction goes on (PostgreSQL and
+SQLite).  Why: a plain insert racing another writer fails with an
+IntegrityError, which on PostgreSQL also aborts the whole transaction;
+asking first costs a round trip per insert and still races.
+
+:func:`insert_rows`: many rows in one statement (``COPY`` on PostgreSQL).
 """
 from __future__ import annotations
 
@@ -30,9 +33,9 @@ def insert_rows(db: Any, table: Any, rows: Sequence[dict[str, Any]]) -> None:
     transaction of ``db`` (an ORM Session).
 
     On PostgreSQL through psycopg they go by ``COPY ... FROM STDIN``: one
-    statement for the lot, where an executemany is a statement per row for the
-    server to run (the 4000 reports of a thousand-unit deployment: about half
-    the time, and less of the server's CPU).  As with the insert it replaces,
+    statement for the lot, where an executemany sends a statement per row
+    (the 4000 reports of a thousand-unit deployment: 45 ms instead of 72-105
+    on the idle test machine).  As with the insert it replaces,
     a row that breaks a constraint fails the whole statement.  Elsewhere, an
     executemany."""
     if len(rows) < COPY_FROM or db.get_bind().dialect.driver != "psycopg":
