@@ -367,12 +367,28 @@ def fenced(body: dict[str, Any], token: int | None) -> dict[str, Any]:
 
 def fence_of(body: Any, kind: str) -> int | None:
     """The lock token a job event, report or result carries (None: none)."""
-    if not isinstance(body, dict) or body.get(FENCE) is None:
+    return _whole_number(body, FENCE, kind, least=1)
+
+
+_AT_LEAST = {0: "a non-negative integer", 1: "a positive integer"}
+
+
+def _whole_number(body: Any, key: str, kind: str, least: int) -> int | None:
+    """The integer ``body[key]``, ``least`` (0 or 1) or more (None: absent or
+    null); anything else is a ContractError naming the field."""
+    if not isinstance(body, dict) or body.get(key) is None:
         return None
-    token = body[FENCE]
-    if not isinstance(token, int) or isinstance(token, bool) or token < 1:
-        raise _error(kind, f"must be a positive integer, got {_kind(token)}", FENCE)
-    return token
+    value = body[key]
+    if not isinstance(value, int) or isinstance(value, bool) or value < least:
+        raise _error(kind, f"must be {_AT_LEAST[least]}, got {_kind(value)}", key)
+    return value
+
+
+def _without(body: dict[str, Any], *keys: str) -> dict[str, Any]:
+    """``body`` without ``keys`` (itself when it has none of them)."""
+    if not any(key in body for key in keys):
+        return body
+    return {key: value for key, value in body.items() if key not in keys}
 
 
 def report_body(id: Any, entity: str | None, text: str, level: str,
@@ -492,18 +508,12 @@ def parse_result(body: Any) -> dict[str, Any]:
     _check_result(body)
     fence_of(body, "result")
     error_reports_of(body)
-    return {key: value for key, value in body.items() if key not in (FENCE, ERROR_REPORTS)}
+    return _without(body, FENCE, ERROR_REPORTS)
 
 
 def error_reports_of(body: Any) -> int:
     """How many error reports the job of a result says it sent (0: none, or not told)."""
-    if not isinstance(body, dict) or body.get(ERROR_REPORTS) is None:
-        return 0
-    count = body[ERROR_REPORTS]
-    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
-        raise _error("result", f"must be a non-negative integer, got {_kind(count)}",
-                     ERROR_REPORTS)
-    return count
+    return _whole_number(body, ERROR_REPORTS, "result", least=0) or 0
 
 
 MAX_REPORTS_PER_MESSAGE = 200   # reports in one pack (1.12)
@@ -528,7 +538,7 @@ def pack_reports(messages: Sequence[tuple[dict[str, Any], str]],
         elif run:
             first = run[0][0]
             pack = {"environment_id": first.get("environment_id"),
-                    REPORTS_PACK: [_unfenced(body) for body, _ in run]}
+                    REPORTS_PACK: [_without(body, FENCE) for body, _ in run]}
             packed.append((fenced(pack, first.get(FENCE)), run[0][1]))
         run.clear()
 
@@ -570,11 +580,6 @@ def unpack_reports(body: Any, message_id: str | None) -> list[tuple[Any, str | N
     return [(fenced(report, fence) if isinstance(report, dict) else report,
              f"{match[1]}-report-{first + index}")
             for index, report in enumerate(reports)]
-
-
-def _unfenced(body: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in body.items() if key != FENCE} \
-        if FENCE in body else body
 
 
 def parse_report(body: Any) -> Report:

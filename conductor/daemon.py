@@ -516,8 +516,6 @@ _NO_LOCK = object()   # no lock table: the job runs alone as far as we know
 #: seconds a confirmation of the job's grant stands for the next cloud steps
 #: (a burst of plans asks the database a few times, not once each)
 FENCE_FRESH_FOR = 0.25
-#: a job's task changes wait at most this long to go as one event (then the
-#: outbox's own batch: progress shows within about a tenth of a second)
 LOST = "it lost the environment's lock (abandoned, or taken over by another conductor)"
 
 
