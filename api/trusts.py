@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from fornace.api.errors import Forbidden, Unavailable
 from fornace.common.identity import IdentityError, Keystone
@@ -38,6 +38,13 @@ class Delegation:
     created: bool = False           # made for this request: undone if it fails
     replaced: str | None = None     # the environment's previous trust, deleted on success
     replaced_trustor: str | None = None
+    # no trusts are made here (noauth): the task carries the environment's own,
+    # read with it in the job's transaction (:meth:`trust_of`)
+    current: bool = False
+
+    def trust_of(self, env: Any) -> str | None:
+        """The trust the task of a job on ``env`` carries."""
+        return env.trust_id if self.current else self.trust_id
 
 
 class Trusts:

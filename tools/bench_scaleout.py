@@ -583,10 +583,10 @@ class Profiler:
     thread that is not idle, waits in C calls (sockets, the database) included.
     """
 
-    RATE = 100
+    RATE = 100   # samples per second (``--profile-rate``)
 
     def __init__(self, directory: Path, prefix: str, targets: list[Process],
-                 mode: str, api_workers: int) -> None:
+                 mode: str, api_workers: int, rate: int = RATE) -> None:
         directory.mkdir(parents=True, exist_ok=True)
         self.files: dict[str, Path] = {}
         self.spies: list[subprocess.Popen] = []
@@ -597,7 +597,7 @@ class Profiler:
             out = directory / f"{prefix}-{process.name}-{mode}.txt"
             self.files[process.name] = out
             self.spies.append(subprocess.Popen(
-                [str(spy), "record", "-f", "raw", "-F", "-r", str(self.RATE), "-o", str(out),
+                [str(spy), "record", "-f", "raw", "-F", "-r", str(rate), "-o", str(out),
                  "--pid", str(process.popen.pid), "--nonblocking",
                  *(["--subprocesses"] if process.name == "api" and api_workers > 1 else []),
                  *(["--gil"] if mode == "gil" else [])],
@@ -898,7 +898,7 @@ def one_run(conductors: int, args: argparse.Namespace) -> Figures:
             figures.background = background_load()
         if args.profile:
             profiler = Profiler(Path(args.profile), f"c{conductors}", run.processes,
-                                args.profile_mode, args.api_workers)
+                                args.profile_mode, args.api_workers, args.profile_rate)
         progress(f"{conductors} conductor(s): deploying ({figures.background:.2f} cores busy "
                  f"just before, with everything idle)")
         deploy_all(run, prepared, args, figures)
@@ -1025,6 +1025,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile-mode", choices=("gil", "active"), default="gil",
                         help="gil: CPU (samples of the thread holding the GIL); active: "
                              "every busy thread, waits on sockets and the database included")
+    parser.add_argument("--profile-rate", type=int, default=Profiler.RATE,
+                        help="py-spy samples per second")
     parser.add_argument("--top", type=int, default=12, help="functions shown per profile")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folders")
     parser.add_argument("--project-cores", default="4,8,16",

@@ -5,7 +5,7 @@ only, importing no other API module, so that the stores import them without
 a cycle (:mod:`fornace.api.packages.pins` is the API calls that change pins)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 from sqlalchemy import ColumnElement, func, select
 from sqlalchemy.orm import Session as DbSession
@@ -16,13 +16,20 @@ from fornace.common.db.models import Environment, EnvironmentPackage, Package
 def task_packages(db: DbSession, environment_id: str) -> list[dict[str, str]]:
     """The environment's pinned packages as a task names them: ``{id, name,
     version, digest}``, by name."""
+    return task_packages_and_pins(db, environment_id)[0]
+
+
+def task_packages_and_pins(db: DbSession,
+                           environment_id: str) -> tuple[list[dict[str, str]], Pins]:
+    """:func:`task_packages` and :func:`pinned` in one query."""
     rows = db.execute(
-        select(Package.id, Package.name, Package.version, Package.digest)
+        select(Package.id, Package.name, Package.version, Package.digest,
+               EnvironmentPackage.name.label("pin"))
         .join(EnvironmentPackage, EnvironmentPackage.package_id == Package.id)
         .where(EnvironmentPackage.environment_id == environment_id)
         .order_by(EnvironmentPackage.name)).all()
-    return [{"id": r.id, "name": r.name, "version": r.version, "digest": r.digest}
-            for r in rows]
+    return ([{"id": r.id, "name": r.name, "version": r.version, "digest": r.digest}
+             for r in rows], _by_name((r.pin, r.digest) for r in rows))
 
 
 def environments_using(db: DbSession, package_id: str) -> list[dict[str, str]]:
@@ -64,8 +71,12 @@ def pinned_digests(pins: str | None) -> Pins:
     ``group_concat`` nor a subquery's ORDER BY promises an aggregate's order)."""
     if not pins:
         return ()
-    pairs = sorted(tuple(pin.split(_NAME_DIGEST, 1)) for pin in pins.split(_PINS))
-    return tuple(digest for _name, digest in pairs)
+    return _by_name(tuple(pin.split(_NAME_DIGEST, 1)) for pin in pins.split(_PINS))
+
+
+def _by_name(pins: Iterable[tuple[str, str]]) -> Pins:
+    """The digests of ``(name, digest)`` pins, in the order of the names' code points."""
+    return tuple(digest for _name, digest in sorted(pins))
 
 
 def pinned(db: Any, environment_id: str) -> Pins:

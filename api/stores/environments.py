@@ -154,7 +154,7 @@ class Environments:
                 locks.revoke(db, env.id)   # the row (and its token) stays: fencing
                 cleanup = contract.deletion_task_body(env.id, env.name, ctx.token,
                                                       env.tenant_id, job_id=new_id(),
-                                                      trust_id=delegation.trust_id)
+                                                      trust_id=delegation.trust_of(env))
                 db.delete(env)
             else:
                 refuse_if_busy(db, env)
@@ -173,7 +173,7 @@ class Environments:
                 self.store.keep_trust(env, delegation)
                 body = contract.deletion_task_body(env.id, env.name, ctx.token, env.tenant_id,
                                                    job_id=deployment.id,
-                                                   trust_id=delegation.trust_id)
+                                                   trust_id=delegation.trust_of(env))
         if abandon:
             try:
                 self.store.publish(cleanup, cleanup["job"]["id"])

@@ -100,7 +100,7 @@ class Jobs:
             self.store.keep_trust(env, delegation)
             body = contract.task_body(description, ctx.token, env.tenant_id,
                                       job=contract.job_section(job.id, action, parameters),
-                                      trust_id=delegation.trust_id,
+                                      trust_id=delegation.trust_of(env),
                                       packages=task_packages(db, env.id))
             db.flush()
             view = job_view(job, secret_keys=keys)

@@ -16,8 +16,9 @@ from sqlalchemy.orm import Session as DbSession
 
 from fornace.api.context import Context
 from fornace.api.errors import BadRequest, Conflict, Forbidden
+from fornace.api.jobsecrets import descriptions_secrets, remember
 from fornace.api.jobstate import BUSY, busy_error, refuse_if_busy
-from fornace.api.packages.usage import task_packages
+from fornace.api.packages.usage import task_packages_and_pins
 from fornace.api.trusts import Delegation
 from fornace.api.views import session_view
 from fornace.common import contract
@@ -107,19 +108,21 @@ class ConfigSessions:
                 raise busy_error(db, env)
             db.execute(update(ConfigSession).where(ConfigSession.id == session.id).values(
                 state="deploying", updated=utcnow()))
+            packages, pins = task_packages_and_pins(db, env.id)
+            keys = self.store.secret_keys_for(db, pins)
             deployment = Job(id=new_id(), environment_id=env.id,
-                                    tenant_id=env.tenant_id, session_id=session.id,
-                                    kind="deploy", parameters=parameters,
-                                    description=masked(
-                                        session.description,
-                                        keys=self.store.secret_keys(db, env.id)))
+                             tenant_id=env.tenant_id, session_id=session.id,
+                             kind="deploy", parameters=parameters,
+                             description=masked(session.description, keys=keys))
             db.add(deployment)
+            secrets = descriptions_secrets([env.description, session.description], keys)
             self.store.keep_trust(env, delegation)
             body = contract.task_body(session.description, ctx.token, env.tenant_id,
                                       job=contract.job_section(deployment.id, "deploy",
                                                                parameters),
-                                      trust_id=delegation.trust_id,
-                                      packages=task_packages(db, env.id))
+                                      trust_id=delegation.trust_of(env),
+                                      packages=packages)
+        remember(deployment.id, secrets)   # what its reports and events are masked by
         return body, deployment.id, previous
 
 

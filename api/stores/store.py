@@ -211,12 +211,17 @@ class Store:
         (and the environment's previous one restored), the one it replaced is
         deleted when it succeeds.  The block stores it with :meth:`keep_trust`.
         Without ``create`` (or for the deletion of a never deployed environment)
-        only the environment's current trust is passed on."""
+        only the environment's current trust is passed on; without Keystone
+        (noauth) nothing is read here: the block reads it with the environment
+        (:meth:`Delegation.trust_of`)."""
+        if self.trusts is None:   # nothing to read before the job's own transaction
+            yield Delegation(None, current=True)
+            return
         with self._sessions() as db:
-            env = self.environment(db, ctx, env_id)
+            env = self.environment(db, ctx, env_id, description=False)
             trust_id, trustor_id = env.trust_id, env.trustor_id
             forgotten = deleting and env.version == 0   # nothing on the cloud to act on
-        if self.trusts is None or forgotten or not create:
+        if forgotten or not create:
             yield Delegation(trust_id, trustor_id)
             return
         delegation = self.trusts.for_job(ctx, trust_id, trustor_id)

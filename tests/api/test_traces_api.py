@@ -124,9 +124,9 @@ def test_a_trace_is_read_after_the_api_forgot_the_job_s_secrets(api):
     from fornace.api import jobsecrets
     env_id, job_id = deploy_job(api)
     send(api, env_id, job_id, a_trace())
-    jobsecrets._secrets_kept.clear()
+    jobsecrets.forget_all()
     answer = api.client.get(f"/environments/{env_id}/jobs/{job_id}/trace")
     assert answer.status_code == 200, answer.text
-    jobsecrets._secrets_kept.clear()
+    jobsecrets.forget_all()
     assert api.client.get(f"/environments/{env_id}/jobs/{job_id}/tasks.tsv").status_code \
         in (200, 404)
