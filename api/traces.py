@@ -19,6 +19,7 @@ from sqlalchemy.orm import Session as DbSession
 
 from fornace.api.jobsecrets import JobLike
 from fornace.common import contract
+from fornace.common.db.inserts import insert_or_replace
 from fornace.common.db.models import JobTrace, utcnow
 from fornace.common.secrets import masked
 
@@ -27,22 +28,31 @@ class BadTrace(ValueError):
     """Stored or sent bytes that are not a trace document."""
 
 
-def store_trace(db: DbSession, job: JobLike, trace: dict[str, Any]) -> JobTrace:
-    """Keep the (checked) ``trace`` of a trace event for ``job``; raises
-    ContractError when its data is not base64 or not a trace once expanded."""
+def store_trace(db: DbSession, job: JobLike, trace: dict[str, Any]) -> dict[str, Any]:
+    """Keep the (checked) ``trace`` of a trace event for ``job`` (replacing an
+    earlier copy, in one statement where the database can); the row's values.
+    Raises ContractError when its data is not base64 or not a trace once expanded."""
     data = contract.trace_data(trace)
     try:
         truncated = peek(data)
     except BadTrace as exc:
         raise contract.ContractError(f"job event message: field 'trace.data' {exc}",
                                      "job event", "trace.data") from None
+    values = {"deployment_id": job.id, "environment_id": job.environment_id,
+              "size": trace["size"], "stored": len(data), "data": data,
+              "truncated": truncated, "created": utcnow()}
+    statement = insert_or_replace(db.get_bind().dialect.name, JobTrace.__table__,
+                                  ["deployment_id"], values)
+    if statement is not None:
+        db.execute(statement)
+        return values
     row = db.get(JobTrace, job.id)
     if row is None:
-        row = JobTrace(deployment_id=job.id, environment_id=job.environment_id)
-        db.add(row)
-    row.size, row.stored, row.data = trace["size"], len(data), data
-    row.truncated, row.created = truncated, utcnow()
-    return row
+        db.add(JobTrace(**values))
+    else:
+        for name, value in values.items():
+            setattr(row, name, value)
+    return values
 
 
 def peek(data: bytes) -> bool:

@@ -316,8 +316,8 @@ class _EventBatch:
         except contract.ContractError as exc:   # that event alone
             LOG.warning("job event %s (trace of job %s) dropped: %s", message_id, job.id, exc)
             return
-        LOG.info("job %s: trace stored (%d bytes, %d compressed)", job.id, stored.size,
-                 stored.stored)
+        LOG.info("job %s: trace stored (%d bytes, %d compressed)", job.id, stored["size"],
+                 stored["stored"])
 
     def _job_state(self, event: contract.JobEvent, message_id: str | None) -> None:
         if event.state not in _STATES:  # results end jobs; the rest is informative

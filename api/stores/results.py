@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING, Any, Sequence
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session as DbSession, defer
 
-from fornace.api.fencing import fenced_off
+from fornace.api.fencing import fenced
 from fornace.api.jobfacts import LIGHT_JOB
 from fornace.api.jobstate import NOT_DEPLOYING, running_job, settle_tasks, settled_state
 from fornace.api.messagestore import Message, Outcome, store_message, store_messages
 from fornace.common import contract
-from fornace.common.db.models import ConfigSession, Job, Environment, Status, utcnow
+from fornace.common.db.models import (ConfigSession, Job, JobLock, Environment, Status,
+                                      utcnow)
 
 if TYPE_CHECKING:
     from fornace.api.stores.store import Store
@@ -64,23 +65,49 @@ def _parse(body: Any, message_id: str | None) -> Parsed:
             contract.error_reports_of(body), message_id)
 
 
+def _error_count(job_id: Any) -> Any:
+    """The error reports stored for the job ``job_id`` (a value or a column)."""
+    return (select(func.count()).select_from(Status)
+            .where(Status.deployment_id == job_id, Status.level == "error")
+            .scalar_subquery())
+
+
+def _job_of(db: DbSession, env_id: str, message_id: str | None
+            ) -> tuple[int | None, Job | None, Environment | None, int]:
+    """What storing a result reads, in one query when it names its job (as
+    conductors do): the environment's lock token, the job and its environment
+    (neither's JSON: the model replaces the latter), the job's stored error
+    reports."""
+    token = (select(JobLock.token).where(JobLock.environment_id == env_id)
+             .scalar_subquery())
+    if message_id:
+        row = db.execute(
+            select(token, Job, Environment, _error_count(Job.id))
+            .outerjoin(Environment, Environment.id == Job.environment_id)
+            .where(Job.id == message_id)
+            .options(*LIGHT_JOB, defer(Environment.description))).first()
+        if row is not None:
+            return row[0], row[1], row[2], row[3]
+    current = db.scalar(select(token))
+    deployment = running_job(db, env_id, LIGHT_JOB)
+    if deployment is None:
+        return current, None, None, 0
+    env = db.get(Environment, deployment.environment_id,
+                 options=[defer(Environment.description)])
+    return current, deployment, env, db.scalar(select(_error_count(deployment.id)))
+
+
 def _store_result(db: DbSession, model: dict[str, Any], fence: int | None,
                   error_reports: int, message_id: str | None) -> None:
-    if fenced_off(db, model["id"], fence, f"result {message_id}"):
+    token, deployment, env, stored_errors = _job_of(db, model["id"], message_id)
+    if fenced(token, model["id"], fence, f"result {message_id}"):
         return
-    # neither the job's nor the environment's JSON is read: the model replaces the latter
-    deployment = db.get(Job, message_id, options=LIGHT_JOB) if message_id else None
-    if deployment is None:
-        deployment = running_job(db, model["id"], LIGHT_JOB)
     if deployment is None or deployment.finished is not None:
         LOG.info("result %s for environment %s: no running deployment, ignored",
                  message_id, model["id"])
         return
-    env = db.get(Environment, deployment.environment_id,
-                 options=[defer(Environment.description)])
     # the job's count first: its last reports may not be stored yet (another queue)
-    errors = error_reports or db.scalar(select(func.count()).select_from(Status).where(
-        Status.deployment_id == deployment.id, Status.level == "error"))
+    errors = error_reports or stored_errors
     now = utcnow()
     deployment.finished = now
     deployment.updated = now

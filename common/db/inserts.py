@@ -5,6 +5,8 @@ already there stand, no error, so the transaction goes on (PostgreSQL and
 SQLite).  Why: a plain insert racing another writer fails with an
 IntegrityError, which on PostgreSQL also aborts the whole transaction;
 asking first costs a round trip per insert and still races.
+:func:`insert_or_replace`: ``INSERT ... ON CONFLICT DO UPDATE``, the row's
+other columns replaced where it exists, in one statement.
 
 :func:`insert_rows`: many rows in one statement (``COPY`` on PostgreSQL).
 """
@@ -26,6 +28,20 @@ def insert_or_nothing(dialect_name: str, table: Any) -> Any | None:
     statement, to give values to); None on a database without one."""
     make = _DIALECTS.get(dialect_name)
     return make(table).on_conflict_do_nothing() if make is not None else None
+
+
+def insert_or_replace(dialect_name: str, table: Any, keys: Sequence[str],
+                      values: dict[str, Any]) -> Any | None:
+    """An insert of ``values`` into ``table`` that, where a row of the same
+    ``keys`` (its primary key or a unique index) exists, sets that row's other
+    columns to ``values``; None on a database without one."""
+    make = _DIALECTS.get(dialect_name)
+    if make is None:
+        return None
+    statement = make(table).values(values)
+    return statement.on_conflict_do_update(
+        index_elements=list(keys),
+        set_={name: statement.excluded[name] for name in values if name not in keys})
 
 
 def insert_rows(db: Any, table: Any, rows: Sequence[dict[str, Any]]) -> None:
