@@ -70,13 +70,16 @@ def settled_state(db: DbSession, env_id: str, job_id: str) -> str:
     return "delete failure" if last.kind == "delete" else "deploy failure"
 
 
-def settle_tasks(db: DbSession, job: Job, now: datetime.datetime) -> int:
-    """Close the task rows a job left open when it ends (a conductor that died or
-    lost its lock never finished them): ``cancelled``, with why; how many."""
-    return db.execute(update(JobTask).where(
-        JobTask.deployment_id == job.id, JobTask.status.in_(UNSETTLED)).values(
+def settle_tasks(db: DbSession, job_id: str, job_state: str, now: datetime.datetime) -> int:
+    """Close the task rows a job left open when it ends (``job_state``; a
+    conductor that died or lost its lock never finished them): ``cancelled``,
+    with why; how many.  A plain UPDATE of the table: task rows loaded in the
+    session are not refreshed."""
+    tasks = JobTask.__table__
+    return db.execute(update(tasks).where(
+        tasks.c.deployment_id == job_id, tasks.c.status.in_(UNSETTLED)).values(
         status="cancelled", finished=now, updated=now,
-        summary=f"superseded: job {job.id} ended ({job.state}) while this task was still "
+        summary=f"superseded: job {job_id} ended ({job_state}) while this task was still "
                 f"open (the run that started it stopped)")).rowcount
 
 

@@ -444,7 +444,7 @@ def _refuse(db: DbSession, job: Job, summary: str, secrets: set[str]) -> None:
     its ``lock_wait``): it ends as ``refused``, the environment as it was, the reason kept as a report."""
     now = utcnow()
     job.state, job.finished, job.updated = "refused", now, now
-    settle_tasks(db, job, now)
+    settle_tasks(db, job.id, job.state, now)
     text = mask_text(summary, secrets) or f"job {job.id} was refused"
     db.add(Status(id=new_id(), deployment_id=job.id, entity="environment",
                   entity_id=job.environment_id, level="error", text=text))

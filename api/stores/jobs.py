@@ -240,7 +240,7 @@ class Jobs:
                 raise Conflict(f"environment {env_id} runs no job: nothing to abandon")
             now = utcnow()
             job.state, job.finished, job.updated = "abandoned", now, now
-            settle_tasks(db, job, now)
+            settle_tasks(db, job.id, job.state, now)
             env.state, env.updated = self._after_abandon(db, env, job), now
             reopen_session(db, job, now)
             locks.revoke(db, env.id)   # its conductor finds the lock lost and stops

@@ -85,7 +85,8 @@ def _job_of(db: DbSession, env_id: str, message_id: str | None
             select(token, Job, Environment, _error_count(Job.id))
             .outerjoin(Environment, Environment.id == Job.environment_id)
             .where(Job.id == message_id)
-            .options(*LIGHT_JOB, defer(Environment.description))).first()
+            .options(*LIGHT_JOB, defer(Environment.description))
+            .execution_options(populate_existing=True)).first()
         if row is not None:
             return row[0], row[1], row[2], row[3]
     current = db.scalar(select(token))
@@ -93,7 +94,7 @@ def _job_of(db: DbSession, env_id: str, message_id: str | None
     if deployment is None:
         return current, None, None, 0
     env = db.get(Environment, deployment.environment_id,
-                 options=[defer(Environment.description)])
+                 options=[defer(Environment.description)], populate_existing=True)
     return current, deployment, env, db.scalar(select(_error_count(deployment.id)))
 
 
@@ -109,28 +110,34 @@ def _store_result(db: DbSession, model: dict[str, Any], fence: int | None,
     # the job's count first: its last reports may not be stored yet (another queue)
     errors = error_reports or stored_errors
     now = utcnow()
-    deployment.finished = now
-    deployment.updated = now
-    deployment.state = "completed_w_errors" if errors else "success"
-    settle_tasks(db, deployment, now)
+    # plain UPDATEs, not changes to the loaded objects: no unit of work to flush
+    # (_job_of reads them again, should a later result of the batch name them)
+    state = "completed_w_errors" if errors else "success"
+    _update(db, Job, deployment.id, finished=now, updated=now, state=state)
+    settle_tasks(db, deployment.id, state, now)
     if env is None:
         return
     if deployment.kind == "delete":
         if errors:
-            env.state, env.updated = "delete failure", now
+            _update(db, Environment, env.id, state="delete failure", updated=now)
         else:
             db.delete(env)
         return
     if deployment.kind == "plan":
-        env.state, env.updated = settled_state(db, env.id, deployment.id), now
+        _update(db, Environment, env.id, state=settled_state(db, env.id, deployment.id),
+                updated=now)
         return
-    env.description = model
-    env.version += 1
-    env.state = (settled_state(db, env.id, deployment.id)
-                 if deployment.kind in NOT_DEPLOYING
-                 else "deploy failure" if errors else "ready")
-    env.updated = now
+    table = Environment.__table__
+    _update(db, Environment, env.id, description=model, version=table.c.version + 1,
+            state=(settled_state(db, env.id, deployment.id)
+                   if deployment.kind in NOT_DEPLOYING
+                   else "deploy failure" if errors else "ready"),
+            updated=now)
     if deployment.session_id:
-        db.execute(update(ConfigSession).where(
-            ConfigSession.id == deployment.session_id).values(
-            state="deployed", updated=now))
+        _update(db, ConfigSession, deployment.session_id, state="deployed", updated=now)
+
+
+def _update(db: DbSession, model: Any, row_id: str, **values: Any) -> None:
+    """Set ``values`` on the row ``row_id`` of ``model``'s table."""
+    table = model.__table__
+    db.execute(update(table).where(table.c.id == row_id).values(**values))
