@@ -32,6 +32,7 @@ from fornace.api.jobstate import BUSY, reopen_session, settle_tasks, settled_sta
 from fornace.api.messagestore import Message, Outcome, store_message, store_messages
 from fornace.api.traces import store_trace
 from fornace.common import contract
+from fornace.common.db.inserts import insert_or_nothing
 from fornace.common.db.models import (Job, Environment, JobEventId, JobTask, Status, new_id,
                                       utcnow)
 from fornace.common.secrets import mask_text
@@ -196,8 +197,7 @@ class _EventBatch:
         self.jobs = jobs_by_id(db, [e.job_id for e, _ in events if self._needs_job(e)])
         self.loaded: dict[str, Job] = {}    # rows of the jobs whose state events change
         self.rows = self._rows()
-        self.stored_keys = self._stored_keys()   # task events stored before (sent again)
-        self.new_keys: dict[str, str] = {}       # key -> job id, of those stored now
+        self.fresh_keys = self._claim_keys()   # task events not stored before
         self.secrets: dict[str, set[str]] = {}
         self.writes: dict[tuple[str, str], _TaskWrite] = {}
         self.nodes: dict[str, Nodes] = {}   # job id -> the node states that moved
@@ -240,13 +240,33 @@ class _EventBatch:
                                              for env_id, change_ids in by_env.items()))))
         return {(env_id, change_id): row_id for env_id, change_id, row_id in found}
 
-    def _stored_keys(self) -> set[str]:
-        """Which of the batch's task events were stored before, in one query."""
-        keys = {key for event, message_id in self.events
-                if (key := _event_key(event, message_id)) is not None}
-        if not keys:
+    def _claim_keys(self) -> set[str]:
+        """Record the batch's task events of known jobs in ``job_event_ids`` at
+        once; the keys of those not stored before (a batch sent again, or
+        delivered again, finds its own there).  One ``INSERT ... ON CONFLICT DO
+        NOTHING RETURNING``: a key another consumer is storing meanwhile waits
+        for its transaction, and counts as stored when that commits."""
+        jobs: dict[str, str] = {}    # key -> job id
+        for event, message_id in self.events:
+            key = _event_key(event, message_id)
+            job = self.jobs.get(event.job_id)
+            if key is not None and job is not None \
+                    and job.environment_id == event.environment_id:
+                jobs.setdefault(key, job.id)
+        if not jobs:
             return set()
-        return set(self.db.scalars(select(JobEventId.key).where(JobEventId.key.in_(keys))))
+        now = utcnow()
+        rows = [{"key": key, "deployment_id": job_id, "created": now}
+                for key, job_id in jobs.items()]
+        statement = insert_or_nothing(self.db.get_bind().dialect.name, JobEventId.__table__)
+        if statement is None:   # no ON CONFLICT: ask, then insert the others
+            stored = set(self.db.scalars(select(JobEventId.key).where(
+                JobEventId.key.in_(jobs))))
+            rows = [row for row in rows if row["key"] not in stored]
+            if rows:
+                self.db.execute(insert(JobEventId.__table__), rows)
+            return {row["key"] for row in rows}
+        return set(self.db.scalars(statement.returning(JobEventId.__table__.c.key), rows))
 
     # -- the events, in order -----------------------------------------------------
     def store(self) -> None:
@@ -276,11 +296,11 @@ class _EventBatch:
             return
         key = _event_key(event, message_id)
         if key is not None:
-            if key in self.stored_keys or key in self.new_keys:   # its log lines are in
+            if key not in self.fresh_keys:   # its log lines are in
                 LOG.info("job event %s of job %s: stored before, not again", message_id,
                          job.id)
                 return
-            self.new_keys[key] = job.id
+            self.fresh_keys.discard(key)     # once in the batch too
         for number, task in enumerate(_task_changes(event)):
             try:
                 change_id = _change_id(task)
@@ -346,13 +366,6 @@ class _EventBatch:
         (:mod:`fornace.api.jobnodes`)."""
         merge_nodes(self.db, self.nodes)
         self.nodes = {}
-        if self.new_keys:
-            now = utcnow()
-            self.db.execute(insert(JobEventId.__table__), [
-                {"key": key, "deployment_id": job_id, "created": now}
-                for key, job_id in self.new_keys.items()])
-            self.stored_keys.update(self.new_keys)
-            self.new_keys = {}
         if not self.writes:
             return
         now = utcnow()

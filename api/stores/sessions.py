@@ -100,13 +100,16 @@ class ConfigSessions:
             if session.description == env.description:
                 refuse_if_another_holds_changes(db, env, session)
             previous = env.state
-            claimed = db.execute(update(Environment).where(
-                Environment.id == env.id, Environment.version == session.version,
-                Environment.state.not_in(BUSY)).values(
+            # plain UPDATEs of the tables: the ORM's would evaluate them against
+            # the session's objects, which nothing reads again
+            envs, sessions = Environment.__table__, ConfigSession.__table__
+            claimed = db.execute(update(envs).where(
+                envs.c.id == env.id, envs.c.version == session.version,
+                envs.c.state.not_in(BUSY)).values(
                 state="deploying", updated=utcnow())).rowcount
             if claimed != 1:    # a job started since it was read
                 raise busy_error(db, env)
-            db.execute(update(ConfigSession).where(ConfigSession.id == session.id).values(
+            db.execute(update(sessions).where(sessions.c.id == session.id).values(
                 state="deploying", updated=utcnow()))
             packages, pins = task_packages_and_pins(db, env.id)
             keys = self.store.secret_keys_for(db, pins)
