@@ -9,9 +9,10 @@ abandon, run an action) is a 409 naming the running job (:func:`busy_error`).
 from __future__ import annotations
 
 import datetime
+import functools
 from typing import Any, Sequence
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session as DbSession
 
 from fornace.api.errors import Conflict
@@ -75,12 +76,20 @@ def settle_tasks(db: DbSession, job_id: str, job_state: str, now: datetime.datet
     conductor that died or lost its lock never finished them): ``cancelled``,
     with why; how many.  A plain UPDATE of the table: task rows loaded in the
     session are not refreshed."""
+    return db.execute(_settle_statement(), {
+        "job_id": job_id, "now": now,
+        "b_summary": f"superseded: job {job_id} ended ({job_state}) while this task was "
+                   f"still open (the run that started it stopped)"}).rowcount
+
+
+@functools.cache
+def _settle_statement() -> Any:
+    """:func:`settle_tasks`'s UPDATE, built once (:mod:`fornace.common.db.prepared`)."""
     tasks = JobTask.__table__
-    return db.execute(update(tasks).where(
-        tasks.c.deployment_id == job_id, tasks.c.status.in_(UNSETTLED)).values(
-        status="cancelled", finished=now, updated=now,
-        summary=f"superseded: job {job_id} ended ({job_state}) while this task was still "
-                f"open (the run that started it stopped)")).rowcount
+    now = bindparam("now", type_=tasks.c.updated.type)
+    return update(tasks).where(
+        tasks.c.deployment_id == bindparam("job_id"), tasks.c.status.in_(UNSETTLED)).values(
+        status="cancelled", finished=now, updated=now, summary=bindparam("b_summary"))
 
 
 def reopen_session(db: DbSession, job: Job, now: datetime.datetime) -> None:

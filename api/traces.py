@@ -42,9 +42,9 @@ def store_trace(db: DbSession, job: JobLike, trace: dict[str, Any]) -> dict[str,
               "size": trace["size"], "stored": len(data), "data": data,
               "truncated": truncated, "created": utcnow()}
     statement = insert_or_replace(db.get_bind().dialect.name, JobTrace.__table__,
-                                  ["deployment_id"], values)
+                                  ["deployment_id"], list(values))
     if statement is not None:
-        db.execute(statement)
+        db.execute(statement, values)
         return values
     row = db.get(JobTrace, job.id)
     if row is None:

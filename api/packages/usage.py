@@ -5,9 +5,10 @@ only, importing no other API module, so that the stores import them without
 a cycle (:mod:`fornace.api.packages.pins` is the API calls that change pins)."""
 from __future__ import annotations
 
+import functools
 from typing import Any, Iterable
 
-from sqlalchemy import ColumnElement, func, select
+from sqlalchemy import ColumnElement, bindparam, func, select
 from sqlalchemy.orm import Session as DbSession
 
 from fornace.common.db.models import Environment, EnvironmentPackage, Package
@@ -22,14 +23,19 @@ def task_packages(db: DbSession, environment_id: str) -> list[dict[str, str]]:
 def task_packages_and_pins(db: DbSession,
                            environment_id: str) -> tuple[list[dict[str, str]], Pins]:
     """:func:`task_packages` and :func:`pinned` in one query."""
-    rows = db.execute(
-        select(Package.id, Package.name, Package.version, Package.digest,
-               EnvironmentPackage.name.label("pin"))
-        .join(EnvironmentPackage, EnvironmentPackage.package_id == Package.id)
-        .where(EnvironmentPackage.environment_id == environment_id)
-        .order_by(EnvironmentPackage.name)).all()
+    rows = db.execute(_packages_query(), {"env_id": environment_id}).all()
     return ([{"id": r.id, "name": r.name, "version": r.version, "digest": r.digest}
              for r in rows], _by_name((r.pin, r.digest) for r in rows))
+
+
+@functools.cache
+def _packages_query() -> Any:
+    """:func:`task_packages_and_pins`' read, built once (:mod:`fornace.common.db.prepared`)."""
+    return (select(Package.id, Package.name, Package.version, Package.digest,
+                   EnvironmentPackage.name.label("pin"))
+            .join(EnvironmentPackage, EnvironmentPackage.package_id == Package.id)
+            .where(EnvironmentPackage.environment_id == bindparam("env_id"))
+            .order_by(EnvironmentPackage.name))
 
 
 def environments_using(db: DbSession, package_id: str) -> list[dict[str, str]]:

@@ -174,6 +174,15 @@ def _update_statement(names: tuple[str, ...], with_log: bool) -> Any:
     return update(_TASKS).where(_TASKS.c.id == bindparam("v_id")).values(values)
 
 
+@functools.lru_cache(maxsize=4)
+def _claim_keys_statement(dialect_name: str) -> Any:
+    """``_EventBatch._claim_keys``'s insert, built once (None: the database has
+    no ON CONFLICT)."""
+    table = JobEventId.__table__
+    statement = insert_or_nothing(dialect_name, table)
+    return None if statement is None else statement.returning(table.c.key)
+
+
 class _EventBatch:
     """Job events stored in one transaction.
 
@@ -258,7 +267,7 @@ class _EventBatch:
         now = utcnow()
         rows = [{"key": key, "deployment_id": job_id, "created": now}
                 for key, job_id in jobs.items()]
-        statement = insert_or_nothing(self.db.get_bind().dialect.name, JobEventId.__table__)
+        statement = _claim_keys_statement(self.db.get_bind().dialect.name)
         if statement is None:   # no ON CONFLICT: ask, then insert the others
             stored = set(self.db.scalars(select(JobEventId.key).where(
                 JobEventId.key.in_(jobs))))
@@ -266,7 +275,7 @@ class _EventBatch:
             if rows:
                 self.db.execute(insert(JobEventId.__table__), rows)
             return {row["key"] for row in rows}
-        return set(self.db.scalars(statement.returning(JobEventId.__table__.c.key), rows))
+        return set(self.db.scalars(statement, rows))
 
     # -- the events, in order -----------------------------------------------------
     def store(self) -> None:

@@ -14,10 +14,11 @@ be stored after it; a result that does not say (0.2) counts those stored.
 """
 from __future__ import annotations
 
+import functools
 import logging
 from typing import TYPE_CHECKING, Any, Sequence
 
-from sqlalchemy import func, select, update
+from sqlalchemy import bindparam, func, select
 from sqlalchemy.orm import Session as DbSession, defer
 
 from fornace.api.fencing import fenced
@@ -25,6 +26,7 @@ from fornace.api.jobfacts import LIGHT_JOB
 from fornace.api.jobstate import NOT_DEPLOYING, running_job, settle_tasks, settled_state
 from fornace.api.messagestore import Message, Outcome, store_message, store_messages
 from fornace.common import contract
+from fornace.common.db.prepared import update_row
 from fornace.common.db.models import (ConfigSession, Job, JobLock, Environment, Status,
                                       utcnow)
 
@@ -72,24 +74,33 @@ def _error_count(job_id: Any) -> Any:
             .scalar_subquery())
 
 
+def _token(env_id: Any) -> Any:
+    """The lock token of the environment ``env_id`` (a value or a bound parameter)."""
+    return select(JobLock.token).where(JobLock.environment_id == env_id).scalar_subquery()
+
+
+@functools.cache
+def _named_job_query() -> Any:
+    """The read of a result that names its job (:func:`_job_of`), built once."""
+    return (select(_token(bindparam("env_id")), Job, Environment, _error_count(Job.id))
+            .outerjoin(Environment, Environment.id == Job.environment_id)
+            .where(Job.id == bindparam("job_id"))
+            .options(*LIGHT_JOB, defer(Environment.description))
+            # a later result of the batch sees what an earlier one wrote
+            .execution_options(populate_existing=True))
+
+
 def _job_of(db: DbSession, env_id: str, message_id: str | None
             ) -> tuple[int | None, Job | None, Environment | None, int]:
     """What storing a result reads, in one query when it names its job (as
     conductors do): the environment's lock token, the job and its environment
     (neither's JSON: the model replaces the latter), the job's stored error
     reports."""
-    token = (select(JobLock.token).where(JobLock.environment_id == env_id)
-             .scalar_subquery())
     if message_id:
-        row = db.execute(
-            select(token, Job, Environment, _error_count(Job.id))
-            .outerjoin(Environment, Environment.id == Job.environment_id)
-            .where(Job.id == message_id)
-            .options(*LIGHT_JOB, defer(Environment.description))
-            .execution_options(populate_existing=True)).first()
+        row = db.execute(_named_job_query(), {"env_id": env_id, "job_id": message_id}).first()
         if row is not None:
             return row[0], row[1], row[2], row[3]
-    current = db.scalar(select(token))
+    current = db.scalar(select(_token(env_id)))
     deployment = running_job(db, env_id, LIGHT_JOB)
     if deployment is None:
         return current, None, None, 0
@@ -113,31 +124,24 @@ def _store_result(db: DbSession, model: dict[str, Any], fence: int | None,
     # plain UPDATEs, not changes to the loaded objects: no unit of work to flush
     # (_job_of reads them again, should a later result of the batch name them)
     state = "completed_w_errors" if errors else "success"
-    _update(db, Job, deployment.id, finished=now, updated=now, state=state)
+    update_row(db, Job, deployment.id, finished=now, updated=now, state=state)
     settle_tasks(db, deployment.id, state, now)
     if env is None:
         return
     if deployment.kind == "delete":
         if errors:
-            _update(db, Environment, env.id, state="delete failure", updated=now)
+            update_row(db, Environment, env.id, state="delete failure", updated=now)
         else:
             db.delete(env)
         return
     if deployment.kind == "plan":
-        _update(db, Environment, env.id, state=settled_state(db, env.id, deployment.id),
-                updated=now)
+        update_row(db, Environment, env.id,
+                   state=settled_state(db, env.id, deployment.id), updated=now)
         return
-    table = Environment.__table__
-    _update(db, Environment, env.id, description=model, version=table.c.version + 1,
-            state=(settled_state(db, env.id, deployment.id)
-                   if deployment.kind in NOT_DEPLOYING
-                   else "deploy failure" if errors else "ready"),
-            updated=now)
+    update_row(db, Environment, env.id, increments=("version",), description=model,
+               state=(settled_state(db, env.id, deployment.id)
+                      if deployment.kind in NOT_DEPLOYING
+                      else "deploy failure" if errors else "ready"),
+               updated=now)
     if deployment.session_id:
-        _update(db, ConfigSession, deployment.session_id, state="deployed", updated=now)
-
-
-def _update(db: DbSession, model: Any, row_id: str, **values: Any) -> None:
-    """Set ``values`` on the row ``row_id`` of ``model``'s table."""
-    table = model.__table__
-    db.execute(update(table).where(table.c.id == row_id).values(**values))
+        update_row(db, ConfigSession, deployment.session_id, state="deployed", updated=now)

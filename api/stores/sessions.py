@@ -9,9 +9,10 @@ conditional UPDATEs, so two concurrent deploys cannot both win.
 from __future__ import annotations
 
 import copy
+import functools
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session as DbSession
 
 from fornace.api.context import Context
@@ -24,6 +25,7 @@ from fornace.api.views import session_view
 from fornace.common import contract
 from fornace.common.actionparams import ActionError, check_parameters
 from fornace.common.db.models import ConfigSession, Job, Environment, new_id, utcnow
+from fornace.common.db.prepared import update_row
 from fornace.common.secrets import masked
 
 if TYPE_CHECKING:
@@ -102,15 +104,11 @@ class ConfigSessions:
             previous = env.state
             # plain UPDATEs of the tables: the ORM's would evaluate them against
             # the session's objects, which nothing reads again
-            envs, sessions = Environment.__table__, ConfigSession.__table__
-            claimed = db.execute(update(envs).where(
-                envs.c.id == env.id, envs.c.version == session.version,
-                envs.c.state.not_in(BUSY)).values(
-                state="deploying", updated=utcnow())).rowcount
+            claimed = db.execute(_claim_statement(), {
+                "env_id": env.id, "b_version": session.version, "now": utcnow()}).rowcount
             if claimed != 1:    # a job started since it was read
                 raise busy_error(db, env)
-            db.execute(update(sessions).where(sessions.c.id == session.id).values(
-                state="deploying", updated=utcnow()))
+            update_row(db, ConfigSession, session.id, state="deploying", updated=utcnow())
             packages, pins = task_packages_and_pins(db, env.id)
             keys = self.store.secret_keys_for(db, pins)
             deployment = Job(id=new_id(), environment_id=env.id,
@@ -144,3 +142,14 @@ def refuse_if_another_holds_changes(db: DbSession, env: Environment,
             raise Conflict(f"session {session.id} has no changes to deploy, and session "
                            f"{rival.id} of this environment (user {rival.user_id}) holds "
                            f"changes: deploy that session, or delete it first")
+
+
+@functools.cache
+def _claim_statement() -> Any:
+    """The UPDATE that marks an environment deploying if it is still at the
+    session's version and idle, built once (:mod:`fornace.common.db.prepared`)."""
+    envs = Environment.__table__
+    return update(envs).where(
+        envs.c.id == bindparam("env_id"), envs.c.version == bindparam("b_version"),
+        envs.c.state.not_in(BUSY)).values(
+        state="deploying", updated=bindparam("now", type_=envs.c.updated.type))

@@ -26,11 +26,12 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import logging
 import threading
 from typing import Any, Callable, Iterator
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.orm import Session as DbSession, defer, sessionmaker
 
 from fornace.api.context import Context, allowed, session_allowed
@@ -165,12 +166,8 @@ class Store:
                     lock: bool = False, description: bool = True) -> Environment:
         """The environment ``env_id``, if the caller may use it (404, 403);
         without its description (a large JSON document) unless ``description``."""
-        query = select(Environment).where(Environment.id == lookup_id(env_id, "environment"))
-        if not description:   # read on first use, should a caller need it after all
-            query = query.options(defer(Environment.description))
-        if lock:
-            query = query.with_for_update()
-        return allowed(ctx, env_id, db.scalars(query).first())
+        return allowed(ctx, env_id, db.scalars(_environment_query(lock, description), {
+            "env_id": lookup_id(env_id, "environment")}).first())
 
     def tenant_of(self, env_id: str) -> str | None:
         """The project ``env_id`` belongs to (None: no such environment): the
@@ -268,3 +265,15 @@ class Store:
                     db.delete(deployment)
             raise Unavailable("the task queue is unavailable; nothing was started, "
                               "try again later") from None
+
+
+@functools.lru_cache(maxsize=4)
+def _environment_query(lock: bool, description: bool) -> Any:
+    """:meth:`Store.environment`'s read, built once per kind
+    (:mod:`fornace.common.db.prepared`)."""
+    query = select(Environment).where(Environment.id == bindparam("env_id"))
+    if not description:   # read on first use, should a caller need it after all
+        query = query.options(defer(Environment.description))
+    if lock:
+        query = query.with_for_update()
+    return query

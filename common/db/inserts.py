@@ -12,9 +12,10 @@ other columns replaced where it exists, in one statement.
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Sequence
 
-from sqlalchemy import insert
+from sqlalchemy import bindparam, insert
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.dialects import postgresql, sqlite
 
@@ -31,17 +32,25 @@ def insert_or_nothing(dialect_name: str, table: Any) -> Any | None:
 
 
 def insert_or_replace(dialect_name: str, table: Any, keys: Sequence[str],
-                      values: dict[str, Any]) -> Any | None:
-    """An insert of ``values`` into ``table`` that, where a row of the same
-    ``keys`` (its primary key or a unique index) exists, sets that row's other
-    columns to ``values``; None on a database without one."""
+                      names: Sequence[str]) -> Any | None:
+    """An insert into ``table`` of the columns ``names`` (values bound by those
+    names) that, where a row of the same ``keys`` (its primary key or a unique
+    index) exists, sets that row's other columns instead; None on a database
+    without one.  Built once per shape (:mod:`fornace.common.db.prepared`)."""
+    return _insert_or_replace(dialect_name, table, tuple(keys), tuple(names))
+
+
+@functools.lru_cache(maxsize=64)
+def _insert_or_replace(dialect_name: str, table: Any, keys: tuple[str, ...],
+                       names: tuple[str, ...]) -> Any | None:
     make = _DIALECTS.get(dialect_name)
     if make is None:
         return None
-    statement = make(table).values(values)
+    statement = make(table).values({name: bindparam(name, type_=table.c[name].type)
+                                    for name in names})
     return statement.on_conflict_do_update(
         index_elements=list(keys),
-        set_={name: statement.excluded[name] for name in values if name not in keys})
+        set_={name: statement.excluded[name] for name in names if name not in keys})
 
 
 def insert_rows(db: Any, table: Any, rows: Sequence[dict[str, Any]]) -> None:
