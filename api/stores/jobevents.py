@@ -174,6 +174,15 @@ def _update_statement(names: tuple[str, ...], with_log: bool) -> Any:
     return update(_TASKS).where(_TASKS.c.id == bindparam("v_id")).values(values)
 
 
+@functools.cache
+def _rows_of_one_environment() -> Any:
+    """``_EventBatch._rows``' read when its events are of one environment, built
+    once (:mod:`fornace.common.db.prepared`)."""
+    return (select(JobTask.environment_id, JobTask.change_id, JobTask.id)
+            .where(JobTask.environment_id == bindparam("env_id"),
+                   JobTask.change_id.in_(bindparam("change_ids", expanding=True))))
+
+
 @functools.lru_cache(maxsize=4)
 def _claim_keys_statement(dialect_name: str) -> Any:
     """``_EventBatch._claim_keys``'s insert, built once (None: the database has
@@ -243,10 +252,16 @@ class _EventBatch:
             by_env.setdefault(env_id, []).append(change_id)
         # per environment (a batch's events are mostly one job's): an IN of plain
         # values, cheaper to build than one of (environment, change id) pairs
-        found = self.db.execute(select(JobTask.environment_id, JobTask.change_id, JobTask.id)
-                                .where(or_(*(and_(JobTask.environment_id == env_id,
-                                                  JobTask.change_id.in_(change_ids))
-                                             for env_id, change_ids in by_env.items()))))
+        if len(by_env) == 1:
+            [(env_id, change_ids)] = by_env.items()
+            found = self.db.execute(_rows_of_one_environment(),
+                                    {"env_id": env_id, "change_ids": change_ids})
+        else:
+            found = self.db.execute(
+                select(JobTask.environment_id, JobTask.change_id, JobTask.id)
+                .where(or_(*(and_(JobTask.environment_id == env_id,
+                                  JobTask.change_id.in_(change_ids))
+                             for env_id, change_ids in by_env.items()))))
         return {(env_id, change_id): row_id for env_id, change_id, row_id in found}
 
     def _claim_keys(self) -> set[str]:
