@@ -14,8 +14,10 @@ environment is deleted (its agents stopped) before the next one.
 U is 2 and 30 (``--units``), the sizes interleaved and repeated (``--repeat``),
 the backends interleaved too.  Printed per backend: the median seconds of a
 deployment of each size, the seconds per extra unit
-``(median(30) - median(2)) / 28``, and the CPU seconds of the agents (their
-processes' user + system time, read from /proc just before the environment is
+``(median(30) - median(2)) / 28``, and the CPU seconds of the units (every
+process of an instance -- its boot script, its agent, the server it left running
+-- user + system time, with that of the children they reaped: the scripts the
+agent ran; read from /proc just before the environment is
 deleted) per unit.
 
     python tools/bench_localcloud.py
@@ -94,7 +96,7 @@ class Backend:
         self.client = ApiClient(self.box.url)
 
     def deploy(self, units: int) -> tuple[float, float, bool]:
-        """(wall seconds from deploy to the job's end, agents' CPU seconds, success)."""
+        """(wall seconds from deploy to the job's end, the units' CPU seconds, success)."""
         client = self.client
         env = client.post("/environments", {"name": f"bench-{uuid.uuid4().hex[:6]}"})["id"]
         session = client.post(f"/environments/{env}/configure")["id"]
@@ -114,7 +116,8 @@ class Backend:
         return seconds, cpu, state == "success"
 
     def agents_cpu(self) -> float:
-        """User + system CPU seconds of every process of every instance."""
+        """User + system CPU seconds of every process of every instance and of
+        the children they reaped (the scripts an agent ran)."""
         assert self.box is not None
         cloud = self.box.cloud
         infos = [info for stack in cloud.stack_names()
@@ -123,7 +126,7 @@ class Backend:
         for pid in processes.members(infos):
             try:
                 fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-                total += int(fields[11]) + int(fields[12])
+                total += sum(int(f) for f in fields[11:15])   # utime stime cutime cstime
             except (OSError, IndexError, ValueError):
                 pass
         return total / TICKS
@@ -206,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
                     failures += not ok
                     times.setdefault((name, units), []).append(seconds)
                     cpus.setdefault((name, units), []).append(cpu)
-                    progress(f"{name:10} {units:3} units: {seconds:6.2f} s, agents "
+                    progress(f"{name:10} {units:3} units: {seconds:6.2f} s, units "
                              f"{cpu:5.2f} CPU s{'' if ok else '  FAILED'}")
     except KeyboardInterrupt:
         progress("interrupted")
@@ -214,7 +217,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for backend in backends.values():
             backend.close()
-    print(f"{'backend':12}{'units':>6}{'deploy s (median)':>20}{'agent CPU s/unit':>20}")
+    print(f"{'backend':12}{'units':>6}{'deploy s (median)':>20}{'unit CPU s/unit':>20}")
     verdicts = []
     for name in args.backends:
         for units in (small, large):
