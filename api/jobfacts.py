@@ -62,13 +62,17 @@ def jobs_by_id(db: DbSession, job_ids: Iterable[str]) -> dict[str, JobFacts]:
     wanted = sorted({job_id for job_id in job_ids if could_be_id(job_id)})
     if not wanted:
         return {}
-    return {row.id: JobFacts(*row) for row in db.execute(_by_ids(), {"job_ids": wanted})}
+    rows = (db.execute(_by_ids(False), {"job_id": wanted[0]}) if len(wanted) == 1
+            else db.execute(_by_ids(True), {"job_ids": wanted}))
+    return {row.id: JobFacts(*row) for row in rows}
 
 
-@functools.cache
-def _by_ids() -> Any:
-    """:func:`jobs_by_id`'s read, built once (an expanding IN:
-    :mod:`fornace.common.db.prepared`)."""
+@functools.lru_cache(maxsize=2)
+def _by_ids(many: bool) -> Any:
+    """:func:`jobs_by_id`'s read, built once (:mod:`fornace.common.db.prepared`):
+    of one job (a batch's events are mostly one job's), or an expanding IN."""
+    if not many:
+        return _facts().where(Job.id == bindparam("job_id"))
     return _facts().where(Job.id.in_(bindparam("job_ids", expanding=True)))
 
 
