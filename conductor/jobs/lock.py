@@ -33,10 +33,12 @@ the same environment cannot both win, on PostgreSQL as on SQLite.
 from __future__ import annotations
 
 import datetime
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from sqlalchemy import Connection, Engine, Interval, literal, or_, select, update
+from sqlalchemy import (Connection, Engine, Interval, and_, bindparam, literal, or_, select,
+                        update)
 
 from fornace.common.db import locks
 from fornace.common.db.inserts import insert_or_nothing
@@ -144,6 +146,20 @@ class JobLock:
             return now - delta
         return now - literal(delta, Interval())   # the database's clock, in SQL
 
+    def _sql_clock(self, dialect_name: str) -> bool:
+        """Whether the lock's time is the database's, written in the statements."""
+        return self.clock is None and dialect_name == "postgresql"   # as locks.lock_now
+
+    def _sql(self, conn: Connection) -> "_Statements":
+        """The hot statements for this connection's database and clock."""
+        return _statements(conn.dialect.name, self._sql_clock(conn.dialect.name))
+
+    def _now_value(self) -> dict[str, Any]:
+        """The bound ``now`` of the statements of :meth:`_sql` (none: the database's)."""
+        if self._sql_clock(self.engine.dialect.name):
+            return {}
+        return {"b_now": self._now()}
+
     # -- the lock ----------------------------------------------------------------
     def acquire(self, environment_id: str, job_id: str, holder: str,
                 stale_after: float = 60.0, task: HeldTask | None = None,
@@ -195,8 +211,8 @@ class JobLock:
     def _ended(conn: Connection, job_id: str) -> bool:
         """Whether the job's own record (the API's jobs table) says it ended; a
         job with no record (a conductor without the API's tables) has not."""
-        return conn.execute(select(JobRow.finished).where(JobRow.id == job_id)
-                            ).scalar() is not None
+        return conn.execute(_statements(conn.dialect.name, False).ended,
+                            {"b_job_id": job_id}).scalar() is not None
 
     def holder(self, environment_id: str) -> LockHeld | None:
         """Who holds the environment's lock now (None: nobody)."""
@@ -216,42 +232,32 @@ class JobLock:
         """Say the job still runs; False when the grant is no longer the lock's
         (revoked by an abandon, or taken over after a long pause)."""
         with self.engine.begin() as conn:
-            return conn.execute(update(LockRow).where(*self._held_by(grant)).values(
-                heartbeat=self._now())).rowcount == 1
+            return conn.execute(self._sql(conn).heartbeat,
+                                {**_held(grant), **self._now_value()}).rowcount == 1
 
     def release(self, grant: Grant, done: bool = True) -> bool:
         """Free the lock at the end of the job if the grant still holds it
         (``done``: remember the job as ended, so a copy of it is not run again)."""
-        values: dict[str, Any] = {"job_id": None, "holder": None, **locks.NO_TASK}
-        if done:
-            values["done_job"] = grant.job_id
         with self.engine.begin() as conn:
-            return conn.execute(update(LockRow).where(*self._held_by(grant))
-                                .values(**values)).rowcount == 1
+            statement = self._sql(conn).release_done if done else self._sql(conn).release
+            return conn.execute(statement, _held(grant)).rowcount == 1
 
     def clear(self, environment_id: str) -> int:
         """Revoke the lock whoever holds it (the job was abandoned); the new token."""
         with self.engine.begin() as conn:
             return locks.revoke(conn, environment_id, self._now())
 
-    @staticmethod
-    def _held_by(grant: Grant) -> tuple:
-        return (LockRow.environment_id == grant.environment_id, LockRow.job_id == grant.job_id,
-                LockRow.holder == grant.holder, LockRow.token == grant.token)
-
     # -- the two race-free steps --------------------------------------------------
     def _insert(self, conn: Connection, environment_id: str, job_id: str,
                 holder: str) -> int | None:
         """The environment's first grant: its row inserted (token 1); None when
         the row exists (no error: the transaction goes on)."""
-        now = self._now()
-        statement = insert_or_nothing(conn.dialect.name, LockRow)
+        statement = self._sql(conn).insert
         if statement is None:
             raise RuntimeError(f"job locks need PostgreSQL or SQLite, not {conn.dialect.name}")
-        row = conn.execute(statement.values(
-            environment_id=environment_id, job_id=job_id, holder=holder,
-            acquired=now, heartbeat=now, token=1, **locks.NO_TASK
-        ).returning(LockRow.token)).first()
+        row = conn.execute(statement, {
+            "b_environment_id": environment_id, "b_job_id": job_id, "b_holder": holder,
+            **self._now_value()}).first()
         return 1 if row is not None else None
 
     def _take(self, conn: Connection, environment_id: str, job_id: str, holder: str,
@@ -278,8 +284,9 @@ class JobLock:
         """Store the task a grant runs in its row, for a takeover: one UPDATE keyed
         on the grant (holder, job, token), so it never lands in a successor's row;
         False when the grant was lost meanwhile."""
-        return conn.execute(update(LockRow).where(*self._held_by(grant)).values(
-            task_id=task.message_id, task_body=task.body, takeover_at=None)).rowcount == 1
+        return conn.execute(self._sql(conn).keep, {
+            **_held(grant), "b_task_id": task.message_id, "b_task_body": task.body}
+            ).rowcount == 1
 
     # -- taking over a silent holder's job ---------------------------------------------
     def silent(self, stale_after: float, other_than: str = "") -> list[Silent]:
@@ -321,3 +328,53 @@ class JobLock:
         ago = self._ago(stale_after)
         return (LockRow.heartbeat < ago,
                 or_(LockRow.takeover_at.is_(None), LockRow.takeover_at < ago))
+
+
+def _held(grant: Grant) -> dict[str, Any]:
+    """The bound values of a grant, for the statements keyed on it."""
+    return {"b_environment_id": grant.environment_id, "b_job_id": grant.job_id,
+            "b_holder": grant.holder, "b_token": grant.token}
+
+
+@dataclass(frozen=True)
+class _Statements:
+    """The lock's statements of every job, built once per database and clock
+    (:mod:`fornace.common.db.prepared`); values bound as ``b_<name>``."""
+
+    insert: Any          # None: the database has no ON CONFLICT (no lock there)
+    ended: Any
+    keep: Any
+    heartbeat: Any
+    release: Any
+    release_done: Any
+
+
+@functools.lru_cache(maxsize=8)
+def _statements(dialect_name: str, sql_clock: bool) -> _Statements:
+    table = LockRow.__table__
+    now = (locks.lock_now(dialect_name) if sql_clock
+           else bindparam("b_now", type_=table.c.heartbeat.type))
+    held = and_(table.c.environment_id == bindparam("b_environment_id"),
+                table.c.job_id == bindparam("b_job_id"),
+                table.c.holder == bindparam("b_holder"),
+                table.c.token == bindparam("b_token"))
+    insert = insert_or_nothing(dialect_name, table)
+    if insert is not None:
+        insert = insert.values(
+            environment_id=bindparam("b_environment_id"), job_id=bindparam("b_job_id"),
+            holder=bindparam("b_holder"), acquired=now, heartbeat=now, token=1,
+            **locks.NO_TASK).returning(table.c.token)
+    freed = {"job_id": None, "holder": None, **locks.NO_TASK}
+    return _Statements(
+        insert=insert,
+        ended=select(JobRow.__table__.c.finished).where(
+            JobRow.__table__.c.id == bindparam("b_job_id")),
+        keep=update(table).where(held).values(
+            task_id=bindparam("b_task_id"),
+            task_body=bindparam("b_task_body", type_=table.c.task_body.type),
+            takeover_at=None),
+        heartbeat=update(table).where(held).values(heartbeat=now),
+        release=update(table).where(held).values(**freed),
+        release_done=update(table).where(held).values(**freed,
+                                                      done_job=bindparam("b_job_id")))
+
