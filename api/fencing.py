@@ -20,18 +20,6 @@ from fornace.common.db.models import JobLock
 LOG = logging.getLogger(__name__)
 
 
-def fenced_off(db: DbSession, environment_id: str, fence: int | None, what: str) -> bool:
-    """Whether a write carrying the lock token ``fence`` comes from a job run that
-    no longer holds the environment's lock (a newer grant, or an abandon, raised
-    the token since): such writes are dropped, and said so (``what`` was
-    dropped).  Writes without a token (no lock table at the conductor, 0.2
-    senders) are taken as they come."""
-    if fence is None:
-        return False
-    current = db.scalar(select(JobLock.token).where(JobLock.environment_id == environment_id))
-    return fenced(current, environment_id, fence, what)
-
-
 def lock_tokens(db: DbSession, environment_ids: Iterable[str]) -> dict[str, int]:
     """The current lock token of each environment that has one, in one query
     (for batches: :func:`fenced` then decides per write)."""
@@ -44,7 +32,11 @@ def lock_tokens(db: DbSession, environment_ids: Iterable[str]) -> dict[str, int]
 
 
 def fenced(current: int | None, environment_id: str, fence: int | None, what: str) -> bool:
-    """:func:`fenced_off` with the environment's ``current`` token already known."""
+    """Whether a write carrying the lock token ``fence`` comes from a job run that
+    no longer holds the environment's lock, whose token is ``current`` (a newer
+    grant, or an abandon, raised it since): such writes are dropped, and said so
+    (``what`` was dropped).  Writes without a token (no lock table at the
+    conductor, 0.2 senders) are taken as they come."""
     if fence is None or current is None or fence >= current:
         return False
     LOG.warning("%s dropped: sent by a run that lost the lock of environment %s (token %s, "

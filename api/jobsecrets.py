@@ -10,8 +10,8 @@ queues keep no common order), and they quote no secret the job was not
 given; a later job's new secrets are found when its own reports come, under
 its own id.  The API that starts a deployment has both descriptions in hand
 and keeps the job's secrets then (:func:`remember`), so that its first
-reports read neither.  The time bound keeps a job's set from outliving a change of the
-types' secret fields for more than :data:`_SECRETS_KEPT` seconds.
+reports read neither.  The time bound keeps a job's set from outliving a
+change of the types' secret fields for more than :data:`_SECRETS_KEPT` seconds.
 """
 from __future__ import annotations
 
