@@ -11,10 +11,11 @@ lock (:mod:`fornace.api.fencing`) or their job was abandoned.
 from __future__ import annotations
 
 import datetime
+import functools
 import logging
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session as DbSession
 
@@ -161,7 +162,14 @@ def stored_message_ids(db: DbSession, message_ids: Iterable[str | None]) -> set[
     wanted = {message_id for message_id in message_ids if message_id}
     if not wanted:
         return set()
-    return set(db.scalars(select(Status.message_id).where(Status.message_id.in_(wanted))))
+    return set(db.scalars(_stored_ids_query(), {"message_ids": sorted(wanted)}))
+
+
+@functools.cache
+def _stored_ids_query() -> Any:
+    """:func:`stored_message_ids`' read, built once (:mod:`fornace.common.db.prepared`)."""
+    return select(Status.message_id).where(
+        Status.message_id.in_(bindparam("message_ids", expanding=True)))
 
 
 def _status_row(db: DbSession, deployment: JobFacts | None, report: contract.Report,
