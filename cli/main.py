@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import os
 import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -322,8 +323,17 @@ def _run(command: str, conf: Any) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # output piped into head, less…
-        sys.stderr.close()
-        return 0
+        return closed_pipe()
+
+
+def closed_pipe() -> int:
+    """The exit code of a command whose reader stopped reading (``| head``):
+    what is left of its output goes nowhere, quietly -- Python would print a
+    BrokenPipeError at exit when it flushes standard output again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 0
 
 
 def console() -> None:
@@ -333,7 +343,11 @@ def console() -> None:
     by the interpreter's last garbage collection (0.2 s of a 1000-unit
     ``workflow simulate``).  In-process callers use :func:`main`.
     """
-    code = main()
+    try:
+        code = main()
+        sys.stdout.flush()   # a reader that went away shows here, not at exit
+    except BrokenPipeError:
+        code = closed_pipe()
     gc.freeze()
     sys.exit(code)
 
