@@ -87,6 +87,24 @@ def _reason(exc: BaseException, secrets: list[str]) -> str:
     return mask_text(reason.splitlines()[0], secrets) if reason else type(exc).__name__
 
 
+def unusable(command: str, url: str, exc: BaseException) -> int:
+    """For a command the database failed (unreachable, refusing, without
+    Fornace's schema): one line on standard error naming it (passwords
+    masked) and why, no traceback; the exit status (3)."""
+    from fornace.common.db.engine import schema_revision
+    from fornace.common.db.urls import passwords, shown
+
+    reason = _reason(exc, passwords(url))
+    try:
+        if schema_revision(url) is None:
+            reason += " (the schema is empty: run fornace db upgrade)"
+    except Exception:  # noqa: BLE001 -- unreachable: the reason says so already
+        pass
+    print(f"fornace {command}: the database {shown(url)} cannot be used: {reason}",
+          file=sys.stderr)
+    return UNAVAILABLE
+
+
 def _fail(shown: str, what: str, reason: str, code: int) -> int:
     """One line on standard error, no traceback: the database (``shown``, its
     password masked), what is wrong with it, and why."""

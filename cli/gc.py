@@ -9,7 +9,8 @@ agents' input queues, their results queue).  ``--remove`` deletes them (a
 local stack's processes are stopped and its sandboxes removed) and frees the
 lock rows of environments that are gone.
 Exit status: 0 nothing orphaned (or all removed), 1 orphans listed, 2 a
-backend could not be read or something could not be removed.
+backend could not be read or something could not be removed, 3 the database
+cannot be used (unreachable, refusing, or without Fornace's schema).
 """
 from __future__ import annotations
 
@@ -53,6 +54,9 @@ def _backends(conf: cfg.ConfigOpts) -> list[tuple[str, Any, Any]]:
 
 def run(conf: cfg.ConfigOpts) -> int:
     from sqlalchemy import delete, select
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from fornace.cli.db import unusable
 
     from fornace.common.options import database_url
     from fornace.common.broker import Broker
@@ -62,12 +66,16 @@ def run(conf: cfg.ConfigOpts) -> int:
     from fornace.conductor.executors.base import StackFailure
 
     command = conf.command
-    engine = make_engine(command.db or database_url(conf))
+    url = command.db or database_url(conf)
+    engine = make_engine(url)
     trouble = False
     try:
-        with engine.connect() as conn:
-            known = set(conn.scalars(select(Environment.id)))
-            gone_queues = queues.orphaned(conn)
+        try:
+            with engine.connect() as conn:
+                known = set(conn.scalars(select(Environment.id)))
+                gone_queues = queues.orphaned(conn)
+        except SQLAlchemyError as exc:
+            return unusable("gc", url, exc)
         stacks: list[tuple[Any, str]] = []
         for label, backend, ours in _backends(conf):
             try:

@@ -128,3 +128,21 @@ def test_gc_says_when_heat_cannot_be_listed(tmp_path, capsys):
                     f"[heat]\nurl = http://127.0.0.1:{free_port()}/v1/t\n")
     assert main(["--config-file", str(conf), "gc", "--stacks", "heat"]) == 2
     assert "cannot list the heat stacks: " in capsys.readouterr().out
+
+
+def test_gc_says_in_one_line_when_the_database_cannot_be_used(tmp_path, capsys):
+    """Without Fornace's schema, or unreachable: one line naming the database
+    (its password masked) and why, exit status 3, no traceback."""
+    conf = tmp_path / "fornace.conf"
+    conf.write_text(f"[conductor]\ncloud_dir = {tmp_path / 'cloud'}\n")
+    empty = f"sqlite:///{tmp_path / 'empty.sqlite'}"
+    assert main(["--config-file", str(conf), "gc", "--db", empty]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert f"fornace gc: the database {empty} cannot be used" in err
+    assert "the schema is empty: run fornace db upgrade" in err
+    closed = "postgresql+psycopg://fornace:s3cret@127.0.0.1:1/nodb"   # nothing listens there
+    assert main(["--config-file", str(conf), "gc", "--db", closed]) == 3
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "s3cret" not in err
+    assert "fornace gc: the database postgresql+psycopg://fornace:***@127.0.0.1:1/nodb" in err
