@@ -258,11 +258,30 @@ def _arrange(argv: list[str]) -> tuple[list[str], list[str]]:
     """(global options -- and a daemon's logging options --, the command and the
     rest, a client command's options moved after it)."""
     front, rest = _split_global_options(argv)
+    lead, after = _leading_options(rest, LOG_OPTIONS, LOG_FLAGS)
+    if lead and after and after[0] in daemonlogs.DAEMONS:   # fornace --log-file F api
+        front, rest = front + lead, after
     rest = sink_client_options(rest)
     if rest and rest[0] in daemonlogs.DAEMONS:   # fornace api --debug --log-file F: oslo.log's
         more, rest = _split_global_options(rest, LOG_OPTIONS, LOG_FLAGS)
         front += more
     return front, rest
+
+
+def _leading_options(args: list[str], options: tuple[str, ...],
+                     flags: tuple[str, ...]) -> tuple[list[str], list[str]]:
+    """(the ``options`` (with their values) and ``flags`` that ``args`` starts
+    with, the rest from the first other argument on)."""
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg in flags:
+            index += 1
+        elif arg.split("=", 1)[0] in options:
+            index += 1 if "=" in arg else 2
+        else:
+            break
+    return args[:index], args[index:]
 
 
 def command_line(argv: list[str]) -> list[str]:

@@ -6,6 +6,8 @@ import subprocess
 import sys
 import urllib.request
 
+import pytest
+
 from apikit import free_port
 from fornace.cli.main import main
 from waiting import wait_for
@@ -27,12 +29,16 @@ def post_when_up(process, port: int, name: str) -> dict:
     return wait_for(posted, "fornace api to start", timeout=60, interval=0.2)
 
 
-def test_api_command_serves_and_keeps_data(tmp_path):
+@pytest.mark.parametrize("logs_first", [False, True], ids=["logs-after", "logs-before"])
+def test_api_command_serves_and_keeps_data(tmp_path, logs_first):
+    """oslo.log's options after the command or before it, as README says."""
     port = free_port()
     db = f"sqlite:///{tmp_path / 'cli.sqlite'}"
     log = tmp_path / "api.log"
-    process = subprocess.Popen([sys.executable, "-m", "fornace.cli", "api", "--port",
-                                str(port), "--db", db, "--log-file", str(log), "--debug"],
+    logging = ["--log-file", str(log), "--debug"]
+    command = ["api", "--port", str(port), "--db", db]
+    process = subprocess.Popen([sys.executable, "-m", "fornace.cli",
+                                *(logging + command if logs_first else command + logging)],
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
         created = post_when_up(process, port, "cli")
@@ -42,7 +48,7 @@ def test_api_command_serves_and_keeps_data(tmp_path):
     finally:
         process.terminate()
         process.wait(10)
-    # oslo.log: --log-file and --debug after the command; uvicorn's lines there too
+    # oslo.log: --log-file and --debug; uvicorn's lines there too
     text = log.read_text()
     assert " DEBUG " in text and " fornace." in text
     assert "POST /v1/environments" in text and "Application startup complete" in text
