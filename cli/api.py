@@ -11,7 +11,7 @@ from typing import Callable
 
 from oslo_config import cfg
 
-from fornace.cli import daemonlogs
+from fornace.cli import argtypes, daemonlogs, db
 from fornace.common.options import database_url
 
 
@@ -20,9 +20,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "api", help="serve the REST API",
         description="Serve the REST API (Murano 0.2 compatible, at / and /v1) and consume "
                     "the results and reports of deployments.")
-    parser.add_argument("--port", type=int, help="port to listen on (default [api] port, 8082)")
+    parser.add_argument("--port", type=argtypes.port, help="port to listen on (default [api] port, 8082)")
     parser.add_argument("--host", help="address to listen on (default [api] host)")
-    parser.add_argument("--workers", type=int, help="worker processes (default [api] workers, "
+    parser.add_argument("--workers", type=argtypes.positive, help="worker processes (default [api] workers, "
                                                     "1; more need an amqp:// broker)")
     parser.add_argument("--db", metavar="URL",
                         help="database URL (default [database] connection, else SQLite "
@@ -55,13 +55,19 @@ def run(conf: cfg.ConfigOpts) -> int:
     if workers > 1:
         from fornace.common.db.engine import upgrade
 
-        upgrade(command.db or database_url(conf))  # once, before the workers start
+        try:
+            upgrade(command.db or database_url(conf))  # once, before the workers start
+        except db.startup_errors() as exc:
+            return db.failed_start("api", command.db or database_url(conf), exc)
         # each worker process builds its own service from the same options
         os.environ[WORKER_ENV] = json.dumps({"argv": sys.argv[1:], "db": command.db})
         uvicorn.run("fornace.cli.api:worker_app", factory=True, workers=workers, **options)
         return 0
     warn_if_in_memory(conf.broker.url, "deployments wait for a conductor in this process")
-    service = _service(conf, command.db)
+    try:
+        service = _service(conf, command.db)
+    except db.startup_errors() as exc:
+        return db.failed_start("api", command.db or database_url(conf), exc)
     try:
         uvicorn.run(service.app, **options)
     finally:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from oslo_config import cfg
 
-from fornace.cli import daemonlogs
+from fornace.cli import argtypes, daemonlogs
 from fornace.cli.signals import stop_on_signals, wait_for_stop
 from fornace.conductor.executors import AGENTS, STACKS
 
@@ -17,7 +17,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "conductor", help="run the deployment daemon",
         description="Consume deployment tasks, run their workflows (Heat stacks first, "
                     "then agent plans), send reports as they happen and the final model.")
-    parser.add_argument("--max-environments", type=int,
+    parser.add_argument("--max-environments", type=argtypes.positive,
                         help="deployments at the same time (default [conductor] "
                              "max_environments)")
     parser.add_argument("--stacks", choices=list(STACKS),

@@ -87,6 +87,37 @@ def _reason(exc: BaseException, secrets: list[str]) -> str:
     return mask_text(reason.splitlines()[0], secrets) if reason else type(exc).__name__
 
 
+def startup_errors() -> tuple[type[BaseException], ...]:
+    """What a daemon's start on a database it cannot use raises (for
+    :func:`failed_start`): SQLAlchemy's and Alembic's errors, a driver not
+    installed, a URL Fornace refuses."""
+    from alembic.util import CommandError
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from fornace.common.db.urls import DatabaseUrlError
+
+    return (SQLAlchemyError, CommandError, ImportError, DatabaseUrlError)
+
+
+def failed_start(command: str, url: str, exc: BaseException) -> int:
+    """For a daemon (``fornace api``, ``fornace up``) whose database failed
+    at start: one line naming it, no traceback; the exit status as
+    ``fornace db`` gives it (2: no database Fornace can use, 3: unreachable,
+    refusing or without the schema)."""
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
+    from fornace.common.db.urls import DatabaseUrlError, passwords, shown
+
+    if isinstance(exc, DatabaseUrlError):
+        print(f"fornace {command}: {exc}", file=sys.stderr)
+        return USAGE
+    if isinstance(exc, (ArgumentError, NoSuchModuleError, ImportError)):
+        print(f"fornace {command}: the database {shown(url)} is no database Fornace can "
+              f"use: {_reason(exc, passwords(url))}", file=sys.stderr)
+        return USAGE
+    return unusable(command, url, exc)
+
+
 def unusable(command: str, url: str, exc: BaseException) -> int:
     """For a command the database failed (unreachable, refusing, without
     Fornace's schema): one line on standard error naming it (passwords

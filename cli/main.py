@@ -98,13 +98,15 @@ Exit codes:
   0    success
   1    the deployment or job failed, 'workflow check' found problems, 'workflow
        simulate' ended with an error (with --environment: its run differs from
-       the last real one), or a confirmation was answered no
+       the last real one), 'db current' found the schema behind, 'gc' found
+       orphans (without --remove), or a confirmation was answered no
   2    bad usage: wrong options, unreadable files or models, parameters or names
        the API rejects (HTTP 400, 404), a command that would ask for
        confirmation without a terminal and without --yes, a database URL
-       that names no database Fornace can use (fornace db)
-  3    the API (fornace db: the database) is unreachable or refused the
-       request (authentication, permission, environment busy, server error)
+       that names no database Fornace can use
+  3    the API is unreachable or refused the request (authentication,
+       permission, environment busy, server error); for db, gc, api and up:
+       the database is unreachable, refuses, or has no schema
   130  interrupted (Ctrl-C; a followed job goes on)"""
 
 

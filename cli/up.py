@@ -6,8 +6,9 @@ import threading
 
 from oslo_config import cfg
 
-from fornace.cli import daemonlogs
+from fornace.cli import argtypes, daemonlogs, db
 from fornace.cli.signals import stop_on_signals, wait_for_stop
+from fornace.common.options import database_url
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -19,10 +20,10 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                     "and [broker] url say otherwise. Ctrl-C stops it; local instances keep "
                     "running until their environment is deleted.")
     parser.add_argument("--host", help="address of the API (default [api] host)")
-    parser.add_argument("--port", type=int, help="port of the API (default [api] port, 8082)")
+    parser.add_argument("--port", type=argtypes.port, help="port of the API (default [api] port, 8082)")
     parser.add_argument("--db", metavar="URL", help="database URL (default [database] "
                                                     "connection, else SQLite in [api] state_dir)")
-    parser.add_argument("--max-environments", type=int,
+    parser.add_argument("--max-environments", type=argtypes.positive,
                         help="deployments at the same time (default [conductor] "
                              "max_environments)")
 
@@ -33,7 +34,10 @@ def run(conf: cfg.ConfigOpts) -> int:
     from fornace.cli.onebox import OneBox
     from fornace.common.brokerurl import masked
 
-    box = OneBox(conf, command.host, command.port, command.db, command.max_environments)
+    try:
+        box = OneBox(conf, command.host, command.port, command.db, command.max_environments)
+    except db.startup_errors() as exc:
+        return db.failed_start("up", command.db or database_url(conf), exc)
     box.start()
     stopped = threading.Event()
     stop_on_signals(stopped)

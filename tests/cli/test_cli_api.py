@@ -102,3 +102,45 @@ def test_config_file_may_follow_the_subcommand(tmp_path, capsys):
     conf.write_text("[api]\nworkers = 2\n")  # memory broker: refused, which proves it was read
     assert main(["api", "--config-file", str(conf)]) == 2
     assert "amqp://" in capsys.readouterr().err
+
+
+def run_daemon(*args: str) -> subprocess.CompletedProcess:
+    """A daemon command expected to end at once (it refuses to start)."""
+    return subprocess.run([sys.executable, "-m", "fornace.cli", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+def last_line_only_error(done: subprocess.CompletedProcess, code: int) -> str:
+    """The command's exit status is ``code`` and its error one line, no traceback
+    (a daemon may have logged its start before)."""
+    assert done.returncode == code, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr, done.stderr
+    return done.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize("command", ["api", "up"])
+def test_daemon_on_a_database_it_cannot_use(command):
+    """Unreachable: exit 3, the URL named with its password masked; no such
+    dialect: exit 2 -- as ``fornace db`` says it, never a traceback."""
+    refused = run_daemon(command, "--port", str(free_port()),
+                         "--db", "postgresql+psycopg://fornace:sekret@127.0.0.1:1/fornace")
+    line = last_line_only_error(refused, 3)
+    assert line.startswith(f"fornace {command}: the database "
+                           "postgresql+psycopg://fornace:***@127.0.0.1:1/fornace cannot be used: ")
+    assert "sekret" not in refused.stdout + refused.stderr
+    unknown = run_daemon(command, "--port", str(free_port()), "--db", "nosuch://x")
+    assert last_line_only_error(unknown, 2) == (
+        f"fornace {command}: the database nosuch://x is no database Fornace can use: "
+        "Can't load plugin: sqlalchemy.dialects:nosuch")
+
+
+@pytest.mark.parametrize("args, said", [
+    (["api", "--port", "99999"], "argument --port: 99999 is not a port (0 to 65535)"),
+    (["up", "--port", "-1"], "argument --port: -1 is not a port (0 to 65535)"),
+    (["api", "--workers", "0"], "argument --workers: 0 is not a count of at least 1"),
+    (["conductor", "--max-environments", "two"],
+     "argument --max-environments: 'two' is not a whole number"),
+])
+def test_daemon_numbers_out_of_range_are_usage_errors(args, said):
+    done = run_daemon(*args)
+    assert last_line_only_error(done, 2) == f"fornace {args[0]}: error: {said}"
