@@ -15,6 +15,7 @@ import shlex
 import sys
 import textwrap
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
 from fornace.cli.client import cloudauth
 from fornace.cli.client.formats import add_format_option, format_of
@@ -93,10 +94,12 @@ def client_of(command: Any) -> ApiClient:
     (OS_AUTH_URL, OS_CLOUD...) log in to Keystone, and the catalog names the API
     unless --url or FORNACE_URL does; else no token (noauth mode)."""
     url = command.url or os.environ.get("FORNACE_URL")
-    if url is not None and not url.startswith(("http://", "https://")):
-        raise FornaceError(f"--url must start with http:// or https://, got {url!r}")
+    if url is not None:
+        _check_url(url)
     token = command.token or os.environ.get("FORNACE_TOKEN")
     tenant = command.tenant or os.environ.get("FORNACE_TENANT")
+    _check_header("--token (FORNACE_TOKEN)", token, secret=True)
+    _check_header("--tenant (FORNACE_TENANT)", tenant)
     timeout = getattr(command, "timeout", None) or cloudauth.DEFAULT_TIMEOUT
     if token or not cloudauth.wanted(command):
         return ApiClient(url or DEFAULT_URL, token=token, tenant=tenant, timeout=timeout)
@@ -104,6 +107,30 @@ def client_of(command: Any) -> ApiClient:
 
     login = connect(command, url)
     return ApiClient(login.url, tenant=tenant, timeout=timeout, login=login)
+
+
+def _check_url(url: str) -> None:
+    """``FornaceError`` unless ``url`` is an http(s) URL naming a host."""
+    if not url.startswith(("http://", "https://")):
+        raise FornaceError(f"--url must start with http:// or https://, got {url!r}")
+    try:
+        parts = urlsplit(url)
+        parts.port   # noqa: B018 -- raises on a port that is no number or out of range
+    except ValueError as exc:
+        raise FornaceError(f"--url {url!r} is no URL: {exc}") from None
+    if not parts.hostname or any(c.isspace() or not c.isprintable() for c in url):
+        raise FornaceError(f"--url {url!r} is no URL: a host and no spaces or "
+                           "control characters, e.g. http://127.0.0.1:8082")
+
+
+def _check_header(option: str, value: str | None, secret: bool = False) -> None:
+    """``FornaceError`` when ``value`` cannot be sent as an HTTP header (a line
+    break, a control or non-Latin-1 character); a secret is not quoted."""
+    if value is None or all(" " <= c <= "~" for c in value):
+        return
+    shown = "" if secret else f" {value!r}"
+    raise FornaceError(f"{option}{shown} cannot be sent: it holds a line break, a control "
+                       "or a non-ASCII character")
 
 
 def dispatch(command: Any, handlers: dict[str, Handler]) -> int:
