@@ -270,6 +270,20 @@ def _arrange(argv: list[str]) -> tuple[list[str], list[str]]:
     return front, rest
 
 
+def _log_options_of_another_command(rest: list[str]) -> str | None:
+    """The usage error of oslo.log's options given to a command that is no
+    daemon (``fornace --debug env list``), or None: argparse would take the
+    option's value for the command."""
+    lead, after = _leading_options(rest, LOG_OPTIONS, LOG_FLAGS)
+    if not lead or (after and after[0] in daemonlogs.DAEMONS):
+        return None
+    option = lead[0].split("=", 1)[0]
+    daemons = ", ".join(daemonlogs.DAEMONS)
+    if after and not after[0].startswith("-"):
+        return f"fornace: {option} is an option of the daemons only ({daemons}), not of '{after[0]}'"
+    return f"fornace: {option} is an option of the daemons only ({daemons}): fornace {option} DAEMON"
+
+
 def _leading_options(args: list[str], options: tuple[str, ...],
                      flags: tuple[str, ...]) -> tuple[list[str], list[str]]:
     """(the ``options`` (with their values) and ``flags`` that ``args`` starts
@@ -294,6 +308,10 @@ def command_line(argv: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     front, rest = _arrange(sys.argv[1:] if argv is None else argv)
+    misplaced = _log_options_of_another_command(rest)
+    if misplaced:
+        print(misplaced, file=sys.stderr)
+        return 2
     if not rest or rest[0] in ("-h", "--help"):
         print(overview(), file=sys.stdout if rest else sys.stderr)
         return 0 if rest else 2

@@ -144,3 +144,17 @@ def test_daemon_on_a_database_it_cannot_use(command):
 def test_daemon_numbers_out_of_range_are_usage_errors(args, said):
     done = run_daemon(*args)
     assert last_line_only_error(done, 2) == f"fornace {args[0]}: error: {said}"
+
+
+@pytest.mark.parametrize("args, said", [
+    (["--log-file", "x.log", "gc"], "--log-file is an option of the daemons only "
+                                    "(up, api, conductor, agent, demo), not of 'gc'"),
+    (["--debug", "env", "list"], "--debug is an option of the daemons only "
+                                 "(up, api, conductor, agent, demo), not of 'env'"),
+    (["--debug"], "--debug is an option of the daemons only "
+                  "(up, api, conductor, agent, demo): fornace --debug DAEMON"),
+])
+def test_log_options_before_a_command_that_is_no_daemon(args, said, capsys):
+    """Not argparse's 'invalid choice: x.log' (the option's value read as the command)."""
+    assert main(args) == 2
+    assert capsys.readouterr().err.strip() == f"fornace: {said}"
