@@ -11,7 +11,6 @@ the last section, and named where they apply.
 from __future__ import annotations
 
 import argparse
-import textwrap
 from collections import Counter
 from typing import Any, Iterator
 
@@ -96,18 +95,35 @@ def invocation(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
     return parser._get_formatter()._format_action_invocation(action)
 
 
-def usage(parser: argparse.ArgumentParser, hidden: set) -> str:
-    """argparse's usage line without the shared options (``[shared options]`` instead)."""
+def usage(parser: argparse.ArgumentParser, hidden: set, width: int = 78) -> str:
+    """argparse's usage without the shared options (``[shared options]``
+    instead), wrapped at ``width`` between bracketed groups, never inside one."""
     actions = [a for a in parser._actions if option_key(a) not in hidden]
-    formatter = parser._get_formatter()
+    formatter = parser.formatter_class(prog=parser.prog, width=10_000)
     formatter.add_usage(None, actions, parser._mutually_exclusive_groups, prefix="")
-    text = " ".join(formatter.format_help().split())
+    words = formatter.format_help().split()
     prog_words = len(parser.prog.split())
     if len(actions) < len(parser._actions):
-        words = text.split()
-        text = " ".join(words[:prog_words] + ["[shared options]"] + words[prog_words:])
-    return textwrap.fill(text, 78, subsequent_indent=" " * (len(parser.prog) + 1),
-                         break_long_words=False, break_on_hyphens=False)
+        words.insert(prog_words, "[shared options]")
+    lines = [parser.prog]
+    for part in groups(" ".join(words[prog_words:])):
+        if len(lines[-1]) + 1 + len(part) > width and lines[-1].strip():
+            lines.append(" " * len(parser.prog))
+        lines[-1] += " " + part
+    return "\n".join(lines)
+
+
+def groups(text: str) -> list[str]:
+    """``text`` split at the spaces outside brackets and parentheses."""
+    found, current, depth = [], "", 0
+    for char in text:
+        if char == " " and depth == 0:
+            found.append(current)
+            current = ""
+            continue
+        depth += (char in "[(") - (char in "])")
+        current += char
+    return [part for part in found + [current] if part]
 
 
 def paragraphs(text: str | None) -> list[nodes.Node]:
