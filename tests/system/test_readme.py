@@ -1,11 +1,13 @@
-"""README's walk-through, run as written: "the same deployment three ways".
+"""The walk-throughs of README.rst and of the quick start, run as written.
 
 Against a running Fornace as ``fornace up`` starts it (API, conductor and the
-local cloud's real agents, folder broker, SQLite), the commands of README's
-"Deploying an example" section are taken from README itself and run in
-order: the ``curl`` sequence in bash, then the command-line one, then the
-dashboard steps in Debian's chromium.  Each deployment must end ready, and
-each unit's URL (from the outputs) must answer with the site.
+local cloud's real agents, folder broker, SQLite), the commands of the quick
+start's "Deploying an example" section (``doc/source/user/quickstart.rst``)
+are taken from that page and run in order: the ``curl`` sequence in bash,
+then the command-line one, then the dashboard steps in Debian's chromium.
+Each deployment must end ready, and each unit's URL (from the outputs) must
+answer with the site.  README's short tour runs the same way, and README's
+two commands are the ones the docs and CI give.
 """
 from __future__ import annotations
 
@@ -26,6 +28,11 @@ from waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.rst"
+QUICKSTART = ROOT / "doc" / "source" / "user" / "quickstart.rst"
+INSTALL = ROOT / "doc" / "source" / "install.rst"
+DEMO_COMMAND = "python3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/fornace demo"
+TEST_COMMAND = ("python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && "
+                ".venv/bin/python -m pytest -q")
 
 
 def literal_block_after(text: str, marker: str) -> list[str]:
@@ -75,10 +82,39 @@ def sites_answer(box, env_id: str, expected: int = 2) -> list[str]:
     return urls
 
 
-def test_the_same_deployment_three_ways(box, tmp_path):
+def test_readme_gives_the_two_commands():
+    """README's two commands: install and run a deployment (``fornace demo``,
+    which tests/cli/test_onebox.py and tests/system/test_wheel.py run), and
+    install and run the tests, which is what CI runs (``.ci/run``)."""
     text = README.read_text()
+    assert literal_block_after(text, "Install and run a deployment") == [DEMO_COMMAND]
+    assert literal_block_after(text, "Run the tests") == [TEST_COMMAND]
+    assert literal_block_after(INSTALL.read_text(), "From a checkout") == [DEMO_COMMAND]
+    ci = (ROOT / ".ci" / "run").read_text().splitlines()
+    assert ci[-1] == TEST_COMMAND
 
-    # 1. the REST API with curl (README's API address replaced by the box's)
+
+def test_readme_tour(box, tmp_path):
+    commands = literal_block_after(README.read_text(), "A short tour")
+    assert [command.split()[:2] for command in commands] == [
+        ["fornace", "env"], ["fornace", "deploy"], ["fornace", "outputs"], ["fornace", "env"]]
+    for command in commands:
+        done = shell(command, box, tmp_path)
+        assert done.returncode == 0, (command, done.stdout, done.stderr)
+        if command.startswith("fornace outputs"):
+            printed = re.findall(r"http://[0-9.]+:\d+/", done.stdout)
+            assert len(printed) == 2, done.stdout
+            for url in printed:
+                with urllib.request.urlopen(url, timeout=10) as answer:
+                    assert answer.status == 200 and b"<h1>site</h1>" in answer.read()
+    names = [e["name"] for e in ApiClient(box.url).get("/environments")["environments"]]
+    assert "tour" not in names
+
+
+def test_the_same_deployment_three_ways(box, tmp_path):
+    text = QUICKSTART.read_text()
+
+    # 1. the REST API with curl (the page's API address replaced by the box's)
     curl = literal_block_after(text, "Through the REST API")
     assert curl[0].startswith("API=http://127.0.0.1:8082")
     script = "\n".join([f"API={box.url}", *curl[1:]])
@@ -88,7 +124,7 @@ def test_the_same_deployment_three_ways(box, tmp_path):
     web = ready_environment(box, "web")
     api_urls = sites_answer(box, web["id"])
 
-    # 2. the command line, each command as README writes it
+    # 2. the command line, each command as the page writes it
     for command in literal_block_after(text, "With the command line"):
         done = shell(command, box, tmp_path)
         assert done.returncode == 0, (command, done.stdout, done.stderr)
@@ -102,7 +138,7 @@ def test_the_same_deployment_three_ways(box, tmp_path):
     assert set(printed) == set(cli_urls)
     assert not set(api_urls) & set(cli_urls)   # two environments, four units
 
-    # 3. the dashboard, the steps README names, with linux-web.json's fields
+    # 3. the dashboard, the steps the page names, with linux-web.json's fields
     assert "*Create environment* (``web-dash``)" in text
     example = json.loads((ROOT / "data" / "examples" / "linux-web.json").read_text())
     service = example["services"][0]
