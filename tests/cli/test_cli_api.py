@@ -31,7 +31,8 @@ def post_when_up(process, port: int, name: str) -> dict:
 
 @pytest.mark.parametrize("logs_first", [False, True], ids=["logs-after", "logs-before"])
 def test_api_command_serves_and_keeps_data(tmp_path, logs_first):
-    """oslo.log's options after the command or before it, as README says."""
+    """oslo.log's options after the command or before it, as the operators'
+    guide says (doc/source/admin/services.rst)."""
     port = free_port()
     db = f"sqlite:///{tmp_path / 'cli.sqlite'}"
     log = tmp_path / "api.log"

@@ -1,6 +1,6 @@
 """What the client commands say when the API refuses: in their own words (no
-``POST /environments/…:`` prefix, no ``abandon=true``), with the exit code the
-README gives -- 2 for what the API finds wrong (400, 404), 3 for refusals (401,
+``POST /environments/…:`` prefix, no ``abandon=true``), with the exit code
+``fornace --help`` gives -- 2 for what the API finds wrong (400, 404), 3 for refusals (401,
 403, a busy environment's or a taken name's 409), failures (5xx) and no answer.
 
 ``fornace api`` runs alone, without a conductor: a job it starts never ends,

@@ -38,7 +38,7 @@ def test_an_action_is_required(capsys):
 @pytest.mark.parametrize("action", ["current", "upgrade"])
 def test_an_unreachable_database_is_one_line_with_the_password_masked(action, capsys):
     url = "postgresql+psycopg://fornace:s3cret-pw@127.0.0.1:1/none"   # nothing listens there
-    assert main(["db", action, "--db", url]) == 3     # README: unreachable or refused
+    assert main(["db", action, "--db", url]) == 3     # fornace --help: unreachable or refused
     captured = capsys.readouterr()
     assert captured.out == "" and "Traceback" not in captured.err
     [line] = captured.err.splitlines()
