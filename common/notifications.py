@@ -167,10 +167,11 @@ def context(user_id: str | None, tenant_id: str | None,
 
 def _oslo_messaging() -> Any:
     """oslo.messaging, imported on first use (its import loads eventlet through
-    oslo.service, which warns that it is deprecated: nothing of Fornace uses it)."""
+    oslo.service and oslo.utils' eventlet helpers, which warn that they are
+    deprecated: nothing of Fornace uses them, so the warnings of that import
+    are not shown)."""
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", module=r"oslo_service(\..*)?$")
-        warnings.filterwarnings("ignore", message=r"\s*Eventlet is deprecated")
+        warnings.simplefilter("ignore")
         import oslo_messaging
         import oslo_messaging.opts
     oslo_messaging.set_transport_defaults(EXCHANGE)
