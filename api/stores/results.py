@@ -61,7 +61,7 @@ class Results:
         ended: list[Notice] | None = [] if self.store.notifications.enabled else None
         with self._sessions.begin() as db:
             for model, fence, error_reports, message_id in results:
-                _store_result(db, model, fence, error_reports, message_id, ended)
+                _store_result(db, model, fence, error_reports, message_id, ended=ended)
         for notice in ended or ():   # committed: the jobs ended
             self.store.notify(None, notice.event_type, notice.payload, notice.error)
 
