@@ -1,6 +1,6 @@
 """The notifications the API's stores send: once what they tell is committed,
 exactly once per job however often its result or refusal comes, none for a
-job whose task could not be queued (tests/system/test_notifications.py
+job whose task could not be queued (tests/system/test_notification_flows.py
 runs the flows with a conductor, and on RabbitMQ)."""
 from __future__ import annotations
 
