@@ -7,7 +7,7 @@ from pathlib import Path
 
 from oslo_config import cfg
 
-from fornace.common import options
+from fornace.common import notifications, options
 from fornace.common.packages.archive import PackageLimits
 from fornace.common.resources import BUILTIN_DATA
 
@@ -92,8 +92,10 @@ def catalog_file(conf: cfg.ConfigOpts) -> Path:
 
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
     """For oslo-config-generator (``etc/fornace.conf.sample``; the shared options
-    are :mod:`fornace.common.options`')."""
-    return [("api", api_opts)]
+    are :mod:`fornace.common.options`'), with oslo.messaging's options of the
+    notifications the API sends (registered when it starts:
+    :func:`fornace.common.notifications.register`)."""
+    return [("api", api_opts)] + notifications.list_opts()
 
 
 def package_limits(conf: cfg.ConfigOpts) -> PackageLimits:

@@ -35,7 +35,7 @@ from fornace.api.messagestore import Outcome
 from fornace.common.db.outages import transient
 from fornace.api.stores.store import Store
 from fornace.api.packages.workflows import WorkflowFiles
-from fornace.common import contract
+from fornace.common import contract, notifications
 from fornace.common.broker import Broker
 from fornace.common.brokerurl import check
 from fornace.common.consumer import BATCH_SIZE, Consumer, Delivery
@@ -109,10 +109,13 @@ class ApiService:
                      else NoAuth(conf.api.default_tenant, conf.api.default_user))
         # keystone mode: jobs act on the cloud through trusts (fornace.api.trusts)
         trusts = Trusts(auth.keystone) if isinstance(auth, KeystoneAuth) else None
+        # off unless [oslo_messaging_notifications] driver is set
+        self.notifications = notifications.from_conf(conf, "api", conf.broker.url)
         self.store = Store(session_factory(self.engine), self.brokers.publish_task,
                            load_catalog(catalog_file(conf)),
                            UnitLimits(conf.api.max_units_per_service,
-                                      conf.api.max_units_per_environment), trusts)
+                                      conf.api.max_units_per_environment), trusts,
+                           self.notifications)
         self.jobs = Jobs(self.store)
         # the access rules: the defaults, and what a policy file changes of them
         self.packages = Packages(self.store.sessions, package_limits(conf), package_check)
@@ -170,6 +173,7 @@ class ApiService:
         if self._thread is not None:
             self._thread.join(timeout=10)
         self.brokers.close()
+        self.notifications.close()
         self.workflow_files.close()
         self.engine.dispose()
 

@@ -22,7 +22,7 @@ from fornace.api.namelocks import lock_names, refuse_taken_name
 from fornace.api.packages.usage import pinned_digests, pins_of
 from fornace.api.trusts import Delegation
 from fornace.api.views import env_row_view, env_view
-from fornace.common import contract
+from fornace.common import contract, notifications
 from fornace.common.db import locks
 from fornace.common.db.models import (ConfigSession, Job, Environment, JobLock, new_id,
                                       utcnow)
@@ -93,7 +93,11 @@ class Environments:
                               description={"id": env_id, "name": name, "services": []})
             db.add(env)
             db.flush()
-            return env_view(env, "ready")
+            view = env_view(env, "ready")
+        if self.store.notifications.enabled:
+            self.store.notify(ctx, notifications.ENVIRONMENT_CREATE_END,
+                              notifications.environment_payload(env, ctx.user_id))
+        return view
 
     def get(self, ctx: Context, env_id: str, session_id: str | None = None) -> dict[str, Any]:
         """The environment and its services (a session's, with ``session_id``), masked."""
@@ -140,16 +144,26 @@ class Environments:
         busy environment is a 409 naming its running job.
         """
         with self.store.delegated(ctx, env_id, deleting=True) as delegation:
-            self._delete(ctx, env_id, abandon, delegation)
+            env, deployment = self._delete(ctx, env_id, abandon, delegation)
+        if not self.store.notifications.enabled:
+            return
+        if deployment is not None:   # a deletion job: it ends when its result is stored
+            self.store.notify(ctx, notifications.ENVIRONMENT_DELETE_START,
+                              notifications.job_payload(env, deployment, ctx.user_id))
+        else:
+            self.store.notify(ctx, notifications.ENVIRONMENT_DELETE_END,
+                              notifications.deleted_payload(env, ctx.user_id, utcnow(),
+                                                            abandoned=abandon))
 
     def _delete(self, ctx: Context, env_id: str, abandon: bool,
-                delegation: Delegation) -> None:
+                delegation: Delegation) -> tuple[Environment, Job | None]:
+        """The environment, and its deletion job (None: it is gone already)."""
         with self._sessions.begin() as db:
             env = self.store.environment(db, ctx, env_id, lock=True)
             if env.version == 0 and env.state == "ready":
                 db.execute(delete(JobLock).where(JobLock.environment_id == env.id))
                 db.delete(env)
-                return
+                return env, None
             if abandon:
                 locks.revoke(db, env.id)   # the row (and its token) stays: fencing
                 cleanup = contract.deletion_task_body(env.id, env.name, ctx.token,
@@ -180,8 +194,9 @@ class Environments:
             except Exception as exc:  # the environment is gone either way: say what is left
                 LOG.error("environment %s abandoned, but its clean-up task could not be sent "
                           "(%s): its stack stays until it is removed by hand", env_id, exc)
-            return
+            return env, None
         self.store.send_task(body, deployment.id, env_id, previous)
+        return env, deployment
 
 
 def _status(db: DbSession, env: Environment) -> str:

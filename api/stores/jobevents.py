@@ -30,6 +30,7 @@ from fornace.api.jobnodes import Nodes, merge_nodes
 from fornace.api.jobsecrets import SecretKeys, job_secrets
 from fornace.api.jobstate import BUSY, reopen_session, settle_tasks, settled_state
 from fornace.api.messagestore import Message, Outcome, store_message, store_messages
+from fornace.api.notices import Notice, job_ended
 from fornace.api.traces import store_trace
 from fornace.common import contract
 from fornace.common.db.inserts import insert_or_nothing
@@ -207,8 +208,9 @@ class _EventBatch:
     """
 
     def __init__(self, db: DbSession, events: Sequence[Event],
-                 secret_keys: SecretKeys) -> None:
+                 secret_keys: SecretKeys, ended: list[Notice] | None = None) -> None:
         self.db = db
+        self.ended = ended   # the notices of the jobs refused (None: not wanted)
         self.secret_keys = secret_keys
         self.events = events
         # the batch's jobs, without their JSON, and their environments' lock tokens
@@ -377,7 +379,9 @@ class _EventBatch:
             return
         if event.state == "refused":
             self._write()       # the tasks it settles include those of the events before
-            _refuse(self.db, job, event.summary, self._secrets(facts))
+            env = _refuse(self.db, job, event.summary, self._secrets(facts))
+            if self.ended is not None and env is not None:
+                self.ended.append(job_ended(self.db, env, job, job.state, job.finished))
         elif event.state == "queued":
             _queue(self.db, job, event.summary, self._secrets(facts))
         elif job.state == "queued":     # running: it holds the lock now
@@ -412,6 +416,7 @@ class JobEvents:
     """The ``job-events`` consumer's store, on the tables of ``store``."""
 
     def __init__(self, store: Store) -> None:
+        self.store = store
         self._sessions = store.sessions
         self._secret_keys = store.secret_keys
 
@@ -427,8 +432,11 @@ class JobEvents:
                               "job events")
 
     def _store_events(self, events: Sequence[Event]) -> None:
+        ended: list[Notice] | None = [] if self.store.notifications.enabled else None
         with self._sessions.begin() as db:
-            _EventBatch(db, events, self._secret_keys).store()
+            _EventBatch(db, events, self._secret_keys, ended).store()
+        for notice in ended or ():   # committed: the jobs were refused
+            self.store.notify(None, notice.event_type, notice.payload, notice.error)
 
     def _store_event(self, event: Event) -> None:
         for attempt in range(2):
@@ -476,9 +484,11 @@ def _resume(db: DbSession, job: Job) -> None:
                   text=f"job {job.id} holds the environment's lock: it runs"))
 
 
-def _refuse(db: DbSession, job: Job, summary: str, secrets: set[str]) -> None:
+def _refuse(db: DbSession, job: Job, summary: str,
+            secrets: set[str]) -> Environment | None:
     """The conductor would not run the job (the environment stayed locked past
-    its ``lock_wait``): it ends as ``refused``, the environment as it was, the reason kept as a report."""
+    its ``lock_wait``): it ends as ``refused``, the environment as it was, the
+    reason kept as a report.  Its environment (None: gone)."""
     now = utcnow()
     job.state, job.finished, job.updated = "refused", now, now
     settle_tasks(db, job.id, job.state, now)
@@ -489,4 +499,5 @@ def _refuse(db: DbSession, job: Job, summary: str, secrets: set[str]) -> None:
     if env is not None and env.state in BUSY:
         env.state, env.updated = settled_state(db, env.id, job.id), now
     reopen_session(db, job, now)
+    return env
 

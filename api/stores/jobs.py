@@ -31,7 +31,7 @@ from fornace.api.packages.usage import task_packages
 from fornace.api.stores.store import Store
 from fornace.api.traces import BadTrace, trace_view
 from fornace.api.trusts import Delegation
-from fornace.common import contract, topology
+from fornace.common import contract, notifications, topology
 from fornace.common.actionparams import ActionError, check_parameters, select_units
 from fornace.common.catalog import Catalog, declared_secrets
 from fornace.common.db import locks
@@ -69,16 +69,18 @@ class Jobs:
                              f"the deployed environment")
         # a plan acts on no cloud: it needs no trust of its own
         with self.store.delegated(ctx, env_id, create=action != "plan") as delegation:
-            body, view, previous = self._start(ctx, env_id, action, parameters, session_id,
-                                               delegation)
+            body, view, previous, started = self._start(ctx, env_id, action, parameters,
+                                                        session_id, delegation)
             self.store.send_task(body, view["id"], env_id, previous)
-            return view
+        self.store.notify(ctx, notifications.job_event(action, "start"), started)
+        return view
 
     def _start(self, ctx: Context, env_id: str, action: str, parameters: Any,
                session_id: str | None,
-               delegation: Delegation) -> tuple[dict, dict[str, Any], str]:
+               delegation: Delegation) -> tuple[dict, dict[str, Any], str, dict | None]:
         """Check the job and claim the environment for it: the task's body, the
-        job's view and the environment's state before."""
+        job's view, the environment's state before and the payload of
+        ``environment.action.start`` (None: notifications are off)."""
         with self._sessions.begin() as db:
             env = self.store.environment(db, ctx, env_id)
             description = self.store.description(db, ctx, env, session_id)
@@ -104,7 +106,9 @@ class Jobs:
                                       packages=task_packages(db, env.id))
             db.flush()
             view = job_view(job, secret_keys=keys)
-        return body, view, previous
+        started = notifications.job_payload(env, job, ctx.user_id) \
+            if self.store.notifications.enabled else None
+        return body, view, previous, started
 
     def _checked(self, action: str, parameters: Any, model: dict[str, Any],
                  catalog: Catalog) -> dict[str, Any]:
@@ -248,7 +252,11 @@ class Jobs:
                           entity_id=env.id, level="warning",
                           text=f"job {job.id} ({job.kind}) abandoned by user {ctx.user_id}"))
             db.flush()
-            return job_view(job, secret_keys=self.store.secret_keys(db, env.id))
+            view = job_view(job, secret_keys=self.store.secret_keys(db, env.id))
+        if self.store.notifications.enabled:
+            self.store.notify(ctx, notifications.ended_event(job.kind, job.state),
+                              notifications.job_payload(env, job, ctx.user_id), error=True)
+        return view
 
     @staticmethod
     def _after_abandon(db: DbSession, env: Environment, job: Job) -> str:

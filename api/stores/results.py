@@ -25,6 +25,7 @@ from fornace.api.fencing import fenced
 from fornace.api.jobfacts import LIGHT_JOB
 from fornace.api.jobstate import NOT_DEPLOYING, running_job, settle_tasks, settled_state
 from fornace.api.messagestore import Message, Outcome, store_message, store_messages
+from fornace.api.notices import Notice, job_ended
 from fornace.common import contract
 from fornace.common.db.prepared import update_row
 from fornace.common.db.models import (ConfigSession, Job, JobLock, Environment, Status,
@@ -57,9 +58,12 @@ class Results:
                               lambda result: self._store_results([result]), "results")
 
     def _store_results(self, results: Sequence[Parsed]) -> None:
+        ended: list[Notice] | None = [] if self.store.notifications.enabled else None
         with self._sessions.begin() as db:
             for model, fence, error_reports, message_id in results:
-                _store_result(db, model, fence, error_reports, message_id)
+                _store_result(db, model, fence, error_reports, message_id, ended=ended)
+        for notice in ended or ():   # committed: the jobs ended
+            self.store.notify(None, notice.event_type, notice.payload, notice.error)
 
 
 def _parse(body: Any, message_id: str | None) -> Parsed:
@@ -110,7 +114,10 @@ def _job_of(db: DbSession, env_id: str, message_id: str | None
 
 
 def _store_result(db: DbSession, model: dict[str, Any], fence: int | None,
-                  error_reports: int, message_id: str | None) -> None:
+                  error_reports: int, message_id: str | None,
+                  ended: list[Notice] | None = None) -> None:
+    """Store one result; the notice of the job it ends goes to ``ended`` (None:
+    notifications are off)."""
     token, deployment, env, stored_errors = _job_of(db, model["id"], message_id)
     if fenced(token, model["id"], fence, f"result {message_id}"):
         return
@@ -128,6 +135,8 @@ def _store_result(db: DbSession, model: dict[str, Any], fence: int | None,
     settle_tasks(db, deployment.id, state, now)
     if env is None:
         return
+    if ended is not None:
+        ended.append(job_ended(db, env, deployment, state, now))
     if deployment.kind == "delete":
         if errors:
             update_row(db, Environment, env.id, state="delete failure", updated=now)

@@ -22,7 +22,7 @@ from fornace.api.jobstate import BUSY, busy_error, refuse_if_busy
 from fornace.api.packages.usage import task_packages_and_pins
 from fornace.api.trusts import Delegation
 from fornace.api.views import session_view
-from fornace.common import contract
+from fornace.common import contract, notifications
 from fornace.common.actionparams import ActionError, check_parameters
 from fornace.common.db.models import ConfigSession, Job, Environment, new_id, utcnow
 from fornace.common.db.prepared import update_row
@@ -78,15 +78,17 @@ class ConfigSessions:
         except ActionError as exc:
             raise BadRequest(str(exc)) from None
         with self.store.delegated(ctx, env_id) as delegation:
-            body, job_id, previous = self._claim_deploy(ctx, env_id, session_id, parameters,
-                                                        delegation)
+            body, job_id, previous, started = self._claim_deploy(ctx, env_id, session_id,
+                                                                 parameters, delegation)
             self.store.send_task(body, job_id, env_id, previous, session_id)
+        self.store.notify(ctx, notifications.ENVIRONMENT_DEPLOY_START, started)
 
     def _claim_deploy(self, ctx: Context, env_id: str, session_id: str,
                       parameters: dict[str, Any],
-                      delegation: Delegation) -> tuple[dict, str, str]:
+                      delegation: Delegation) -> tuple[dict, str, str, dict | None]:
         """Mark the environment and its session deploying and record the job: the
-        task's body, the job's id and the environment's state before."""
+        task's body, the job's id, the environment's state before and the
+        payload of ``environment.deploy.start`` (None: notifications are off)."""
         with self._sessions.begin() as db:
             # the environment, then the session (so no edit of it is half-seen): the
             # order every transaction that locks both takes
@@ -104,8 +106,9 @@ class ConfigSessions:
             previous = env.state
             # plain UPDATEs of the tables: the ORM's would evaluate them against
             # the session's objects, which nothing reads again
+            now = utcnow()
             claimed = db.execute(_claim_statement(), {
-                "env_id": env.id, "b_version": session.version, "now": utcnow()}).rowcount
+                "env_id": env.id, "b_version": session.version, "now": now}).rowcount
             if claimed != 1:    # a job started since it was read
                 raise busy_error(db, env)
             update_row(db, ConfigSession, session.id, state="deploying", updated=utcnow())
@@ -115,7 +118,7 @@ class ConfigSessions:
             db.execute(insert(Job.__table__), {   # a plain INSERT: nothing to flush
                 "id": job_id, "environment_id": env.id, "tenant_id": env.tenant_id,
                 "session_id": session.id, "kind": "deploy", "parameters": parameters,
-                "description": masked(session.description, keys=keys)})
+                "description": masked(session.description, keys=keys), "started": now})
             secrets = descriptions_secrets([env.description, session.description], keys)
             self.store.keep_trust(env, delegation)
             body = contract.task_body(session.description, ctx.token, env.tenant_id,
@@ -123,7 +126,10 @@ class ConfigSessions:
                                       trust_id=delegation.trust_of(env),
                                       packages=packages)
         remember(job_id, secrets)   # what its reports and events are masked by
-        return body, job_id, previous
+        started = notifications.job_payload(
+            env, notifications.JobFields(job_id, "deploy", "running", now),
+            ctx.user_id) if self.store.notifications.enabled else None
+        return body, job_id, previous, started
 
 
 def refuse_if_another_holds_changes(db: DbSession, env: Environment,

@@ -50,6 +50,7 @@ from fornace.api.trusts import Delegation, Trusts
 from fornace.common.catalog import (Catalog, CatalogError, catalog_with, declared_secrets,
                                      load_catalog)
 from fornace.common.db.models import ConfigSession, Job, Environment
+from fornace.common.notifications import OFF, Notifications, context
 from fornace.common.resources import BUILTIN_DATA
 
 LOG = logging.getLogger(__name__)
@@ -62,9 +63,13 @@ class Store:
 
     def __init__(self, sessions: sessionmaker, publish: Publisher,
                  catalog: Catalog | None = None, limits: UnitLimits | None = None,
-                 trusts: Trusts | None = None) -> None:
+                 trusts: Trusts | None = None,
+                 notifications: Notifications = OFF) -> None:
         self._sessions = sessions
         self._publish = publish
+        # what happens to environments and jobs, told on the message bus once
+        # stored (fornace.common.notifications; OFF: not configured)
+        self.notifications = notifications
         # keystone mode: the trusts jobs act with (None: tasks carry no trust)
         self.trusts = trusts
         # caps on the units of a service and of an environment (sessions, scale jobs)
@@ -236,6 +241,16 @@ class Store:
             raise
         if delegation.replaced:
             self.trusts.discard(delegation.replaced)
+
+    def notify(self, ctx: Context | None, event_type: str, payload: dict[str, Any] | None,
+               error: bool = False) -> None:
+        """Send a notification (``payload`` None: nothing to send), once what it
+        tells is committed; ``ctx``: the caller whose request caused it."""
+        if payload is None:
+            return
+        self.notifications.emit(event_type, payload, error, context(
+            ctx.user_id, ctx.tenant_id, getattr(ctx, "request_id", None))
+            if ctx is not None else context(None, payload.get("tenant_id")))
 
     @staticmethod
     def keep_trust(env: Environment, delegation: Delegation) -> None:
