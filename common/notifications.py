@@ -166,10 +166,17 @@ def context(user_id: str | None, tenant_id: str | None,
 # -- the options ----------------------------------------------------------------------
 
 def _oslo_messaging() -> Any:
-    """oslo.messaging, imported on first use (its import loads eventlet through
-    oslo.service and oslo.utils' eventlet helpers, which warn that they are
-    deprecated: nothing of Fornace uses them, so the warnings of that import
-    are not shown)."""
+    """oslo.messaging, imported on first use, with oslo.service's threading
+    backend (Fornace runs no eventlet: its default backend would import it
+    and patch nothing).  futurist still imports eventlet when it is installed,
+    to recognise green threads, and warns that it is deprecated: those
+    warnings of the import are not shown."""
+    from oslo_service import backend
+
+    try:
+        backend.init_backend(backend.BackendType.THREADING)
+    except backend.exceptions.BackendAlreadySelected:   # chosen before us: kept
+        pass
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         import oslo_messaging
