@@ -1,4 +1,5 @@
-"""``GET /environments/{env_id}/model``: the object model a deployment is given.
+"""``GET /environments/{env_id}/model`` (and ``/model/{path}``, a part of it):
+the object model a deployment is given.
 
 A deployment sends the conductor its session's description (what
 ``POST .../configure`` copied from the environment's, with the session's
@@ -16,12 +17,14 @@ from typing import Any, Optional
 
 from fastapi import APIRouter, Depends, Query
 
+from fornace.api import tree
 from fornace.api.errors import ERROR_RESPONSES, NotFound
 from fornace.api.routing import SESSION_HEADER, JsonRoute, permitted, run, store_of
 from fornace.api.context import Context
 from fornace.api.stores.store import Store
 from fornace.api.ids import lookup_id
 from fornace.common.db.models import Job
+from fornace.common.errors import shortened
 from fornace.common.secrets import find_secrets, masked
 
 router = APIRouter(route_class=JsonRoute, responses=ERROR_RESPONSES)
@@ -36,6 +39,30 @@ async def show_model(env_id: str, session_id: Optional[str] = SESSION_HEADER,
     """The environment's object model as the next deployment would be given it
     (a session's with the header; a past job's with ``?job=``), secrets masked."""
     return await run(environment_model, store, ctx, env_id, session_id, job)
+
+
+@router.get("/environments/{env_id}/model/{path:path}")
+async def show_model_part(env_id: str, path: str, session_id: Optional[str] = SESSION_HEADER,
+                          job: Optional[str] = Query(
+                              None, description="a job id: the model that job was given"),
+                          ctx: Context = Depends(permitted("environment:model")),
+                          store: Store = Depends(store_of)) -> Any:
+    """The value at ``path`` of the model :func:`show_model` serves (``/services``,
+    ``/services/<id>/units/0``; ``/`` is all of it), as python-muranoclient's
+    ``environment model show --path`` asks for it (``GET .../model//services``)."""
+    return await run(model_part, store, ctx, env_id, path, session_id, job)
+
+
+def model_part(store: Store, ctx: Context, env_id: str, path: str,
+               session_id: str | None = None, job_id: str | None = None) -> Any:
+    """The value at ``path`` of :func:`environment_model`: a key of an object, in
+    a list the item of that id or else at that index; 404 naming the path."""
+    model = environment_model(store, ctx, env_id, session_id, job_id)
+    try:
+        return tree.get(model, tree.split(path))
+    except NotFound:
+        raise NotFound(f"{shortened(repr(path), 200)} not found in the model of environment "
+                       f"{env_id}") from None
 
 
 def environment_model(store: Store, ctx: Context, env_id: str, session_id: str | None = None,

@@ -18,8 +18,8 @@ from fastapi.responses import Response
 from fornace.api.context import Context
 from fornace.api.errors import ERROR_RESPONSES, BadRequest
 from fornace.api.modelroutes import router as model_router
-from fornace.api.routing import (SESSION_HEADER, EnvironmentIn, JsonRoute, flag, permitted, run,
-                                 store_of)
+from fornace.api.routing import (SESSION_HEADER, EnvironmentCreate, EnvironmentIn, JsonRoute,
+                                 flag, permitted, run, store_of)
 from fornace.api.stores.store import Store
 from fornace.api.typeroutes import router as types_router
 
@@ -53,10 +53,11 @@ async def list_environments(request: Request, all_tenants: Optional[str] = Query
 
 
 @router.post("/environments")
-async def create_environment(body: EnvironmentIn,
+async def create_environment(body: EnvironmentCreate,
                              ctx: Context = Depends(permitted("environment:create")),
                              store: Store = Depends(store_of)) -> dict:
-    return await run(store.environments.create, ctx, body.name.strip())
+    """A new empty environment; ``region``: the OpenStack region of its stack."""
+    return await run(store.environments.create, ctx, body.name.strip(), body.region)
 
 
 @router.get("/environments/{env_id}")

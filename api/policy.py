@@ -99,7 +99,8 @@ API_RULES = [
     _call("environment:outputs", _READ, "Where the deployed services and units answer.",
           ("GET", _ENV + "/outputs")),
     _call("environment:model", _READ, "The object model a deployment is given (secrets "
-          "masked), or the one a past job was given.", ("GET", _ENV + "/model")),
+          "masked), or the one a past job was given, or a part of it.",
+          ("GET", _ENV + "/model"), ("GET", _ENV + "/model/{path}")),
     _call("session:configure", _WRITE, "Open a configuration session.",
           ("POST", _ENV + "/configure")),
     _call("session:show", _READ, "Show a configuration session.", ("GET", _SESSION)),

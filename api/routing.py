@@ -45,6 +45,24 @@ class EnvironmentIn(BaseModel):
         return name
 
 
+class EnvironmentCreate(EnvironmentIn):
+    """Create an environment: a name, and the OpenStack region it is deployed
+    to (Murano's ``region``, sent by python-muranoclient 2.8; null or absent:
+    the conductor's ``[heat] region_name``)."""
+
+    region: Optional[str] = Field(None, max_length=names.NAME_MAX)
+
+    @field_validator("region")
+    @classmethod
+    def _a_region(cls, region: Optional[str]) -> Optional[str]:
+        if region is None:
+            return None
+        problem = names.name_problem(region)   # a Keystone region id: a name's rule
+        if problem is not None:
+            raise ValueError(problem)
+        return region.strip()
+
+
 # The routes are ``async``: FastAPI then resolves the dependencies and
 # validates and serialises the response on the event loop, and only the Store
 # call (blocking database I/O) goes to the thread pool -- one hop per request

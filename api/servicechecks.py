@@ -40,6 +40,40 @@ def refuse_new_dangling_dependencies(before: set[str], services: list) -> None:
                          "same environment)")
 
 
+def duplicate_ids(services: list) -> dict[str, str]:
+    """Id -> the path of its second holder, for each id two services or units of
+    ``services`` share (the workflow engine tells objects apart by id)."""
+    seen: set[str] = set()
+    twice: dict[str, str] = {}
+    for index, service in enumerate(services):
+        if not isinstance(service, dict):
+            continue
+        units = service.get("units")
+        holders = [(f"services[{index}].id", service)] + [
+            (f"services[{index}].units[{number}].id", unit)
+            for number, unit in enumerate(units if isinstance(units, list) else [])
+            if isinstance(unit, dict)]
+        for path, holder in holders:
+            value = holder.get("id")
+            if not isinstance(value, str):
+                continue
+            if value in seen:
+                twice.setdefault(value, path)
+            seen.add(value)
+    return twice
+
+
+def refuse_new_duplicate_ids(before: dict[str, str], services: list) -> None:
+    """A 400 when an edit gave two services or units one id (a list PUT whose
+    entries, or whose ``"?"`` headers, repeat one); ids shared before the edit
+    (a 0.2 description, say) do not block other edits."""
+    new = {value: path for value, path in duplicate_ids(services).items() if value not in before}
+    if new:
+        value, path = next(iter(new.items()))
+        raise BadRequest(f"{path}: id {value!r} is already used in this environment "
+                         f"(ids are unique among its services and units)", field=path)
+
+
 def service_names(services: list) -> dict[str, Any]:
     """Service id -> name, of a session's services (to tell, after a change,
     which services it added or renamed)."""

@@ -15,7 +15,10 @@ owns:
   fields and the server/workflow-owned ``id``/``created``/``updated``/
   ``state``/``temp`` are accepted anywhere;
 * :func:`prepare_new` / :func:`prepare_units` -- ids, timestamps and the unit
-  names (``<service name>_instance_<n>``) that the 0.2 workflows rely on;
+  names (``<service name>_instance_<n>``) that the 0.2 workflows rely on: on
+  every path an object without an id gets one, from its Murano object header
+  (``"?": {"id": ..., "type": ...}``, :mod:`fornace.api.objectheaders`) when
+  it has one -- :func:`headed` -- else a new one;
 * :func:`masked_view` / :func:`keep_secrets` -- a GUI GETs a masked object and
   PUTs it back: the stored passwords must survive the round trip.
 
@@ -47,6 +50,8 @@ import re
 import uuid
 from typing import Any, Iterable, Mapping
 
+from fornace.api import objectheaders
+from fornace.api.objectheaders import HEADER, SERVICE_KEYS, UNIT_KEYS
 from fornace.common import names
 from fornace.common.catalog import Catalog, builtin_catalog, declared_secrets
 from fornace.api.validationbudget import BudgetExceeded, ValidationBudget
@@ -59,7 +64,7 @@ from fornace.common.typeschema import FieldSpec, TypeSpec
 
 __all__ = [
     "SpecError", "FieldSpec", "TypeSpec", "SERVICE_TYPES", "service_types", "MANAGED_KEYS",
-    "validate_create", "validate_update", "prepare_new", "prepare_units",
+    "validate_create", "validate_update", "headed", "prepare_new", "prepare_units",
     "keep_secrets", "masked_view", "declared_secrets", "check_value",
 ]
 
@@ -111,7 +116,7 @@ def validate_update(service: Any, catalog: Catalog | None = None) -> None:
 
 def _validate(service: Any, types: Mapping[str, TypeSpec], *, strict: bool) -> None:
     try:
-        _validate_within(service, types, strict, ValidationBudget())
+        _validate_within(headed(service), types, strict, ValidationBudget())
     except BudgetExceeded as exc:
         raise SpecError(exc.path, exc.message) from None
 
@@ -122,7 +127,7 @@ def _validate_within(service: Any, types: Mapping[str, TypeSpec], strict: bool,
         raise SpecError("service", f"must be a JSON object, not {describe(service)}")
     spec = _type_of(service, types)
     _check_fields(service, spec.all_fields, "", strict, f"a {spec.name} service", budget,
-                  extra=("type", "units"))
+                  extra=("type", "units", HEADER))
     units = _check_units(service, spec, strict, budget)
     _check_id_and_name(service, "", names.SERVICE_NAME_MAX)
     for index, unit in enumerate(units):
@@ -141,6 +146,29 @@ def _validate_within(service: Any, types: Mapping[str, TypeSpec], strict: bool,
         problem = SERVICE_CHECKS[name](service)
         if problem is not None:
             raise SpecError(*problem)
+
+
+def headed(service: Any) -> Any:
+    """``service`` with the ``id`` and ``type`` its Murano object header
+    (``"?"``, :mod:`fornace.api.objectheaders`) gives, and its units' ids from
+    theirs: a copy of the service and its units (the rest shared); a
+    :class:`SpecError` for a header that cannot be used."""
+    if not isinstance(service, dict):
+        return service
+    copied = _taken(dict(service), "", SERVICE_KEYS)
+    units = copied.get("units")
+    if isinstance(units, list):
+        copied["units"] = [_taken(dict(unit), f"units[{index}]", UNIT_KEYS)
+                           if isinstance(unit, dict) else unit
+                           for index, unit in enumerate(units)]
+    return copied
+
+
+def _taken(obj: dict, prefix: str, keys: tuple[str, ...]) -> dict:
+    problem = objectheaders.header_problem(obj, prefix, keys)
+    if problem is not None:
+        raise SpecError(*problem)
+    return objectheaders.take_header(obj, keys)
 
 
 def _check_id_and_name(obj: dict, prefix: str, name_max: int) -> None:
@@ -186,7 +214,8 @@ def _check_units(service: dict, spec: TypeSpec, strict: bool,
         path = f"units[{index}]"
         if not isinstance(unit, dict):
             raise SpecError(path, f"must be a unit object, not {describe(unit)}")
-        _check_fields(unit, spec.all_unit_fields, path, strict, f"a {spec.name} unit", budget)
+        _check_fields(unit, spec.all_unit_fields, path, strict, f"a {spec.name} unit", budget,
+                      extra=(HEADER,))
     return units
 
 
@@ -436,7 +465,7 @@ def prepare_new(service: dict, now: str, existing: list[dict]) -> dict:
     unique in the whole environment: the workflow engine mutes rule matches
     by object id.
     """
-    prepared = copy.deepcopy(service)
+    prepared = headed(copy.deepcopy(service))
     taken = _ids_in(existing)
     given = prepared.get("id")
     if given is None:
@@ -457,11 +486,17 @@ def prepare_new(service: dict, now: str, existing: list[dict]) -> dict:
 
 
 def prepare_units(service: dict) -> dict:
-    """A copy with ids and names for units that have none (a PUT adding units)."""
-    return _default_units(copy.deepcopy(service))
+    """A copy with an id for the service and ids and names for its units when
+    they have none (a PUT replacing services or adding units): from their
+    object headers (``"?"``) when these give them, else new ones."""
+    prepared = headed(copy.deepcopy(service))
+    if prepared.get("id") is None:
+        prepared["id"] = new_id()
+    return _default_units(prepared)
 
 
 def _default_units(service: dict) -> dict:
+    objectheaders.sync_header(service)
     units = service.get("units")
     if not isinstance(units, list):
         return service
@@ -472,6 +507,7 @@ def _default_units(service: dict) -> dict:
             continue
         if unit.get("id") is None:
             unit["id"] = new_id()
+        objectheaders.sync_header(unit)
         if unit.get("name") is None:
             number = index
             while f"{base}{number}" in names:  # e.g. after a unit was removed

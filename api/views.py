@@ -24,15 +24,16 @@ def utc(value: datetime.datetime | None) -> str | None:
 def env_view(env: Any, status: str) -> dict[str, Any]:
     """An environment (an ``Environment`` or a row of its columns) as shown."""
     return env_row_view(env.id, env.name, env.created, env.updated, env.tenant_id,
-                        env.version, status)
+                        env.version, status, env.region)
 
 
 def env_row_view(env_id: str, name: str, created: datetime.datetime | None,
                  updated: datetime.datetime | None, tenant_id: str, version: int,
-                 status: str) -> dict[str, Any]:
-    """:func:`env_view` of the columns a list query selects (no ORM object)."""
+                 status: str, region: str | None = None) -> dict[str, Any]:
+    """:func:`env_view` of the columns a list query selects (no ORM object);
+    ``region``: the OpenStack region given at creation (null: none)."""
     return {"id": env_id, "name": name, "created": iso(created), "updated": iso(updated),
-            "tenant_id": tenant_id, "version": version, "status": status}
+            "tenant_id": tenant_id, "version": version, "status": status, "region": region}
 
 
 def session_view(session: ConfigSession) -> dict[str, Any]:

@@ -206,14 +206,19 @@ def _items(value: Any) -> list:
 def task_body(model: dict[str, Any], token: str | None, tenant_id: str,
               job: dict[str, Any] | None = None,
               trust_id: str | None = None,
-              packages: list[dict[str, str]] | None = None) -> dict[str, Any]:
+              packages: list[dict[str, str]] | None = None,
+              region: str | None = None) -> dict[str, Any]:
     """A ``tasks`` message: the object model plus ``token`` and ``tenant_id``
     (and ``job``, from :func:`job_section`, for a Fornace job; ``trust_id``
     when the environment has a Keystone trust; ``packages`` when it is
-    pinned to workflow packages).  The model's values are shared, not copied."""
+    pinned to workflow packages; ``region``, the model's top-level ``region``,
+    when the environment was created with one: the region of its stack,
+    whatever the model says).  The model's values are shared, not copied."""
     if not isinstance(model, dict):
         raise _error("task", f"the object model must be an object, got {_kind(model)}")
     body = dict(model)
+    if region is not None:
+        body["region"] = region
     body["token"] = token
     body["tenant_id"] = tenant_id
     if job is not None:
@@ -228,10 +233,12 @@ def task_body(model: dict[str, Any], token: str | None, tenant_id: str,
 
 def deletion_task_body(environment_id: str, name: str, token: str | None,
                        tenant_id: str, job_id: str | None = None,
-                       trust_id: str | None = None) -> dict[str, Any]:
-    """The ``tasks`` message that deletes an environment."""
+                       trust_id: str | None = None,
+                       region: str | None = None) -> dict[str, Any]:
+    """The ``tasks`` message that deletes an environment (``region``: the one
+    its stack is in, when it was created with one)."""
     body = task_body({"id": environment_id, "name": name, "services": {}, "deleted": True},
-                     token, tenant_id, trust_id=trust_id)
+                     token, tenant_id, trust_id=trust_id, region=region)
     if job_id is not None:
         body["job"] = job_section(job_id, "delete", {})
         _check_task(body)

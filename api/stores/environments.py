@@ -36,7 +36,8 @@ LOG = logging.getLogger(__name__)
 # The view of an environment and whether it has a session of its current
 # version still open (then its status is "pending" unless it is busy).
 _ENV_VIEW_COLUMNS = (Environment.id, Environment.name, Environment.created, Environment.updated,
-                     Environment.tenant_id, Environment.version, Environment.state)
+                     Environment.tenant_id, Environment.version, Environment.state,
+                     Environment.region)
 _PENDING = exists().where(ConfigSession.environment_id == Environment.id,
                           ConfigSession.state == "open",
                           ConfigSession.version == Environment.version).label("pending")
@@ -78,19 +79,25 @@ class Environments:
             rows = db.execute(_LIST_ALL) if every_tenant else db.execute(
                 _LIST, {"tenant": tenant})
             return [env_row_view(env_id, name, created, updated, tenant_id, version,
-                                 shown_status(state, pending))
-                    for env_id, name, created, updated, tenant_id, version, state, pending
-                    in rows]
+                                 shown_status(state, pending), region)
+                    for env_id, name, created, updated, tenant_id, version, state, region,
+                    pending in rows]
 
-    def create(self, ctx: Context, name: str) -> dict[str, Any]:
-        """A new empty environment; 409 when the tenant has one of that name."""
+    def create(self, ctx: Context, name: str, region: str | None = None) -> dict[str, Any]:
+        """A new empty environment; 409 when the tenant has one of that name.
+
+        ``region`` (the OpenStack region its stack goes to) is kept in a column
+        and in the object model, whose top-level ``region`` the conductor takes
+        as the region of the stack of every unit of the environment."""
         with self._sessions.begin() as db:
             lock_names(db, ctx.tenant_id)
             refuse_taken_name(db, ctx.tenant_id, name)
             env_id = new_id()
+            description: dict[str, Any] = {"id": env_id, "name": name, "services": []}
+            if region is not None:
+                description["region"] = region
             env = Environment(id=env_id, name=name, tenant_id=ctx.tenant_id, version=0,
-                              state="ready",
-                              description={"id": env_id, "name": name, "services": []})
+                              state="ready", region=region, description=description)
             db.add(env)
             db.flush()
             view = env_view(env, "ready")
@@ -168,7 +175,8 @@ class Environments:
                 locks.revoke(db, env.id)   # the row (and its token) stays: fencing
                 cleanup = contract.deletion_task_body(env.id, env.name, ctx.token,
                                                       env.tenant_id, job_id=new_id(),
-                                                      trust_id=delegation.trust_of(env))
+                                                      trust_id=delegation.trust_of(env),
+                                                      region=env.region)
                 db.delete(env)
             else:
                 refuse_if_busy(db, env)
@@ -187,7 +195,8 @@ class Environments:
                 self.store.keep_trust(env, delegation)
                 body = contract.deletion_task_body(env.id, env.name, ctx.token, env.tenant_id,
                                                    job_id=deployment.id,
-                                                   trust_id=delegation.trust_of(env))
+                                                   trust_id=delegation.trust_of(env),
+                                                   region=env.region)
         if abandon:
             try:
                 self.store.publish(cleanup, cleanup["job"]["id"])

@@ -103,7 +103,8 @@ class Jobs:
             body = contract.task_body(description, ctx.token, env.tenant_id,
                                       job=contract.job_section(job.id, action, parameters),
                                       trust_id=delegation.trust_of(env),
-                                      packages=task_packages(db, env.id))
+                                      packages=task_packages(db, env.id),
+                                      region=env.region)
             db.flush()
             view = job_view(job, secret_keys=keys)
         started = notifications.job_payload(env, job, ctx.user_id) \

@@ -1,5 +1,7 @@
 """A configuration session's services (Murano 0.2): read, add, replace and
-remove them, or a value at any path below them.
+remove them, or a value at any path below them.  Ids go as later Murano
+clients give them too: in an object's ``"?"`` header, or as ``===id1===``
+placeholders (:mod:`fornace.api.objectheaders`).
 
 Every edit is all or nothing, checked whole before it is stored
 (:mod:`fornace.api.servicechecks`: specs, names, ``dependsOn``; the unit
@@ -11,15 +13,17 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any, Callable
 
-from fornace.api import specs, tree
+from fornace.api import objectheaders, specs, tree
 from fornace.api.context import Context, session_allowed
 from fornace.api.errors import BadRequest, NotFound
 from fornace.api.jobstate import BUSY, busy_error
 from fornace.api.limits import unit_counts
 from fornace.api.namelocks import sqlite_write_lock
 from fornace.api.servicechecks import (add_services, checked, dangling_dependencies,
-                                       forget_dependency, refuse_new_dangling_dependencies,
-                                       refuse_taken_service_names, revalidate, service_names)
+                                       duplicate_ids, forget_dependency,
+                                       refuse_new_dangling_dependencies,
+                                       refuse_new_duplicate_ids, refuse_taken_service_names,
+                                       revalidate, service_names)
 from fornace.api.views import iso
 from fornace.common.catalog import Catalog
 from fornace.common.db.models import utcnow
@@ -47,6 +51,7 @@ class Services:
              session_id: str | None) -> Any:
         """Add a service (or a list of them) at the top, or items to a list below."""
         segments = tree.split(path)
+        data = objectheaders.with_new_ids(data)
 
         def change(services: list, catalog: Catalog) -> Any:
             now = iso(utcnow())
@@ -70,6 +75,7 @@ class Services:
             session_id: str | None) -> Any:
         """Replace the whole list, or the value at ``path`` (``***`` keeps a secret)."""
         segments = tree.split(path)
+        data = objectheaders.with_new_ids(data)
 
         def change(services: list, catalog: Catalog) -> Any:
             now = iso(utcnow())
@@ -136,10 +142,12 @@ class Services:
             before = unit_counts(services)
             names = service_names(services)
             dangling = dangling_dependencies(services)
+            twice = duplicate_ids(services)
             catalog = self.store.catalog_of(db, env.id)
             result = change(services, catalog)
             refuse_taken_service_names(names, services)
             refuse_new_dangling_dependencies(dangling, services)
+            refuse_new_duplicate_ids(twice, services)
             self.store.limits.check_services(env.id, before, services)
             if tree.depth(services) > tree.MAX_DEPTH:  # e.g. sub-path PUTs, deeper each time
                 raise BadRequest(f"the services would nest more than {tree.MAX_DEPTH} levels "

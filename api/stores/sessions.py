@@ -124,7 +124,8 @@ class ConfigSessions:
             body = contract.task_body(session.description, ctx.token, env.tenant_id,
                                       job=contract.job_section(job_id, "deploy", parameters),
                                       trust_id=delegation.trust_of(env),
-                                      packages=packages)
+                                      packages=packages,
+                                      region=env.region)
         remember(job_id, secrets)   # what its reports and events are masked by
         started = notifications.job_payload(
             env, notifications.JobFields(job_id, "deploy", "running", now),

@@ -43,6 +43,9 @@ class Environment(Base):
     # the Keystone trust its jobs act with (keystone mode), and who gave it
     trust_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     trustor_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # the OpenStack region its stack (and so its units) goes to, as given at
+    # creation (Murano's ``region``); None: the conductor's ``[heat] region_name``
+    region: Mapped[str | None] = mapped_column(String(255), nullable=True)
 
 
 class ConfigSession(Base):

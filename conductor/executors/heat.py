@@ -128,14 +128,19 @@ class HeatStacks(StackExecutor):
     # -- construction from configuration ----------------------------------
     @classmethod
     def factory(cls, conf: Any) -> Callable[[Any], "HeatStacks"]:
-        """A client per task: Heat is called for the task's user (its trust or token)."""
+        """A client per task: Heat is called for the task's user (its trust or token),
+        in the environment's region (the model's ``region``) when it has one."""
         return lambda task: cls.from_config(conf, task.token, task.tenant_id,
-                                            getattr(task, "trust_id", None))
+                                            getattr(task, "trust_id", None),
+                                            region=task_region(task))
 
     @classmethod
     def from_config(cls, conf: Any, token: str | None = None, tenant_id: str | None = None,
-                    trust_id: str | None = None) -> "HeatStacks":
+                    trust_id: str | None = None, region: str | None = None) -> "HeatStacks":
         """A client from ``[heat]`` acting as :func:`heat_session` says.
+
+        ``region``: the Heat of that region of the catalog (the environment's
+        region), instead of ``[heat] region_name``.
 
         Endpoint: ``[heat] url`` (``%(tenant_id)s`` is replaced by the task's
         tenant), else the ``orchestration`` entry of the catalog of the token
@@ -161,7 +166,8 @@ class HeatStacks(StackExecutor):
             client = heat_client.Client("1", endpoint=url, token=token or "",
                                         insecure=heat.insecure, ca_file=heat.cafile)
             return cls(client, **options)
-        region = {"region_name": heat.region_name} if heat.region_name else {}
+        region_name = region or heat.region_name
+        region = {"region_name": region_name} if region_name else {}
         if not url:
             try:
                 url = session.get_endpoint(service_type="orchestration",
@@ -172,7 +178,7 @@ class HeatStacks(StackExecutor):
             if not url:
                 raise ValueError("no orchestration endpoint in the Keystone catalog "
                                  f"(interface {heat.interface}"
-                                 + (f", region {heat.region_name})" if region else ")"))
+                                 + (f", region {region_name})" if region else ")"))
         client = heat_client.Client("1", session=session, endpoint=url,
                                     interface=heat.interface, **region)
         return cls(client, **options)
@@ -341,6 +347,14 @@ def _outputs_of(stack: Any) -> dict[str, Any]:
     outputs = getattr(stack, "outputs", None) or []
     return {o["output_key"]: o.get("output_value") for o in outputs
             if isinstance(o, dict) and "output_key" in o}
+
+
+def task_region(task: Any) -> str | None:
+    """The region the API put in the task's object model (the environment's,
+    given at its creation), or None."""
+    model = getattr(task, "model", None)
+    region = model.get("region") if isinstance(model, dict) else None
+    return region if isinstance(region, str) and region.strip() else None
 
 
 def heat_session(conf: Any, token: str | None = None, tenant_id: str | None = None,

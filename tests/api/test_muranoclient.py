@@ -99,3 +99,22 @@ def test_a_unit_cap_reaches_the_client_as_a_bad_request(served):
         client.services.post(env.id, "/", web_server(units=[{}] * 101), session.id)
     assert "[api] max_units_per_service" in str(raised.value)
     assert client.services.list(env.id, session.id) == []
+
+
+def test_region_headers_and_model_paths_as_the_client_sends_them(served):
+    """2.8's own calls: create with ``region`` (null when not given), services
+    PUT whole with ids in ``"?"`` headers, ``get_model`` with a path."""
+    api, client = served
+    assert client.environments.create({"name": "no-region", "region": None}).region is None
+    env = client.environments.create({"name": "mc-region", "region": "RegionOne"})
+    assert env.region == "RegionOne"
+    session = client.sessions.configure(env.id)
+    site = {"?": {"id": "c" * 32, "type": "linuxWebServer"}, "name": "site",
+            "osImage": {"name": "debian-12"}, "units": [{}]}
+    client.services.put(env.id, "/", [site], session.id)
+    services = client.environments.get_model(env.id, "/services", session.id)
+    assert [s["id"] for s in services] == ["c" * 32]
+    assert services[0]["units"][0]["id"] and services[0]["?"]["id"] == "c" * 32
+    assert client.environments.get_model(env.id, "/region", session.id) == "RegionOne"
+    with pytest.raises(mc_exc.HTTPNotFound, match="not found in the model"):
+        client.environments.get_model(env.id, "/services/nope", session.id)

@@ -114,3 +114,24 @@ def test_heat_tls_options_come_from_keystoneauth():
     assert {"cafile", "insecure", "certfile", "auth_type", "auth_url", "username",
             "password", "url", "stack_timeout"} <= names
     assert [o for o in dict(config.list_opts())["heat"] if o.dest == "password"][0].secret
+
+
+def test_an_environment_s_region_picks_the_heat_of_that_region(alice):
+    """The task's model names the region its environment was created in (the
+    API's ``region``): the Heat of that region of the catalog, whatever
+    ``[heat] region_name`` says; a region without Heat is a clear error."""
+    from fornace.common import contract
+    conf = make_conf(region_name="NoSuchRegion")
+    identitykit.set_keystone_options(conf)
+    factory = HeatStacks.factory(conf)
+
+    def task(region):
+        return contract.parse_task(contract.task_body(
+            {"id": "e1", "name": "e", "services": []}, alice.token, alice.project_id,
+            region=region))
+    round_trip(factory(task("RegionOne")))
+    with pytest.raises(ValueError, match="cannot find Heat in the Keystone catalog|"
+                                         "no orchestration endpoint.*region Elsewhere"):
+        factory(task("Elsewhere"))
+    with pytest.raises(ValueError, match="region NoSuchRegion"):
+        factory(task(None))   # none given: [heat] region_name
