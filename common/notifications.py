@@ -171,14 +171,14 @@ def _oslo_messaging() -> Any:
     and patch nothing).  futurist still imports eventlet when it is installed,
     to recognise green threads, and warns that it is deprecated: those
     warnings of the import are not shown."""
-    from oslo_service import backend
-
-    try:
-        backend.init_backend(backend.BackendType.THREADING)
-    except backend.exceptions.BackendAlreadySelected:   # chosen before us: kept
-        pass
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        from oslo_service import backend
+
+        try:
+            backend.init_backend(backend.BackendType.THREADING)
+        except backend.exceptions.BackendAlreadySelected:   # chosen before us: kept
+            pass
         import oslo_messaging
         import oslo_messaging.opts
     oslo_messaging.set_transport_defaults(EXCHANGE)
