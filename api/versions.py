@@ -55,7 +55,8 @@ def wants_html(accept: Optional[str]) -> bool:
 async def versions(request: Request) -> Response:
     """The API's versions (``300 Multiple Choices``), or the dashboard for a browser."""
     if wants_html(request.headers.get("accept")):
-        return RedirectResponse(DASHBOARD, status_code=302)
+        # below the path a proxy serves the API at, if any (uvicorn's --root-path)
+        return RedirectResponse(request.scope.get("root_path", "") + DASHBOARD, status_code=302)
     return JSONResponse({"versions": [version(request)]}, status_code=300)
 
 
