@@ -16,6 +16,10 @@ from fornace.common import requestcontext
 # the loggers whose INFO lines the tests read (uvicorn's access log: one line
 # per request, as ``fornace api`` writes with [api] access_log)
 INFO_LOGGERS = ("fornace", "uvicorn.access")
+# the loggers that must pass their lines up to the root logger (an earlier
+# uvicorn of the process may have stopped them: its default logging
+# configuration does, and access_log=False)
+PROPAGATING = ("fornace", "uvicorn", "uvicorn.access")
 
 
 @contextlib.contextmanager
@@ -31,13 +35,17 @@ def captured_lines() -> Iterator[Callable[[], list[str]]]:
     handler.setFormatter(formatters.ContextFormatter(config=conf, project="fornace"))
     requestcontext.install([handler])
     root = logging.getLogger()
-    levels = {name: logging.getLogger(name).level for name in INFO_LOGGERS}
+    kept = {name: (logging.getLogger(name).level, logging.getLogger(name).propagate)
+            for name in {*INFO_LOGGERS, *PROPAGATING}}
     for name in INFO_LOGGERS:
         logging.getLogger(name).setLevel(logging.INFO)
+    for name in PROPAGATING:
+        logging.getLogger(name).propagate = True
     root.addHandler(handler)
     try:
         yield lambda: stream.getvalue().splitlines()
     finally:
         root.removeHandler(handler)
-        for name, level in levels.items():
+        for name, (level, propagate) in kept.items():
             logging.getLogger(name).setLevel(level)
+            logging.getLogger(name).propagate = propagate
