@@ -1,11 +1,12 @@
-"""The API's web app: its routes (at ``/`` and ``/v1``), the dashboard, errors
-and body limits.
+"""The API's web app: its routes (at ``/`` and ``/v1``), the dashboard, version
+discovery, the health check, request ids, errors and body limits.
 
 The routes live in their own modules and only translate HTTP to store
 calls: the Murano 0.2 ones in :mod:`fornace.api.muranoroutes`, the jobs in
 :mod:`fornace.api.jobroutes`, the workflow packages in
 :mod:`fornace.api.packages.routes`, the dead letters in
-:mod:`fornace.api.deadletterroutes`.
+:mod:`fornace.api.deadletterroutes`; version discovery (``GET /``, ``/v1/``) in
+:mod:`fornace.api.versions`, ``/healthcheck`` in :mod:`fornace.api.healthcheck`.
 """
 from __future__ import annotations
 
@@ -16,18 +17,23 @@ from fastapi import FastAPI, Request
 from oslo_policy import policy as oslo_policy
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from oslo_config import cfg
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 
 from fornace.api import policy
 from fornace.api.crossorigin import CrossOrigin, parse_allowed_origins
 from fornace.api.dashboard import create_dashboard
 from fornace.api.deadletterroutes import router as dead_letters_router
 from fornace.api.errors import ApiError, error_body
+from fornace.api import healthcheck
 from fornace.api.hosts import AllowedHosts, HostCheck, allowed_hosts as default_hosts
 from fornace.api.jobroutes import router as jobs_router
 from fornace.api.muranoroutes import router as murano_router
 from fornace.api.packages.routes import router as packages_router
+from fornace.api.requestids import RequestIds
+from fornace.api.versions import router as versions_router
 from fornace.api.stores.store import Store
 from fornace.common.db.outages import transient
 
@@ -102,13 +108,24 @@ def _describe_validation(exc: RequestValidationError) -> str:
     return "; ".join(parts) or "invalid request"
 
 
+class FornaceApi(FastAPI):
+    """FastAPI, with :class:`fornace.api.requestids.RequestIds` around all of it:
+    the answers Starlette's own outermost middleware makes (the 500 of an
+    unexpected error) carry the request id too."""
+
+    def build_middleware_stack(self) -> Any:
+        return RequestIds(super().build_middleware_stack())
+
+
 def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
                jobs: Optional["Jobs"] = None, allowed_origins: Iterable[str] = (),
                enforcer: Optional[oslo_policy.Enforcer] = None,
                packages: Optional["Packages"] = None,
                workflow_files: Optional["WorkflowFiles"] = None,
                allowed_hosts: Optional[AllowedHosts] = None,
-               form_secret: Optional[bytes] = None) -> FastAPI:
+               form_secret: Optional[bytes] = None,
+               public_endpoint: Optional[str] = None,
+               healthcheck_conf: Optional[cfg.ConfigOpts] = None) -> FastAPI:
     """The web app on ``store``; ``jobs`` (an :class:`fornace.api.stores.jobs.Jobs`) defaults
     to one on the same store.  ``allowed_origins``: the web origins besides the API's
     own whose pages may send it changes (:mod:`fornace.api.crossorigin`).
@@ -122,17 +139,20 @@ def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
     ``allowed_hosts``: the Host headers served (:mod:`fornace.api.hosts`; default:
     the loopback names only).  ``form_secret``: what the dashboard signs its form
     tokens with (:mod:`fornace.api.dashboard.csrf`; default: a random one of this
-    app, so tokens do not outlive it)."""
+    app, so tokens do not outlive it).  ``public_endpoint``: the URL version
+    discovery links to (:mod:`fornace.api.versions`; default: the URL each
+    request reached).  ``healthcheck_conf``: the ``[healthcheck]`` options of
+    ``/healthcheck`` (:mod:`fornace.api.healthcheck`; default: theirs)."""
     from fornace.api.stores.jobs import Jobs
     from fornace.api.packages.store import Packages
     from fornace.api.packages.names import PackageNames
     from fornace.api.packages.pins import Pins
 
     origins = parse_allowed_origins(allowed_origins)  # malformed: an error now, not later
-    app = FastAPI(title="Fornace API",
-                  description="Environments, configuration sessions, services and "
-                              "deployments (Murano 0.2 compatible), and jobs.",
-                  version="0.2")
+    app = FornaceApi(title="Fornace API",
+                     description="Environments, configuration sessions, services and "
+                                 "deployments (Murano 0.2 compatible), and jobs.",
+                     version="0.2")
     app.state.store = store
     app.state.jobs = jobs if jobs is not None else Jobs(store)
     app.state.packages = packages if packages is not None else Packages(store.sessions)
@@ -140,6 +160,11 @@ def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
     app.state.package_names = PackageNames(store.sessions)
     app.state.auth = auth
     app.state.policy = policy.Policy(enforcer if enforcer is not None else policy.enforcer())
+    app.state.public_endpoint = public_endpoint
+    # GET /, /v1/: version discovery; /healthcheck: oslo.middleware's, unauthenticated
+    app.include_router(versions_router)
+    app.router.routes.append(Route(healthcheck.PATH, healthcheck.healthcheck_app(healthcheck_conf),
+                                   methods=["GET", "HEAD"], include_in_schema=False))
     for prefix in ("", "/v1"):
         app.include_router(murano_router, prefix=prefix)
         app.include_router(jobs_router, prefix=prefix)
@@ -193,7 +218,11 @@ def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
                                "/dashboard/packages/new": package_bytes})
     # outermost: a cross-site request is refused before anything reads its body
     app.add_middleware(CrossOrigin, allowed=origins)
-    # before everything: a request for another host (DNS rebinding) is not served
+    # before everything: a request for another host (DNS rebinding) is not served;
+    # but for a load balancer's health check (by the API's address), unless it
+    # shows details
     app.add_middleware(HostCheck,
-                       allowed=allowed_hosts if allowed_hosts is not None else default_hosts())
+                       allowed=allowed_hosts if allowed_hosts is not None else default_hosts(),
+                       exempt=() if healthcheck.detailed(healthcheck_conf)
+                       else (healthcheck.PATH,))
     return app

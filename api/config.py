@@ -1,6 +1,8 @@
 """Options of the API service (oslo.config): ``[api]``; the broker, data
 folder and database options it shares with the conductor are declared in
-:mod:`fornace.common.options`."""
+:mod:`fornace.common.options`; ``[healthcheck]`` is oslo.middleware's, which
+registers it when the API starts (:mod:`fornace.api.healthcheck`: importing
+it here would cost every command a fifth of a second)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -70,6 +72,12 @@ api_opts = [
                     "they are unpacked (more: 400, whatever sizes the archive "
                     "declares: a zip bomb stops there)."),
     cfg.BoolOpt("access_log", default=True, help="Log one line per HTTP request."),
+    cfg.URIOpt("public_endpoint", schemes=["http", "https"],
+               help="The URL clients reach the API by (e.g. "
+                    "https://fornace.example.com:8082), for the links of version "
+                    "discovery (GET / and GET /v1/). Unset: the scheme and Host of "
+                    "each request. Set it when the API is behind a proxy or a load "
+                    "balancer that does not forward the Host clients used."),
 ]
 
 
@@ -92,9 +100,9 @@ def catalog_file(conf: cfg.ConfigOpts) -> Path:
 
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
     """For oslo-config-generator (``etc/fornace.conf.sample``; the shared options
-    are :mod:`fornace.common.options`'), with oslo.messaging's options of the
-    notifications the API sends (registered when it starts:
-    :func:`fornace.common.notifications.register`)."""
+    are :mod:`fornace.common.options`', ``[healthcheck]`` oslo.middleware's own
+    namespace's), with oslo.messaging's options of the notifications the API
+    sends (registered when it starts: :func:`fornace.common.notifications.register`)."""
     return [("api", api_opts)] + notifications.list_opts()
 
 

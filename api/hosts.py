@@ -12,7 +12,8 @@ and without a final dot; IP addresses as addresses (``[0::1]`` is ``::1``).
 A pattern ``.example.com`` matches ``example.com`` and every name below it,
 ``*.example.com`` only the names below it, and ``*`` any host (no check).
 Any other Host, a malformed one, several, or none is refused with the API's
-JSON 400.
+JSON 400.  The paths a :class:`HostCheck` exempts (``/healthcheck``, which
+load balancers ask by the API's address) are served whatever the Host.
 
 Starlette's TrustedHostMiddleware is not used: its refusal is a plain-text
 body, it compares the Host with its port cut at the first colon (an IPv6
@@ -155,14 +156,17 @@ def refusal(headers: list[tuple[bytes, bytes]], allowed: AllowedHosts) -> Option
 
 
 class HostCheck:
-    """ASGI middleware: the Host check above, for every HTTP request."""
+    """ASGI middleware: the Host check above, for every HTTP request but those
+    for the ``exempt`` paths."""
 
-    def __init__(self, app: Any, allowed: AllowedHosts) -> None:
+    def __init__(self, app: Any, allowed: AllowedHosts, exempt: Iterable[str] = ()) -> None:
         self.app = app
         self.allowed = allowed
+        self.exempt = frozenset(exempt)
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] not in ("http", "websocket") or self.allowed.anything:
+        if (scope["type"] not in ("http", "websocket") or self.allowed.anything
+                or scope.get("path") in self.exempt):
             await self.app(scope, receive, send)
             return
         why = refusal(scope.get("headers") or [], self.allowed)

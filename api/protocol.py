@@ -4,7 +4,8 @@ A request uvicorn's parser refuses -- e.g. a header value with a control
 character (``Content-Type: application/json\\x01``) -- never reaches the app:
 uvicorn answers it itself with a plain-text ``Invalid HTTP request received.``
 The protocol here answers the same 400 with the JSON error body every other
-400 has (muranoclient and the CLI read ``error.message``).  Pass
+400 has (muranoclient and the CLI read ``error.message``), and a request id
+as every answer has.  Pass
 :func:`http_protocol` as uvicorn's ``http`` setting.
 """
 from __future__ import annotations
@@ -13,9 +14,11 @@ import asyncio
 import json
 from typing import Optional
 
+from oslo_context.context import generate_request_id
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from fornace.api.errors import error_body
+from fornace.api.requestids import RESPONSE_HEADER
 
 HttpToolsProtocol: Optional[type]
 try:
@@ -38,6 +41,8 @@ class JsonParseErrors:
         lines = [b"HTTP/1.1 400 Bad Request"]
         lines += [name + b": " + value
                   for name, value in getattr(self.server_state, "default_headers", [])]
+        # no request reached the app: the id of this answer alone, as every answer has
+        lines += [RESPONSE_HEADER + b": " + generate_request_id().encode("latin-1")]
         lines += [b"content-type: application/json",
                   b"content-length: " + str(len(body)).encode(), b"connection: close"]
         self.transport.write(b"\r\n".join(lines) + b"\r\n\r\n" + body)

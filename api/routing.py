@@ -23,7 +23,7 @@ from starlette.concurrency import run_in_threadpool
 from fornace.api.auth import NoAuth
 from fornace.api.context import Context
 from fornace.api.stores.store import Store
-from fornace.common import names
+from fornace.common import names, requestcontext
 from fornace.common.db.replay import replayed
 
 SESSION_HEADER = Header(None, alias="X-Configuration-Session",
@@ -75,6 +75,9 @@ async def context(request: Request) -> Context:
         ctx = auth.context(request.headers)
     else:
         ctx = await run_in_threadpool(auth.context, request.headers)  # e.g. a Keystone call
+    logged = requestcontext.current()
+    if logged is not None:   # the request's log lines name the caller from now on
+        logged.user_id, logged.project_id = ctx.user_id, ctx.tenant_id
     return request.app.state.policy.with_admin(ctx)
 
 

@@ -127,7 +127,9 @@ class ApiService:
                                        workflow_files=self.workflow_files,
                                        allowed_hosts=_hosts(conf),
                                        form_secret=form_secret(conf.api.dashboard_secret,
-                                                               conf.api.state_dir))
+                                                               conf.api.state_dir),
+                                       public_endpoint=conf.api.public_endpoint,
+                                       healthcheck_conf=conf)
         self._stop = threading.Event()
         self._consumer: Consumer | None = None
         self._thread: threading.Thread | None = None

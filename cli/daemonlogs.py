@@ -4,7 +4,10 @@
 The options are oslo.log's own: ``--debug``, ``--log-file``, ``--log-dir``,
 ``--use-syslog``, ``--use-journal``, ``--use-json`` on the command line or in
 ``[DEFAULT]`` of the configuration file, plus its format and rotation
-options.  Without any, lines go to standard error.  The client commands and
+options.  Without any, lines go to standard error.  The lines of an API
+request, and of the conductor's job it started, show its request id
+(:mod:`fornace.common.requestcontext`) where oslo.log's
+``logging_context_format_string`` puts it.  The client commands and
 ``fornace workflow`` do not load it (their start-up stays small).
 """
 from __future__ import annotations
@@ -36,6 +39,10 @@ def setup(conf: cfg.ConfigOpts, *, level: str | None = None) -> None:
 
     from oslo_log import log
 
+    from fornace.common import requestcontext
+
     log.setup(conf, "fornace")
+    # each line of an API request or of a conductor's job names its request
+    requestcontext.install(logging.getLogger().handlers)
     if level and not conf.debug:
         logging.getLogger().setLevel(level)

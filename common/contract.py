@@ -93,6 +93,18 @@ the earlier ones, and a Murano 0.2 agent or API speaks 1.0)::
            each as the report it stands for (see pack_reports and
            unpack_reports).  Thousands of reports cost a few messages, not
            a message (a publish, a confirm, an ack) each
+    1.13 - "request_id" on a task: the id (req-<uuid>) of the API request
+           that started it, and "global_request_id" when that request
+           carried one (its X-Openstack-Request-Id); the conductor's log
+           lines of the job show them as the API's lines of the request do.
+           Both optional (absent before 1.13, or from a task no request
+           started); a value that is not req-<uuid> is a ContractError.
+           Not part of the model the workflows see
+    1.14 - "region" at the top of a task's model: the region the environment
+           was created in (Murano's environment region), set by the API
+           whatever the stored model says; the conductor makes the
+           environment's stack on the Heat of that region.  Optional (absent
+           before 1.14 and for environments created without one)
 """
 from __future__ import annotations
 
@@ -105,8 +117,12 @@ from typing import Any, Sequence
 
 from fornace.common import jsonlimits, names
 
-CONTRACT_VERSION = "1.12"   # see the history above; bump it with every change of a body
+CONTRACT_VERSION = "1.14"   # see the history above; bump it with every change of a body
 MAX_PACKAGES = 32          # workflow packages on one task (1.8)
+REQUEST_KEYS = ("request_id", "global_request_id")   # on a task (1.13)
+#: a request id: ``req-`` and a UUID in lower case, as oslo.context makes them
+#: and oslo.middleware's request id check has them
+REQUEST_ID = re.compile(r"req-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 TASKS = "tasks"            # exchange, queue and routing key
 RESULTS = "task-results"
@@ -229,6 +245,18 @@ def task_body(model: dict[str, Any], token: str | None, tenant_id: str,
         body["packages"] = [dict(ref) for ref in packages]
     _check_task(body)
     return body
+
+
+def with_request(body: dict[str, Any], request_id: str | None,
+                 global_request_id: str | None = None) -> dict[str, Any]:
+    """A task body that names the API request that started it (1.13): a copy
+    of ``body`` with ``request_id`` and ``global_request_id`` (when given)."""
+    stamped = dict(body)
+    for key, value in zip(REQUEST_KEYS, (request_id, global_request_id)):
+        if value is not None:
+            stamped[key] = value
+    _check_task(stamped)
+    return stamped
 
 
 def deletion_task_body(environment_id: str, name: str, token: str | None,
@@ -423,6 +451,8 @@ class Task:
     parameters: dict[str, Any] | None = None
     trust_id: str | None = None    # contract 1.6
     packages: list[dict[str, str]] = field(default_factory=list)   # contract 1.8
+    request_id: str | None = None          # contract 1.13
+    global_request_id: str | None = None   # contract 1.13
 
 
 @dataclass
@@ -471,15 +501,16 @@ def parse_task(body: Any) -> Task:
     job = body.pop("job", None)   # not part of the model the workflows see
     trust_id = body.pop("trust_id", None)   # nor is this
     packages = body.pop("packages", None) or []   # nor this
+    request = {key: body.pop(key, None) for key in REQUEST_KEYS}   # nor these
     if job is None:
         return Task(model=body, token=body.get("token"), tenant_id=body["tenant_id"],
                     environment_id=body["id"], deleted=deleted,
                     action="delete" if deleted else "deploy", parameters={},
-                    trust_id=trust_id, packages=packages)
+                    trust_id=trust_id, packages=packages, **request)
     return Task(model=body, token=body.get("token"), tenant_id=body["tenant_id"],
                 environment_id=body["id"], deleted=deleted, job_id=job["id"],
                 action=job["action"], parameters=job["parameters"], trust_id=trust_id,
-                packages=packages)
+                packages=packages, **request)
 
 
 @dataclass
@@ -646,6 +677,14 @@ def _check_task(body: dict) -> None:
         _check_job(body["job"])
     if "packages" in body:
         _check_packages(body["packages"])
+    for key in REQUEST_KEYS:
+        if body.get(key) is not None and not is_request_id(body[key]):
+            raise _error(kind, "must be req- followed by a UUID, or null", key)
+
+
+def is_request_id(text: Any) -> bool:
+    """Whether ``text`` is a request id (:data:`REQUEST_ID`)."""
+    return isinstance(text, str) and REQUEST_ID.fullmatch(text) is not None
 
 
 def _check_packages(refs: Any) -> None:

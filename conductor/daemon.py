@@ -8,6 +8,7 @@ the task id and their order, so the API stores a report of a rerun once.
 """
 from __future__ import annotations
 
+import contextvars
 import logging
 import os
 import socket
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from fornace.common import contract
+from fornace.common import contract, requestcontext
 from fornace.common.broker import Broker
 from fornace.common.consumer import Consumer, Delivery, Requeue
 from fornace.common.db.outages import described, retried, transient
@@ -68,6 +69,15 @@ class ConductorSettings:
     # before its result (contract 1.7), at most trace_bytes of JSON
     trace: bool = True
     trace_bytes: int = TRACE_BYTES
+
+
+def _request_context(task: contract.Task) -> requestcontext.RequestContext | None:
+    """The context of the API request that started ``task`` (None: a task of
+    an older API, or none started it), on the task's project."""
+    if task.request_id is None:
+        return None
+    return requestcontext.new_context(task.request_id, task.global_request_id,
+                                      project_id=task.tenant_id)
 
 
 class Conductor:
@@ -170,6 +180,12 @@ class Conductor:
         A task without a message id cannot be told from another: refused.
         """
         task = contract.parse_task(body)
+        # the job's log lines name the API request that started it (contract 1.13)
+        with requestcontext.bound(_request_context(task)):
+            self._handle_task(task, body, delivery)
+
+    def _handle_task(self, task: contract.Task, body: Any, delivery: Delivery) -> None:
+        """:meth:`handle_task` once the task is read."""
         if not delivery.message_id:
             LOG.error("environment %s: a task without a message id is refused (a copy of "
                       "it could not be told from another task); nothing was run",
@@ -224,7 +240,8 @@ class Conductor:
 
         def run() -> None:
             try:
-                self._run_task(task, body, task_id, running)
+                with requestcontext.bound(_request_context(task)):
+                    self._run_task(task, body, task_id, running)
             finally:
                 self._close_publisher()    # the thread ends with the job
         return run
@@ -489,7 +506,9 @@ class Conductor:
                                 grant.environment_id, grant.job_id, LOST)
                     return
 
-        threading.Thread(target=beat, name=f"lock-{grant.job_id}", daemon=True).start()
+        # its lines are the job's: they name its request too
+        threading.Thread(target=contextvars.copy_context().run, args=(beat,),
+                         name=f"lock-{grant.job_id}", daemon=True).start()
 
     def _unlock(self, grant: Any, watch: "_LockWatch") -> None:
         watch.done.set()

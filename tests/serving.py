@@ -14,12 +14,16 @@ from waiting import wait_for
 
 
 @contextlib.contextmanager
-def serving(app: Any, http: type | None = None) -> Iterator[str]:
+def serving(app: Any, http: type | None = None, access_log: bool = False) -> Iterator[str]:
     """Serve ``app`` as ``fornace api`` does (its HTTP protocol, unless ``http``
-    names another); yield its URL."""
+    names another; ``access_log``: a line per request, as [api] access_log,
+    into the process's logging); yield its URL."""
     port = free_port()
     server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port,
-                                           log_level="warning", http=http or http_protocol()))
+                                           log_level="info" if access_log else "warning",
+                                           access_log=access_log,
+                                           **({"log_config": None} if access_log else {}),
+                                           http=http or http_protocol()))
     thread = threading.Thread(target=server.run, name=f"api-{port}", daemon=True)
     thread.start()
     try:

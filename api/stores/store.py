@@ -49,6 +49,7 @@ from fornace.api.stores.sessions import ConfigSessions
 from fornace.api.trusts import Delegation, Trusts
 from fornace.common.catalog import (Catalog, CatalogError, catalog_with, declared_secrets,
                                      load_catalog)
+from fornace.common import contract, requestcontext
 from fornace.common.db.models import ConfigSession, Job, Environment
 from fornace.common.notifications import OFF, Notifications, context
 from fornace.common.resources import BUILTIN_DATA
@@ -260,13 +261,13 @@ class Store:
 
     def publish(self, body: dict, message_id: str) -> None:
         """Publish a task as it is (no claim to undo: see :meth:`send_task`)."""
-        self._publish(body, message_id)
+        self._publish(with_request(body), message_id)
 
     def send_task(self, body: dict, message_id: str, env_id: str, previous: str,
                   session_id: str | None = None) -> None:
         """Publish a task; if the broker refuses, undo the claim (nothing half-done)."""
         try:
-            self._publish(body, message_id)
+            self._publish(with_request(body), message_id)
         except Exception as exc:
             LOG.error("environment %s: cannot publish task %s: %s", env_id, message_id, exc)
             with self._sessions.begin() as db:
@@ -280,6 +281,15 @@ class Store:
                     db.delete(deployment)
             raise Unavailable("the task queue is unavailable; nothing was started, "
                               "try again later") from None
+
+
+def with_request(body: dict) -> dict:
+    """A task body naming the request being served (contract 1.13), for the
+    conductor's log lines of its job; as it is outside a request."""
+    ctx = requestcontext.current()
+    if ctx is None:
+        return body
+    return contract.with_request(body, ctx.request_id, ctx.global_request_id)
 
 
 @functools.lru_cache(maxsize=4)

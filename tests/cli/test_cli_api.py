@@ -45,6 +45,7 @@ def test_api_command_serves_and_keeps_data(tmp_path, logs_first):
         created = post_when_up(process, port, "cli")
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/environments") as response:
             listed = json.load(response)
+            request_id = response.headers["x-openstack-request-id"]
         assert [e["id"] for e in listed["environments"]] == [created["id"]]
     finally:
         process.terminate()
@@ -53,6 +54,9 @@ def test_api_command_serves_and_keeps_data(tmp_path, logs_first):
     text = log.read_text()
     assert " DEBUG " in text and " fornace." in text
     assert "POST /v1/environments" in text and "Application startup complete" in text
+    # the request's line names its id (oslo.log's logging_context_format_string)
+    line, = [line for line in text.splitlines() if '"GET /environments HTTP' in line]
+    assert f"[None {request_id} demo demo " in line
     assert process.stdout.read().decode().strip() == ""   # nothing left on the console
 
 

@@ -336,3 +336,36 @@ def test_a_tasks_event_carries_node_states_and_bad_ones_are_named() -> None:
         with pytest.raises(contract.ContractError) as caught:
             contract.parse_job_event(bad)
         assert where in str(caught.value)
+
+
+def test_a_task_names_the_request_that_started_it():
+    """Contract 1.13: request_id and global_request_id, optional, not in the model."""
+    ours, theirs = "req-" + "0" * 8 + "-1111-2222-3333-" + "4" * 12, \
+        "req-abcdef01-2345-6789-abcd-ef0123456789"
+    plain = task_body(model(), "tok", "ten")
+    body = contract.with_request(plain, ours, theirs)
+    assert "request_id" not in plain                        # a copy
+    task = parse_task(json.dumps(body))
+    assert (task.request_id, task.global_request_id) == (ours, theirs)
+    assert "request_id" not in task.model and "global_request_id" not in task.model
+    only_ours = parse_task(contract.with_request(plain, ours))
+    assert (only_ours.request_id, only_ours.global_request_id) == (ours, None)
+    before = parse_task(plain)                              # a task of an older API
+    assert (before.request_id, before.global_request_id) == (None, None)
+    assert parse_task({**plain, "request_id": None}).request_id is None
+
+
+@pytest.mark.parametrize("field", ["request_id", "global_request_id"])
+@pytest.mark.parametrize("value", ["req-1 INJECTED", "REQ-ABCDEF01-2345-6789-ABCD-EF0123456789",
+                                   "abcdef01-2345-6789-abcd-ef0123456789", 7, ["req-x"],
+                                   "req-abcdef01-2345-6789-abcd-ef0123456789\n"])
+def test_a_malformed_request_id_is_a_contract_error_that_does_not_quote_it(field, value):
+    body = {**task_body(model(), "tok", "ten"), field: value}
+    with pytest.raises(ContractError) as caught:
+        parse_task(body)
+    assert caught.value.field == field and "req- followed by a UUID" in str(caught.value)
+    assert "INJECTED" not in str(caught.value)
+    with pytest.raises(ContractError):
+        contract.with_request(task_body(model(), "tok", "ten"), *(
+            (value, None) if field == "request_id" else ("req-" + "0" * 8 + "-1111-2222-3333-"
+                                                        + "4" * 12, value)))
