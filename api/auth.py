@@ -53,9 +53,11 @@ class KeystoneAuth:
     MAX_CACHED = 10000
 
     def __init__(self, keystone: Keystone, cache_seconds: int = 60,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 www_authenticate_uri: str | None = None) -> None:
         self.keystone = keystone
-        self.cache_seconds = cache_seconds
+        self.cache_seconds = max(cache_seconds, 0)   # -1 (keystonemiddleware's "off"): 0
+        self.www_authenticate_uri = www_authenticate_uri
         self._clock = clock
         self._cache: dict[str, tuple[float, Context]] = {}
         self._lock = threading.Lock()
@@ -63,16 +65,22 @@ class KeystoneAuth:
     @classmethod
     def from_config(cls, conf: Any) -> "KeystoneAuth":
         if not identity.configured(conf):
-            raise ValueError("[keystone] auth_type and auth_url are required in keystone "
-                             "auth mode")
+            raise ValueError(f"[{identity.AUTHTOKEN}] auth_type and auth_url are required "
+                             f"in keystone auth mode")
         try:
             keystone = Keystone.from_config(conf)
         except IdentityError as exc:
             raise ValueError(str(exc)) from None
-        return cls(keystone, conf.keystone.cache_seconds)
+        group = conf[identity.AUTHTOKEN]
+        return cls(keystone, group.token_cache_time,
+                   www_authenticate_uri=group.www_authenticate_uri)
 
     @property
     def www_authenticate(self) -> str:
+        """The 401's ``WWW-Authenticate``: ``www_authenticate_uri``, else the
+        identity URL tokens are validated at."""
+        if self.www_authenticate_uri:
+            return f'Keystone uri="{self.www_authenticate_uri}"'
         try:
             return f'Keystone uri="{self.keystone.url}"'
         except IdentityError:

@@ -8,7 +8,7 @@ written before it was shared).  Each service registers the groups it reads
 with the ``register_*`` functions here -- registering one twice is a no-op --
 and never reads an option another service declares.  The options only one
 service reads stay in its own ``config`` module (``fornace.api.config``,
-``fornace.conductor.config``, ``fornace.agent.config``); ``[keystone]``, which
+``fornace.conductor.config``, ``fornace.agent.config``); ``[keystone_authtoken]``, which
 the API and the conductor read too, is :mod:`fornace.common.identity`'s.
 """
 from __future__ import annotations

@@ -62,7 +62,7 @@ class ConductorSettings:
     lock_wait: float = 600.0          # seconds a job waits for a lock another job holds
     agents: str = "amqp"              # the agent backend (executors.AGENTS)
     # deletes a Keystone trust once its environment's deletion succeeded (None:
-    # no [keystone] service user: a task's trust stays for the operator)
+    # no [keystone_authtoken] service user: a task's trust stays for the operator)
     delete_trust: Callable[[str], None] | None = None
     # every job's trace (which rule fired on which object) goes to the API
     # before its result (contract 1.7), at most trace_bytes of JSON
@@ -406,7 +406,7 @@ class Conductor:
             return
         if self.settings.delete_trust is None:
             LOG.warning("environment %s: deleted, but its Keystone trust stays: this "
-                        "conductor has no [keystone] service user", task.environment_id)
+                        "conductor has no [keystone_authtoken] service user", task.environment_id)
             return
         try:
             self.settings.delete_trust(task.trust_id)

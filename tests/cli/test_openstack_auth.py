@@ -56,7 +56,7 @@ def box(tmp_path_factory) -> Iterator[object]:
     conf(["up"], project="fornace", default_config_files=[], default_config_dirs=[])
     conf.set_override("auth_mode", "keystone", group="api")
     identitykit.set_keystone_options(conf, url)
-    conf.set_override("cache_seconds", 0, group="keystone")
+    conf.set_override("token_cache_time", 0, group="keystone_authtoken")
     yield from running_onebox(tmp_path_factory.mktemp("cli-keystone") / "state", conf=conf)
 
 
