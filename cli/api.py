@@ -53,9 +53,12 @@ def run(conf: cfg.ConfigOpts) -> int:
                "log_config": None,   # uvicorn's lines go where oslo.log sends the others
                "http": http_protocol()}   # unparseable requests get the JSON 400 too
     if workers > 1:
-        from fornace.common.db.engine import upgrade
+        from fornace.common.db.engine import upgrade, wait_for_database
+        from fornace.common.options import database_retries
 
-        upgrade(command.db or database_url(conf))  # once, before the workers start
+        url = command.db or database_url(conf)
+        wait_for_database(url, database_retries(conf))
+        upgrade(url)  # once, before the workers start
         # each worker process builds its own service from the same options
         os.environ[WORKER_ENV] = json.dumps({"argv": sys.argv[1:], "db": command.db})
         uvicorn.run("fornace.cli.api:worker_app", factory=True, workers=workers, **options)

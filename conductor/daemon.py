@@ -24,6 +24,7 @@ from fornace.common.consumer import Consumer, Delivery, Requeue
 from fornace.common.db.outages import described, retried, transient
 from fornace.common.catalog import Catalog, declared_secrets, load_catalog
 from fornace.common.db import queues
+from fornace.common.db.pool import Pool
 from fornace.common.modelview import iter_units
 from fornace.common.resources import BUILTIN_DATA
 from fornace.common.secrets import find_secrets, mask_text
@@ -58,6 +59,7 @@ class ConductorSettings:
     max_environments: int = 4
     engine: Settings | None = None
     database_url: str | None = None   # where the job locks are (None: no lock)
+    database_pool: Pool | None = None  # its engine's pool ([database]; None: the defaults)
     lock_stale_after: float = 60.0    # seconds without a heartbeat: a dead holder
     lock_wait: float = 600.0          # seconds a job waits for a lock another job holds
     agents: str = "amqp"              # the agent backend (executors.AGENTS)
@@ -88,7 +90,7 @@ class Conductor:
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.locks = None
         if settings.database_url:
-            self.locks = JobLock(settings.database_url)
+            self.locks = JobLock(settings.database_url, pool=settings.database_pool)
         # the workflow packages tasks name (contract 1.8), read from the database
         self.data = PackageData(JobData(self.workflows, self.store, self.catalog),
                                 database_reader(self.locks.engine) if self.locks else None,
