@@ -139,4 +139,19 @@ def context_of(token: str, body: dict[str, Any]) -> Context:
                    roles=roles, user_name=user.get("name", ""),   # is_admin: the policy's
                    project_name=project.get("name", ""),
                    project_domain_id=domain.get("id", ""),
-                   expires_at=identity.expiry(body))
+                   expires_at=identity.expiry(body), delegated_by=delegation_of(body))
+
+
+def delegation_of(body: dict[str, Any]) -> str:
+    """How a token body says its token was delegated ("" when it was not): an
+    application credential (``application_credential``, named), a trust
+    (``OS-TRUST:trust``) or OAuth 1.0a (``OS-OAUTH1``)."""
+    credential = body.get("application_credential")
+    if isinstance(credential, dict) or "application_credential" in (body.get("methods") or []):
+        name = credential.get("name") if isinstance(credential, dict) else None
+        return f"application credential {name!r}" if name else "an application credential"
+    if body.get("OS-TRUST:trust"):
+        return "trust"
+    if body.get("OS-OAUTH1"):
+        return "OAuth 1.0a"
+    return ""
