@@ -53,9 +53,11 @@ class KeystoneAuth:
     MAX_CACHED = 10000
 
     def __init__(self, keystone: Keystone, cache_seconds: int = 60,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 www_authenticate_uri: str | None = None) -> None:
         self.keystone = keystone
-        self.cache_seconds = cache_seconds
+        self.cache_seconds = max(cache_seconds, 0)   # -1 (keystonemiddleware's "off"): 0
+        self.www_authenticate_uri = www_authenticate_uri
         self._clock = clock
         self._cache: dict[str, tuple[float, Context]] = {}
         self._lock = threading.Lock()
@@ -63,16 +65,22 @@ class KeystoneAuth:
     @classmethod
     def from_config(cls, conf: Any) -> "KeystoneAuth":
         if not identity.configured(conf):
-            raise ValueError("[keystone] auth_type and auth_url are required in keystone "
-                             "auth mode")
+            raise ValueError(f"[{identity.AUTHTOKEN}] auth_type and auth_url are required "
+                             f"in keystone auth mode")
         try:
             keystone = Keystone.from_config(conf)
         except IdentityError as exc:
             raise ValueError(str(exc)) from None
-        return cls(keystone, conf.keystone.cache_seconds)
+        group = conf[identity.AUTHTOKEN]
+        return cls(keystone, group.token_cache_time,
+                   www_authenticate_uri=group.www_authenticate_uri)
 
     @property
     def www_authenticate(self) -> str:
+        """The 401's ``WWW-Authenticate``: ``www_authenticate_uri``, else the
+        identity URL tokens are validated at."""
+        if self.www_authenticate_uri:
+            return f'Keystone uri="{self.www_authenticate_uri}"'
         try:
             return f'Keystone uri="{self.keystone.url}"'
         except IdentityError:
@@ -131,4 +139,19 @@ def context_of(token: str, body: dict[str, Any]) -> Context:
                    roles=roles, user_name=user.get("name", ""),   # is_admin: the policy's
                    project_name=project.get("name", ""),
                    project_domain_id=domain.get("id", ""),
-                   expires_at=identity.expiry(body))
+                   expires_at=identity.expiry(body), delegated_by=delegation_of(body))
+
+
+def delegation_of(body: dict[str, Any]) -> str:
+    """How a token body says its token was delegated ("" when it was not): an
+    application credential (``application_credential``, named), a trust
+    (``OS-TRUST:trust``) or OAuth 1.0a (``OS-OAUTH1``)."""
+    credential = body.get("application_credential")
+    if isinstance(credential, dict) or "application_credential" in (body.get("methods") or []):
+        name = credential.get("name") if isinstance(credential, dict) else None
+        return f"application credential {name!r}" if name else "an application credential"
+    if body.get("OS-TRUST:trust"):
+        return "trust"
+    if body.get("OS-OAUTH1"):
+        return "OAuth 1.0a"
+    return ""

@@ -28,6 +28,10 @@ class Context:
     project_name: str = ""
     project_domain_id: str = ""
     expires_at: float | None = None  # the token's end (time.time()); None: no token
+    # how the token was delegated to its bearer, when it was (keystone mode):
+    # "application credential NAME", "trust", "OAuth 1.0a" -- Keystone lets no such
+    # token make trusts (fornace.api.trusts)
+    delegated_by: str = ""
 
 
 def allowed(ctx: Context, env_id: str, env: Any) -> Any:

@@ -41,7 +41,7 @@ from fornace.common.brokerurl import check
 from fornace.common.consumer import BATCH_SIZE, Consumer, Delivery
 from fornace.common import options
 from fornace.common.catalog import load_catalog
-from fornace.common.db.engine import make_engine, session_factory, upgrade
+from fornace.common.db.engine import make_engine, session_factory, upgrade, wait_for_database
 from fornace.common.packages.checks import PackageCheck, WorkflowCheck
 
 LOG = logging.getLogger(__name__)
@@ -100,10 +100,11 @@ class ApiService:
         environment's workflow files (None: they are shown unchecked)."""
         url = db_url or options.database_url(conf)
         if migrate:  # worker processes leave it to their parent
+            wait_for_database(url, options.database_retries(conf))
             upgrade(url)
         # no ping per checkout: a request that finds a connection dead is run
         # once more (fornace.api.routing.run), a batch of messages is requeued
-        self.engine = make_engine(url, pre_ping=False)
+        self.engine = make_engine(url, pre_ping=False, pool=options.database_pool(conf))
         self.brokers = ThreadBrokers(conf.broker.url, conf.broker.queue_type)
         auth: Any = (KeystoneAuth.from_config(conf) if conf.api.auth_mode == "keystone"
                      else NoAuth(conf.api.default_tenant, conf.api.default_user))

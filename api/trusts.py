@@ -47,8 +47,29 @@ class Delegation:
         return env.trust_id if self.current else self.trust_id
 
 
+def refusal(delegated_by: str) -> str:
+    """Why a job of a delegated token is refused, and what to do instead."""
+    how = ("a trust" if delegated_by == "trust" else
+           "OAuth 1.0a" if delegated_by == "OAuth 1.0a" else delegated_by)
+    return (f"this token was issued through {how}: Keystone lets no delegated token "
+            f"(an application credential, restricted or not, a trust, OAuth) make the "
+            f"trust Fornace acts on the cloud with for your deployments, so a job that "
+            f"acts on the cloud (deploy, an action, delete) is refused before it starts. "
+            f"Log in with your password (auth_type password in clouds.yaml, "
+            f"OS_AUTH_TYPE=password, or the dashboard's login) to start it; listing, "
+            f"showing and editing sessions work with this token.")
+
+
 class Trusts:
-    """Makes and deletes environments' trusts with Keystone."""
+    """Makes and deletes environments' trusts with Keystone.
+
+    A token delegated to its bearer -- an application credential (restricted
+    or not), a trust, OAuth -- cannot make trusts (Keystone answers
+    "Delegated tokens cannot manage trusts"), nor act through the trust
+    another login of its user made: that trust carries the user's roles,
+    which may be more than the credential's.  A job of such a token is
+    refused with a 403 naming what to do, before anything is asked of
+    Keystone or started."""
 
     def __init__(self, keystone: Keystone) -> None:
         self.keystone = keystone
@@ -58,6 +79,8 @@ class Trusts:
         """The trust a job of ``ctx`` acts with, given the environment's current one."""
         if not ctx.token:
             return Delegation(trust_id, trustor_id)
+        if ctx.delegated_by:
+            raise Forbidden(refusal(ctx.delegated_by))
         if trust_id and trustor_id == ctx.user_id:
             if self._usable(trust_id):
                 return Delegation(trust_id, trustor_id)

@@ -53,12 +53,15 @@ def run(conf: cfg.ConfigOpts) -> int:
                "log_config": None,   # uvicorn's lines go where oslo.log sends the others
                "http": http_protocol()}   # unparseable requests get the JSON 400 too
     if workers > 1:
-        from fornace.common.db.engine import upgrade
+        from fornace.common.db.engine import upgrade, wait_for_database
+        from fornace.common.options import database_retries
 
+        url = command.db or database_url(conf)
         try:
-            upgrade(command.db or database_url(conf))  # once, before the workers start
+            wait_for_database(url, database_retries(conf))
+            upgrade(url)  # once, before the workers start
         except db.startup_errors() as exc:
-            return db.failed_start("api", command.db or database_url(conf), exc)
+            return db.failed_start("api", url, exc)
         # each worker process builds its own service from the same options
         os.environ[WORKER_ENV] = json.dumps({"argv": sys.argv[1:], "db": command.db})
         uvicorn.run("fornace.cli.api:worker_app", factory=True, workers=workers, **options)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from oslo_config import cfg
 
-from fornace.cli import argtypes, daemonlogs
+from fornace.cli import argtypes, daemonlogs, db
 from fornace.cli.signals import stop_on_signals, wait_for_stop
 from fornace.conductor.executors import AGENTS, STACKS
 
@@ -30,7 +30,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 def run(conf: cfg.ConfigOpts) -> int:
     from fornace.common.broker import warn_if_in_memory
     from fornace.common.brokerurl import check
-    from fornace.common.options import database_url   # where the job locks are
+    from fornace.common.db.engine import wait_for_database
+    from fornace.common.options import database_pool, database_retries, database_url
     from fornace.conductor.config import engine_settings, trust_deleter
     from fornace.conductor.daemon import Conductor, ConductorSettings
     from fornace.conductor.executors import stacks_factory
@@ -43,10 +44,15 @@ def run(conf: cfg.ConfigOpts) -> int:
         data_dir=Path(conf.data_dir),
         max_environments=command.max_environments or conf.conductor.max_environments,
         lock_stale_after=conf.conductor.lock_stale_after, lock_wait=conf.conductor.lock_wait,
-        engine=engine_settings(conf), database_url=database_url(conf),
+        engine=engine_settings(conf), database_url=database_url(conf),   # the job locks
+        database_pool=database_pool(conf),
         agents=command.agents or conf.conductor.agents, delete_trust=trust_deleter(conf),
         trace=conf.conductor.trace, trace_bytes=conf.conductor.trace_bytes)
     warn_if_in_memory(settings.broker_url, "this conductor gets no task from an API process")
+    try:
+        wait_for_database(settings.database_url, database_retries(conf))
+    except db.startup_errors() as exc:
+        return db.failed_start("conductor", settings.database_url, exc)
     stacks = command.stacks or conf.conductor.stacks
     if stacks == "simulator" and settings.agents != "simulator":
         logging.getLogger(__name__).warning(

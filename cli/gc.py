@@ -40,16 +40,38 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                              "[api] state_dir)")
 
 
+# keystone mode: no one account sees every environment's stack
+PER_PROJECT = ("in keystone mode each environment's stack is in its user's project, "
+               "made through the user's trust: give [heat] the credentials of an account "
+               "of that project (auth_type, auth_url, username, password, project_name, "
+               "user_domain_name, project_domain_name) and run gc once per project")
+
+
 def _backends(conf: cfg.ConfigOpts) -> list[tuple[str, Any, Any]]:
-    """(label, executor, which stack names are Fornace's) to look at."""
+    """(label, executor or the reason it cannot be made, which stack names are
+    Fornace's) to look at."""
     from fornace.conductor.executors.localcloud import LocalStacks
 
     backends: list[tuple[str, Any, Any]] = [
         ("local", LocalStacks.from_conf(conf), lambda name: name.startswith("e"))]
     if (conf.command.stacks or conf.conductor.stacks) == "heat":
-        from fornace.conductor.executors.heat import HeatStacks
-        backends.append(("heat", HeatStacks.from_config(conf), HEAT_STACK_NAME.fullmatch))
+        backends.append(("heat", _heat(conf), HEAT_STACK_NAME.fullmatch))
     return backends
+
+
+def _heat(conf: cfg.ConfigOpts) -> Any:
+    """Heat as ``[heat]`` reaches it without a task (its url, or its own
+    credentials), or why it cannot be reached (a string)."""
+    from fornace.common import identity
+    from fornace.conductor.executors.heat import HeatStacks
+
+    try:
+        if (conf.api.auth_mode == "keystone" and not conf.heat.url
+                and identity.plugin_options(conf, "heat") is None):
+            return PER_PROJECT
+        return HeatStacks.from_config(conf)
+    except ValueError as exc:   # IdentityError too
+        return str(exc)
 
 
 def run(conf: cfg.ConfigOpts) -> int:
@@ -78,6 +100,10 @@ def run(conf: cfg.ConfigOpts) -> int:
             return unusable("gc", url, exc)
         stacks: list[tuple[Any, str]] = []
         for label, backend, ours in _backends(conf):
+            if isinstance(backend, str):
+                print(f"cannot list the {label} stacks: {backend}")
+                trouble = True
+                continue
             try:
                 names = [n for n in backend.stack_names() if ours(n) and n[1:] not in known]
                 for name in names:

@@ -14,6 +14,7 @@ import argparse
 import gc
 import importlib
 import os
+import re
 import sys
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
@@ -354,15 +355,27 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(command: str, conf: Any) -> int:
     """The command's exit code; its errors as one line."""
+    from oslo_config import cfg
+
     try:
         return _module(command).run(conf)
     except FornaceError as exc:
         print(f"fornace: {exc}", file=sys.stderr)
         return 2
+    except cfg.Error as exc:   # a value of the configuration files, read when first used
+        print(f"fornace {command}: {config_error(exc)}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # output piped into head, less…
         return closed_pipe()
+
+
+def config_error(exc: Exception) -> str:
+    """oslo.config's error in a user's words: the file named, not its
+    ``LocationInfo(...)`` object."""
+    return re.sub(r"from LocationInfo\(location=<[^>]*>, detail='([^']*)'\)", r"in \1",
+                  str(exc)).replace("Value for option", "the value of option")
 
 
 def closed_pipe() -> int:

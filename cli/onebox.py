@@ -40,7 +40,7 @@ class OneBox:
                  db: str | None = None, max_environments: int | None = None) -> None:
         import uvicorn   # here, not at the top: every fornace command imports this module
 
-        from fornace.common.options import database_url
+        from fornace.common.options import database_pool, database_url
         from fornace.api.protocol import http_protocol
         from fornace.api.server import ApiService
         from fornace.cli.api import package_check, workflow_check
@@ -61,6 +61,7 @@ class OneBox:
             max_environments=max_environments or conf.conductor.max_environments,
             lock_stale_after=conf.conductor.lock_stale_after, lock_wait=conf.conductor.lock_wait,
             engine=engine_settings(conf), database_url=db or database_url(conf),
+            database_pool=database_pool(conf),
             delete_trust=trust_deleter(conf), trace=conf.conductor.trace,
             trace_bytes=conf.conductor.trace_bytes)
         self.conductor = Conductor(settings, lambda task: self.cloud)

@@ -1,14 +1,22 @@
 """Fornace and Keystone: the service user's options, sessions, tokens and trusts.
 
-The ``[keystone]`` group holds the Fornace service user, read with
-keystoneauth1's loading helpers (``auth_type``, ``auth_url`` with or without
-``/v3``, ``username``, ``password``, ``project_name``, the domains, ``cafile``,
-``insecure``...).  The API uses it to validate users' tokens and to create
-trusts; the conductor uses it with a trust to act for a user
-(:func:`trust_auth`) long after the user's own token has expired -- as Murano
-did.  A trust is made at deploy time by the user (the trustor) for the
-service user (the trustee) on the user's project, with the user's roles and
-impersonation, and deleted with the environment.
+The ``[keystone_authtoken]`` group -- the section every OpenStack API reads
+for token validation, with keystonemiddleware's option names -- holds the
+Fornace service user, read with keystoneauth1's loading helpers
+(``auth_type``, ``auth_url`` with or without ``/v3``, ``username``,
+``password``, ``project_name``, the domains, ``cafile``, ``insecure``...)
+and the validation's own settings (``www_authenticate_uri``,
+``token_cache_time``, ``interface``, ``region_name``).  The API uses it to
+validate users' tokens and to create trusts; the conductor uses it with a
+trust to act for a user (:func:`trust_auth`) long after the user's own token
+has expired -- as Murano did.  A trust is made at deploy time by the user
+(the trustor) for the service user (the trustee) on the user's project, with
+the user's roles and impersonation, and deleted with the environment.
+
+The group was ``[keystone]`` before: every option is still read from there
+when ``[keystone_authtoken]`` does not set it, and oslo.config logs a
+deprecation warning naming the new place (``cache_seconds`` became
+``token_cache_time``).
 
 Only keystoneauth1 is used: no token, password or trust id is ever logged.
 """
@@ -23,15 +31,32 @@ from oslo_config import cfg
 
 LOG = logging.getLogger(__name__)
 
-KEYSTONE = "keystone"
+AUTHTOKEN = "keystone_authtoken"
+OLD_GROUP = "keystone"  # before keystonemiddleware's name: read, with a warning
 PLUGIN = "password"     # the default auth_type, and the plugin the sample lists
 
-keystone_opts = [
-    cfg.IntOpt("cache_seconds", default=60, min=0,
-               help="Longest time a validated token is trusted before Keystone is asked "
-                    "again (never past the token's own expiry)."),
+# keystonemiddleware's names for what Fornace's own validation does (the
+# options of its that Fornace does not implement -- memcached_servers,
+# service_token_roles... -- are not declared: a configuration file naming them
+# is not refused, and they change nothing)
+authtoken_opts = [
+    cfg.StrOpt("www_authenticate_uri", deprecated_name="auth_uri",
+               help="Keystone's public URL named in the WWW-Authenticate header of a "
+                    "401, where clients get a token (default: the identity v3 URL "
+                    "tokens are validated at)."),
+    cfg.IntOpt("token_cache_time", default=60, min=-1,
+               deprecated_opts=[cfg.DeprecatedOpt("cache_seconds", group=OLD_GROUP)],
+               help="Longest time, in seconds, a validated token is trusted before "
+                    "Keystone is asked again (never past the token's own expiry); 0 or "
+                    "-1: every request is validated. Kept in each API process; a "
+                    "revoked token is refused at most this long after."),
+    cfg.StrOpt("interface", default="internal",
+               help="Interface of the identity endpoint of the service user's catalog "
+                    "tokens are validated at (public, internal, admin); when the "
+                    "catalog has none there, auth_url."),
+    cfg.StrOpt("region_name",
+               help="Region of the identity endpoint tokens are validated at."),
 ]
-
 # what a trust-scoped login must not carry besides the trust (Keystone refuses
 # a token request with two scopes)
 _SCOPES = ("project_id", "project_name", "project_domain_id", "project_domain_name",
@@ -53,21 +78,43 @@ def _loading() -> Any:
     return loading
 
 
-def register_group(conf: cfg.ConfigOpts, group: str, auth_type: str | None = PLUGIN) -> None:
+def register_group(conf: cfg.ConfigOpts, group: str, auth_type: str | None = PLUGIN,
+                   old_group: str | None = None) -> None:
     """keystoneauth1's auth and session options in ``group``, ``auth_type``
-    defaulting to ``auth_type``.  The plugin's own options (``auth_url``,
+    defaulting to ``auth_type``; each also read from ``old_group`` (deprecated)
+    when ``group`` does not set it.  The plugin's own options (``auth_url``,
     ``username``...) are registered when the group is read, for the plugin the
     configuration names, as keystoneauth1 does (:func:`plugin_options`)."""
     loading = _loading()
-    loading.register_auth_conf_options(conf, group)
-    loading.register_session_conf_options(conf, group)
+    opts = loading.get_auth_common_conf_options() + loading.get_session_conf_options()
+    conf.register_opts(_also_in(old_group, opts), group=group)
     if auth_type:
         conf.set_default("auth_type", auth_type, group=group)
 
 
-def plugin_options(conf: cfg.ConfigOpts, group: str) -> Any:
-    """The group holding ``group``'s plugin options (its ``auth_section`` or
-    itself), with the options of its ``auth_type`` registered; None without one."""
+def _also_in(old_group: str | None, opts: list[cfg.Opt]) -> list[cfg.Opt]:
+    """``opts``, each also read (with oslo.config's deprecation warning) under its
+    names in ``old_group`` (None: as they are)."""
+    if old_group is None:
+        return opts
+    moved = []
+    for opt in opts:
+        opt = copy.deepcopy(opt)
+        names = [opt.dest] + [old.name.replace("-", "_") for old in opt.deprecated_opts
+                              if old.name]
+        opt.deprecated_opts = list(opt.deprecated_opts) + [
+            cfg.DeprecatedOpt(name, group=old_group) for name in names]
+        moved.append(opt)
+    return moved
+
+
+def _old_group_of(group: str) -> str | None:
+    return OLD_GROUP if group == AUTHTOKEN else None
+
+
+def _plugin(conf: cfg.ConfigOpts, group: str) -> tuple[Any, str] | None:
+    """The loader of ``group``'s auth type and the group holding its options (its
+    ``auth_section`` or itself), those options registered; None without a type."""
     loading = _loading()
     ensure(conf, group)
     section = conf[group].auth_section or group
@@ -79,14 +126,24 @@ def plugin_options(conf: cfg.ConfigOpts, group: str) -> Any:
         loader = loading.get_plugin_loader(name)
     except Exception as exc:
         raise IdentityError(f"[{section}] auth_type {name}: {exc}") from None
-    conf.register_opts([opt._to_oslo_opt() for opt in loader.get_options()], group=section)
-    return conf[section]
+    conf.register_opts(_also_in(_old_group_of(section),
+                                [opt._to_oslo_opt() for opt in loader.get_options()]),
+                       group=section)
+    return loader, section
+
+
+def plugin_options(conf: cfg.ConfigOpts, group: str) -> Any:
+    """The group holding ``group``'s plugin options (its ``auth_section`` or
+    itself), with the options of its ``auth_type`` registered; None without one."""
+    found = _plugin(conf, group)
+    return None if found is None else conf[found[1]]
 
 
 def register(conf: cfg.ConfigOpts) -> None:
-    """``[keystone]``: the Fornace service user."""
-    register_group(conf, KEYSTONE)
-    conf.register_opts(keystone_opts, group=KEYSTONE)
+    """``[keystone_authtoken]``: the Fornace service user and the validation's
+    settings, each also read from the deprecated ``[keystone]``."""
+    register_group(conf, AUTHTOKEN, old_group=OLD_GROUP)
+    conf.register_opts(authtoken_opts, group=AUTHTOKEN)
 
 
 def ensure(conf: cfg.ConfigOpts, group: str) -> None:
@@ -95,9 +152,10 @@ def ensure(conf: cfg.ConfigOpts, group: str) -> None:
     They are registered when first read, not with the other options: loading
     keystoneauth1 costs every ``fornace`` command ~90 ms, and only the
     services read them (oslo.config reads late options from the files too).
-    ``[keystone]``'s auth_type defaults to ``password``; other groups' to none.
+    ``[keystone_authtoken]``'s auth_type defaults to ``password``; other
+    groups' to none.
     """
-    if group == KEYSTONE:
+    if group == AUTHTOKEN:
         register(conf)
     else:
         register_group(conf, group, auth_type=None)
@@ -107,9 +165,9 @@ def _plugin_opts() -> list[cfg.Opt]:
     return list(_loading().get_auth_plugin_conf_options(PLUGIN))
 
 
-def group_opts(auth_type: str | None = None) -> list[cfg.Opt]:
+def group_opts(auth_type: str | None = None, old_group: str | None = None) -> list[cfg.Opt]:
     """The options :func:`register_group` adds, for oslo-config-generator (the
-    sample shows ``auth_type``'s default)."""
+    sample shows ``auth_type``'s default, and the deprecated names)."""
     loading = _loading()
     common = []
     for opt in loading.get_auth_common_conf_options():
@@ -117,52 +175,54 @@ def group_opts(auth_type: str | None = None) -> list[cfg.Opt]:
             opt = copy.copy(opt)
             opt.sample_default = auth_type
         common.append(opt)
-    return common + _plugin_opts() + loading.get_session_conf_options()
+    return _also_in(old_group, common + _plugin_opts() + loading.get_session_conf_options())
 
 
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
-    return [(KEYSTONE, group_opts(PLUGIN) + keystone_opts)]
+    return [(AUTHTOKEN, group_opts(PLUGIN, OLD_GROUP) + authtoken_opts)]
 
 
-def configured(conf: cfg.ConfigOpts, group: str = KEYSTONE) -> bool:
+def configured(conf: cfg.ConfigOpts, group: str = AUTHTOKEN) -> bool:
     """Whether ``group`` names an identity to log in as (an auth type and a URL)."""
     section = plugin_options(conf, group)
     return bool(section is not None and getattr(section, "auth_url", None))
 
 
-def auth_of(conf: cfg.ConfigOpts, group: str = KEYSTONE, **overrides: Any) -> Any:
+def auth_of(conf: cfg.ConfigOpts, group: str = AUTHTOKEN, **overrides: Any) -> Any:
     """The auth plugin of ``group``; ``overrides`` replace options the plugin has."""
-    loading = _loading()
-    section = plugin_options(conf, group)
-    if section is None:
+    found = _plugin(conf, group)
+    if found is None:
         raise IdentityError(f"[{group}] auth_type is not set")
-    known = set(section.keys())
+    loader, section = found
+    values = conf[section]
+    known = set(values.keys())
     try:
-        return loading.load_auth_from_conf_options(
-            conf, group, **{k: v for k, v in overrides.items() if k in known})
-    except Exception as exc:   # a missing option, an unknown plugin
-        raise IdentityError(f"[{group}] {exc}") from None
+        return loader.load_from_options_getter(
+            lambda opt: values[opt.dest],
+            **{k: v for k, v in overrides.items() if k in known})
+    except Exception as exc:   # a missing option
+        raise IdentityError(f"[{section}] {exc}") from None
 
 
-def session_of(conf: cfg.ConfigOpts, group: str = KEYSTONE, auth: Any = None) -> Any:
+def session_of(conf: cfg.ConfigOpts, group: str = AUTHTOKEN, auth: Any = None) -> Any:
     """A keystoneauth1 session with ``group``'s TLS options (``auth``: its plugin)."""
     ensure(conf, group)
     return _loading().load_session_from_conf_options(conf, group, auth=auth)
 
 
 def service_session(conf: cfg.ConfigOpts) -> Any:
-    """The session of the Fornace service user (``[keystone]``)."""
-    return session_of(conf, KEYSTONE, auth_of(conf, KEYSTONE))
+    """The session of the Fornace service user (``[keystone_authtoken]``)."""
+    return session_of(conf, AUTHTOKEN, auth_of(conf, AUTHTOKEN))
 
 
 def trust_auth(conf: cfg.ConfigOpts, trust_id: str) -> Any:
     """The service user's login scoped to ``trust_id``: tokens that act for the
     trustor on the trust's project, renewed by keystoneauth1 as they expire."""
-    return auth_of(conf, KEYSTONE, trust_id=trust_id, **{name: None for name in _SCOPES})
+    return auth_of(conf, AUTHTOKEN, trust_id=trust_id, **{name: None for name in _SCOPES})
 
 
 def token_auth(conf: cfg.ConfigOpts, token: str, project_id: str | None,
-               group: str = KEYSTONE) -> Any:
+               group: str = AUTHTOKEN) -> Any:
     """A login with a user's own token (rescoped to ``project_id``), at ``group``'s
     Keystone: it ends with the token."""
     from keystoneauth1.identity import generic
@@ -189,31 +249,55 @@ def expiry(token_body: dict[str, Any]) -> float | None:
 
 
 class Keystone:
-    """The identity v3 calls Fornace makes, as its service user."""
+    """The identity v3 calls Fornace makes, as its service user.
 
-    def __init__(self, session: Any) -> None:
+    They go to the identity endpoint of ``interface`` (and ``region_name``) of
+    the service user's catalog, as keystonemiddleware's do, or to ``auth_url``
+    when the catalog has none there (or ``interface`` is None)."""
+
+    def __init__(self, session: Any, interface: str | None = None,
+                 region_name: str | None = None) -> None:
         self.session = session
+        self.interface = interface
+        self.region_name = region_name
         self._url: str | None = None
 
     @classmethod
     def from_config(cls, conf: cfg.ConfigOpts) -> "Keystone":
-        return cls(service_session(conf))
+        ensure(conf, AUTHTOKEN)
+        group = conf[AUTHTOKEN]
+        return cls(service_session(conf), group.interface, group.region_name)
 
     # -- where ---------------------------------------------------------------
     @property
     def url(self) -> str:
-        """The identity v3 URL (discovered from ``auth_url``, with or without /v3)."""
+        """The identity v3 URL (of the catalog, else discovered from ``auth_url``,
+        with or without /v3)."""
         if self._url is None:
             from keystoneauth1 import plugin
             try:
-                url = self.session.get_endpoint(interface=plugin.AUTH_INTERFACE,
-                                                version=(3, 0))
+                url = self._catalog_url()
+                if not url:
+                    url = self.session.get_endpoint(interface=plugin.AUTH_INTERFACE,
+                                                    version=(3, 0))
             except Exception as exc:
                 raise IdentityError(f"cannot reach Keystone: {_text(exc)}") from None
             if not url:
                 raise IdentityError("Keystone offers no identity v3 API at auth_url")
             self._url = url.rstrip("/")
         return self._url
+
+    def _catalog_url(self) -> str | None:
+        """The catalog's identity v3 endpoint of :attr:`interface` (None: none)."""
+        from keystoneauth1 import exceptions
+        if not self.interface:
+            return None
+        try:
+            return self.session.get_endpoint(service_type="identity",
+                                             interface=self.interface,
+                                             region_name=self.region_name, version=(3, 0))
+        except (exceptions.EndpointNotFound, exceptions.EmptyCatalog):
+            return None
 
     def service_user_id(self) -> str:
         try:

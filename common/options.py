@@ -8,17 +8,20 @@ written before it was shared).  Each service registers the groups it reads
 with the ``register_*`` functions here -- registering one twice is a no-op --
 and never reads an option another service declares.  The options only one
 service reads stay in its own ``config`` module (``fornace.api.config``,
-``fornace.conductor.config``, ``fornace.agent.config``); ``[keystone]``, which
+``fornace.conductor.config``, ``fornace.agent.config``); ``[keystone_authtoken]``, which
 the API and the conductor read too, is :mod:`fornace.common.identity`'s.
 """
 from __future__ import annotations
 
+import copy
 import os
 from pathlib import Path
 
 from oslo_config import cfg
+from oslo_db import options as oslo_db_options
 
 from fornace.common import identity
+from fornace.common.db.pool import Pool, StartupRetries
 from fornace.common.resources import BUILTIN_DATA
 
 DEFAULT_STATE_DIR = os.path.join(os.path.expanduser("~"), ".fornace")
@@ -70,6 +73,28 @@ database_opts = [
 ]
 
 
+def _oslo_db_opts() -> list[cfg.Opt]:
+    """oslo.db's options of the pool and of the start-up retries, as oslo.db
+    declares them (names, help), with Fornace's pool defaults: 30 connections,
+    all kept (:class:`~fornace.common.db.pool.Pool`).  Its other options (MySQL
+    modes, slave_connection, db_max_retries...) are not Fornace's: not declared."""
+    defaults = Pool()
+    fornace_defaults = {"max_pool_size": defaults.size, "max_overflow": defaults.overflow}
+    wanted = ("max_pool_size", "max_overflow", "pool_timeout", "connection_recycle_time",
+              "max_retries", "retry_interval")
+    found = {opt.name: opt for opt in oslo_db_options.database_opts if opt.name in wanted}
+    opts = []
+    for name in wanted:
+        opt = copy.deepcopy(found[name])
+        if name in fornace_defaults:
+            opt.default = fornace_defaults[name]
+        opts.append(opt)
+    return opts
+
+
+database_opts += _oslo_db_opts()
+
+
 def register_broker(conf: cfg.ConfigOpts) -> None:
     """``[broker] url``: where tasks, results, reports and job events travel."""
     conf.register_opts(broker_opts, group=BROKER)
@@ -86,7 +111,8 @@ def register_state_folder(conf: cfg.ConfigOpts) -> None:
 
 
 def register_database(conf: cfg.ConfigOpts) -> None:
-    """``[database] connection``, and the state folder its default is in."""
+    """``[database]``: ``connection``, oslo.db's pool and start-up retry options,
+    and the state folder the default database is in."""
     conf.register_opts(database_opts, group=DATABASE)
     register_state_folder(conf)
 
@@ -98,6 +124,19 @@ def database_url(conf: cfg.ConfigOpts) -> str:
         return conf.database.connection
     os.makedirs(conf.api.state_dir, exist_ok=True)
     return "sqlite:///" + os.path.join(conf.api.state_dir, "fornace.sqlite")
+
+
+def database_pool(conf: cfg.ConfigOpts) -> Pool:
+    """The engines' pool as ``[database]`` describes it."""
+    group = conf.database
+    return Pool(size=group.max_pool_size, overflow=group.max_overflow,
+                timeout=group.pool_timeout, recycle=group.connection_recycle_time)
+
+
+def database_retries(conf: cfg.ConfigOpts) -> StartupRetries:
+    """How long a service waits for its database at start-up (``[database]
+    max_retries`` tries ``retry_interval`` seconds apart)."""
+    return StartupRetries(conf.database.max_retries, conf.database.retry_interval)
 
 
 def data_folder(conf: cfg.ConfigOpts) -> Path:

@@ -84,7 +84,7 @@ heat_opts = [
                help="Heat endpoint, e.g. http://heat:8004/v1/%(tenant_id)s (the task's "
                     "tenant is substituted). Unset: the orchestration endpoint of the "
                     "Keystone catalog of the token the task acts with: its trust's (the "
-                    "[keystone] service user scoped to the environment's trust), its "
+                    "[keystone_authtoken] service user scoped to the environment's trust), its "
                     "user's token, or the credentials below. The auth_* options below "
                     "(keystoneauth1's) are service credentials for tasks that carry "
                     "neither a trust nor a token; cafile/insecure apply to Heat and to "
@@ -234,8 +234,8 @@ def agent_broker(conf: cfg.ConfigOpts) -> dict[str, Any]:
 
 
 def trust_deleter(conf: cfg.ConfigOpts) -> Callable[[str], None] | None:
-    """What deletes an environment's trust after its deletion: the ``[keystone]``
-    service user's (None when the conductor has none)."""
+    """What deletes an environment's trust after its deletion: the
+    ``[keystone_authtoken]`` service user's (None when the conductor has none)."""
     if not identity.configured(conf):
         return None
 

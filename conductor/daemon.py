@@ -25,6 +25,7 @@ from fornace.common.consumer import Consumer, Delivery, Requeue
 from fornace.common.db.outages import described, retried, transient
 from fornace.common.catalog import Catalog, declared_secrets, load_catalog
 from fornace.common.db import queues
+from fornace.common.db.pool import Pool
 from fornace.common.modelview import iter_units
 from fornace.common.resources import BUILTIN_DATA
 from fornace.common.secrets import find_secrets, mask_text
@@ -59,11 +60,12 @@ class ConductorSettings:
     max_environments: int = 4
     engine: Settings | None = None
     database_url: str | None = None   # where the job locks are (None: no lock)
+    database_pool: Pool | None = None  # its engine's pool ([database]; None: the defaults)
     lock_stale_after: float = 60.0    # seconds without a heartbeat: a dead holder
     lock_wait: float = 600.0          # seconds a job waits for a lock another job holds
     agents: str = "amqp"              # the agent backend (executors.AGENTS)
     # deletes a Keystone trust once its environment's deletion succeeded (None:
-    # no [keystone] service user: a task's trust stays for the operator)
+    # no [keystone_authtoken] service user: a task's trust stays for the operator)
     delete_trust: Callable[[str], None] | None = None
     # every job's trace (which rule fired on which object) goes to the API
     # before its result (contract 1.7), at most trace_bytes of JSON
@@ -98,7 +100,7 @@ class Conductor:
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.locks = None
         if settings.database_url:
-            self.locks = JobLock(settings.database_url)
+            self.locks = JobLock(settings.database_url, pool=settings.database_pool)
         # the workflow packages tasks name (contract 1.8), read from the database
         self.data = PackageData(JobData(self.workflows, self.store, self.catalog),
                                 database_reader(self.locks.engine) if self.locks else None,
@@ -423,7 +425,7 @@ class Conductor:
             return
         if self.settings.delete_trust is None:
             LOG.warning("environment %s: deleted, but its Keystone trust stays: this "
-                        "conductor has no [keystone] service user", task.environment_id)
+                        "conductor has no [keystone_authtoken] service user", task.environment_id)
             return
         try:
             self.settings.delete_trust(task.trust_id)

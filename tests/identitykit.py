@@ -111,21 +111,22 @@ def trust_exists(trust_id: str, url: str | None = None) -> bool:
 
 
 def set_keystone_options(conf: Any, url: str | None = None) -> None:
-    """``[keystone]`` as the Fornace service user of keystone-up's seed."""
+    """``[keystone_authtoken]`` as the Fornace service user of keystone-up's seed."""
     from fornace.common import identity
-    identity.ensure(conf, "keystone")
-    conf.set_override("auth_type", "password", group="keystone")
-    identity.plugin_options(conf, "keystone")
+    identity.ensure(conf, identity.AUTHTOKEN)
+    conf.set_override("auth_type", "password", group=identity.AUTHTOKEN)
+    identity.plugin_options(conf, identity.AUTHTOKEN)
     values = {"auth_url": url or keystone_url(),
               "username": "fornace", "password": USERS["fornace"][0],
               "project_name": "service", "user_domain_name": "Default",
               "project_domain_name": "Default"}
     for name, value in values.items():
-        conf.set_override(name, value, group="keystone")
+        conf.set_override(name, value, group=identity.AUTHTOKEN)
 
 
 def api_conf(url: str | None = None) -> Any:
-    """The API's options (oslo.config), ``[keystone]`` set as by :func:`set_keystone_options`."""
+    """The API's options (oslo.config), ``[keystone_authtoken]`` set as by
+    :func:`set_keystone_options`."""
     from oslo_config import cfg
     from fornace.api import config
     conf = cfg.ConfigOpts()

@@ -7,7 +7,7 @@ is then checked by the API's own authenticator, as every later page does, so
 a login gives no more than an ``X-Auth-Token`` header would.  A logout revokes
 the token in Keystone -- a copy of the cookie is worthless afterwards -- and
 drops it from the authenticator's cache, which would otherwise trust it for
-up to ``[keystone] cache_seconds`` more.
+up to ``[keystone_authtoken] token_cache_time`` more.
 """
 from __future__ import annotations
 

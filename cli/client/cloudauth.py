@@ -5,8 +5,8 @@ command was given any.
 Users of an OpenStack cloud hold credentials -- an openrc's ``OS_*``
 variables, a cloud of ``clouds.yaml`` -- not raw tokens.  The options are
 keystoneauth1's own (any auth type it knows, ``password`` by default), as the
-OpenStack clients take them; logging in with them is
-:mod:`fornace.cli.client.keystonelogin`'s job.  Both load keystoneauth1 only
+OpenStack clients take them; logging in with them (through openstacksdk's
+config loader) is :mod:`fornace.cli.client.keystonelogin`'s job.  Both load keystoneauth1 only
 when the command needs it: not for ``fornace --help``, nor for a command that
 sends a token or runs in noauth mode (:func:`without_login`).
 """
@@ -105,8 +105,9 @@ def add_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] | None = 
         77))
     cloud.add_argument("--os-cloud", metavar="NAME", default=os.environ.get("OS_CLOUD"),
                        help="a cloud of clouds.yaml (./, ~/.config/openstack/, "
-                            "/etc/openstack/, or $OS_CLIENT_CONFIG_FILE), secure.yaml "
-                            "beside it merged in (default: $OS_CLOUD)")
+                            "/etc/openstack/, or $OS_CLIENT_CONFIG_FILE), with secure.yaml "
+                            "of those folders (or $OS_CLIENT_SECURE_FILE) merged in, as "
+                            "openstacksdk reads them (default: $OS_CLOUD)")
     cloud.add_argument("--os-region-name", metavar="REGION",
                        default=os.environ.get("OS_REGION_NAME"),
                        help="the region of the catalog endpoint (default: $OS_REGION_NAME)")

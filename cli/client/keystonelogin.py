@@ -4,9 +4,10 @@ its catalog.
 
 Users of an OpenStack cloud do not know where each service listens: the
 catalog says.  This module reads their credentials (the options of
-:mod:`fornace.cli.client.cloudauth`, a cloud of ``clouds.yaml``) as the
-OpenStack clients do, through keystoneauth1's loading helpers, and gives the
-API client a :class:`KeystoneLogin`: the session's token for each request
+:mod:`fornace.cli.client.cloudauth`, a cloud of ``clouds.yaml`` with
+``secure.yaml``) as the OpenStack clients do -- through openstacksdk's
+config loader, which finds, merges and validates them and makes the
+session -- and gives the API client a :class:`KeystoneLogin`: the session's token for each request
 (the session logs in again when the token expires) and the session itself to
 send them (so ``--os-cacert``/``--insecure`` apply to Fornace's endpoint too).
 
@@ -19,7 +20,6 @@ import logging
 import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from fornace.cli.client.cloudauth import (DEFAULT_AUTH_TYPE, DEFAULT_INTERFACE, DEFAULT_TIMEOUT,
@@ -27,142 +27,101 @@ from fornace.cli.client.cloudauth import (DEFAULT_AUTH_TYPE, DEFAULT_INTERFACE, 
 from fornace.cli.client.http import ClientError
 from fornace.common.errors import FornaceError
 
-CLOUD_FILES = ("clouds.yaml", "clouds.yml")
-SECURE_FILES = ("secure.yaml", "secure.yml")
 AUTH_HINT = "check OS_AUTH_URL, or the auth_url of the cloud"
 
 
-# -- clouds.yaml -----------------------------------------------------------------------
-
-def cloud_files() -> list[Path]:
-    """Where clouds.yaml is looked for, first found first: the current folder, the
-    user's and the system's OpenStack folders (as openstacksdk looks)."""
-    config_home = Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config")
-    folders = [Path.cwd(), config_home / "openstack", Path("/etc/openstack")]
-    return [folder / name for folder in folders for name in CLOUD_FILES]
-
-
-def load_cloud(name: str) -> tuple[dict[str, Any], Path]:
-    """The settings of cloud ``name`` (secure.yaml's merged over clouds.yaml's) and
-    the clouds file they come from; FornaceError when either is missing."""
-    path = _clouds_file()
-    clouds = _clouds_of(path)
-    if name not in clouds:
-        known = ", ".join(sorted(clouds)) or "none"
-        raise FornaceError(f"cloud {name!r} (OS_CLOUD/--os-cloud) is not in {path} "
-                           f"(clouds: {known})")
-    cloud = clouds[name]
-    if not isinstance(cloud, dict):
-        raise FornaceError(f"{path}: cloud {name!r} is not a mapping")
-    secure = _secure_file(path)
-    if secure is not None:
-        cloud = _merged(cloud, _clouds_of(secure).get(name) or {})
-    return cloud, path
-
-
-def _clouds_file() -> Path:
-    named = os.environ.get("OS_CLIENT_CONFIG_FILE")
-    if named:
-        if not Path(named).is_file():
-            raise FornaceError(f"OS_CLIENT_CONFIG_FILE names {named}, which is not a file")
-        return Path(named)
-    for path in cloud_files():
-        if path.is_file():
-            return path
-    looked = ", ".join(str(p) for p in cloud_files() if p.name == CLOUD_FILES[0])
-    raise FornaceError(f"OS_CLOUD/--os-cloud names a cloud but no clouds.yaml was found "
-                       f"(looked for {looked}; OS_CLIENT_CONFIG_FILE names another file)")
-
-
-def _secure_file(clouds: Path) -> Path | None:
-    named = os.environ.get("OS_CLIENT_SECURE_FILE")
-    if named:
-        if not Path(named).is_file():
-            raise FornaceError(f"OS_CLIENT_SECURE_FILE names {named}, which is not a file")
-        return Path(named)
-    return next((clouds.parent / name for name in SECURE_FILES
-                 if (clouds.parent / name).is_file()), None)
-
-
-def _clouds_of(path: Path) -> dict[str, Any]:
-    """The ``clouds`` mapping of a YAML file.  A YAML error is told by position
-    only: its usual excerpt of the line could show a password."""
-    import yaml
-
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise FornaceError(f"cannot read {path}: {exc.strerror}") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise FornaceError(f"{path} is not valid YAML{where}") from None
-    clouds = data.get("clouds") if isinstance(data, dict) else None
-    if not isinstance(clouds, dict):
-        raise FornaceError(f"{path} has no 'clouds' mapping")
-    return clouds
-
-
-def _merged(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    merged = dict(base)
-    for key, value in over.items():
-        if isinstance(value, dict) and isinstance(merged.get(key), dict):
-            merged[key] = _merged(merged[key], value)
-        else:
-            merged[key] = value
-    return merged
-
-
-# -- settings: the cloud's, then the explicit ones --------------------------------------
+# -- settings: openstacksdk's merge of clouds.yaml, secure.yaml and OS_* -----------------
 
 @dataclass
 class Settings:
-    """What the login is made of, once the cloud and the OS_* values are merged."""
+    """What the login is made of, as openstacksdk merged the cloud (if any) and
+    the explicit ``OS_*`` / ``--os-*`` values over it."""
     auth_type: str
     auth: dict[str, Any]
     origin: str                     # for messages: which cloud, or the OS_* variables
     region: str | None = None
     interface: str = DEFAULT_INTERFACE
-    insecure: bool = False
-    cacert: str | None = None
-    cert: str | None = None
-    key: str | None = None
+    cloud: Any = None               # openstacksdk's CloudRegion: it makes the session
     secrets: list[str] = field(default_factory=list)   # never shown
 
 
 def settings_of(command: Any) -> Settings:
-    """The cloud's settings (if any) with the command's explicit values over them."""
-    cloud: dict[str, Any] = {}
-    origin = "the OS_* variables and --os-* options"
-    if getattr(command, "os_cloud", None):
-        cloud, path = load_cloud(command.os_cloud)
-        origin = f"cloud {command.os_cloud!r} of {path}"
+    """The command's credentials through openstacksdk's config loader
+    (``openstack.config``): with ``--os-cloud``/``OS_CLOUD``, that cloud of
+    clouds.yaml (./, ~/.config/openstack/, /etc/openstack/ or
+    ``OS_CLIENT_CONFIG_FILE``) with secure.yaml merged in, and the explicit
+    options over it; without, the ``OS_*`` variables and ``--os-*`` options
+    alone (clouds.yaml is not read: a single cloud there is not taken by
+    default)."""
+    from keystoneauth1 import exceptions as ka_exceptions
+    from openstack import config as sdk_config
+    from openstack import exceptions
+
+    name = getattr(command, "os_cloud", None)
+    named = os.environ.get("OS_CLIENT_CONFIG_FILE")
+    if name and named and not os.path.isfile(named):
+        raise FornaceError(f"OS_CLIENT_CONFIG_FILE names {named}, which is not a file")
+    try:
+        # the OS_* variables are the options' defaults already (cloudauth): the
+        # loader reads only those naming the files (OS_CLIENT_CONFIG_FILE...)
+        loader = sdk_config.OpenStackConfig(load_yaml_config=bool(name),
+                                            load_envvars=bool(name))
+        if name and loader.config_filename is None:
+            raise FornaceError(
+                "OS_CLOUD/--os-cloud names a cloud but no clouds.yaml was found (looked in "
+                "./, ~/.config/openstack/ and /etc/openstack/; OS_CLIENT_CONFIG_FILE names "
+                "another file)")
+        cloud = loader.get_one(cloud=name, **_explicit(command))
+    except ka_exceptions.NoMatchingPlugin as exc:
+        known = ", ".join(sorted(keystone_loading().get_available_plugin_names()))
+        raise FornaceError(f"unknown auth type {exc.name!r} (OS_AUTH_TYPE, --os-auth-type "
+                           f"or the cloud's auth_type; known: {known})") from None
+    except ka_exceptions.MissingRequiredOptions as exc:
+        names = ", ".join(f"OS_{o.dest.upper()} (--os-{o.name})" for o in exc.options)
+        raise FornaceError(f"missing: {names}") from None
+    except exceptions.ConfigException as exc:
+        if name and name not in loader.get_cloud_names():
+            known = ", ".join(sorted(loader.get_cloud_names())) or "none"
+            raise FornaceError(f"cloud {name!r} (OS_CLOUD/--os-cloud) is not in "
+                               f"{loader.config_filename} (clouds: {known})") from None
+        raise FornaceError(f"{loader.config_filename}: {exc}") from None
+    origin = (f"cloud {name!r} of {loader.config_filename}" if name
+              else "the OS_* variables and --os-* options")
+    auth_type = cloud.config.get("auth_type") or DEFAULT_AUTH_TYPE
+    loader_opts = _loader(auth_type).get_options()
+    auth = {key: value for key, value in (cloud.config.get("auth") or {}).items()
+            if value is not None}
+    return Settings(auth_type, auth, origin, region=cloud.region_name or None,
+                    interface=cloud.get_interface() or DEFAULT_INTERFACE, cloud=cloud,
+                    secrets=[str(auth[o.dest]) for o in loader_opts
+                             if o.secret and auth.get(o.dest)])
+
+
+def _explicit(command: Any) -> dict[str, Any]:
+    """The command's options given explicitly (an option left at its default
+    would hide the cloud's value; keystoneauth1's default auth type is a loader,
+    not a name), as openstacksdk's ``get_one`` takes them: the auth type's
+    options under ``auth``, merged over the cloud's (openstacksdk lets a
+    cloud's ``auth`` win over flat ones), the session's and the catalog's flat.
+    The command is read by attribute: oslo.config's and the quick parse's
+    commands are no namespaces."""
     chosen = getattr(command, "os_auth_type", None)
-    explicit_type = chosen if isinstance(chosen, str) else None
-    auth_type = explicit_type or cloud.get("auth_type") or DEFAULT_AUTH_TYPE
-    loader = _loader(auth_type)
-    auth = _cloud_auth(cloud.get("auth") or {}, loader, auth_type, origin)
-    for opt in loader.get_options():
+    auth_type = chosen if isinstance(chosen, str) else None
+    found: dict[str, Any] = {"auth_type": auth_type} if auth_type else {}
+    for name in ("region_name", "interface", "cacert", "cert", "key"):
+        value = getattr(command, f"os_{name}", None)
+        if value:
+            found[name] = value
+    if getattr(command, "insecure", False):
+        found["verify"] = False
+    auth = {}
+    for opt in _loader(auth_type or DEFAULT_AUTH_TYPE).get_options():
         value = getattr(command, f"os_{opt.dest}", None)
-        if value is None:   # an option the parser lacks (another auth type): its variable
-            value = next((os.environ[v] for v in opt.argparse_envvars if os.environ.get(v)),
-                         None)
-        if value is not None and value != opt.default:
-            auth[opt.dest] = opt.type(value) if isinstance(value, str) else value
-    regions = cloud.get("regions") or [None]
-    first = regions[0].get("name") if isinstance(regions[0], dict) else regions[0]
-    verify = cloud.get("verify", True)
-    return Settings(
-        auth_type, auth, origin,
-        region=getattr(command, "os_region_name", None) or cloud.get("region_name") or first,
-        interface=(getattr(command, "os_interface", None) or cloud.get("interface")
-                   or DEFAULT_INTERFACE),
-        insecure=bool(getattr(command, "insecure", False)) or verify is False,
-        cacert=getattr(command, "os_cacert", None) or cloud.get("cacert"),
-        cert=getattr(command, "os_cert", None) or cloud.get("cert"),
-        key=getattr(command, "os_key", None) or cloud.get("key"),
-        secrets=[str(auth[o.dest]) for o in loader.get_options()
-                 if o.secret and auth.get(o.dest)])
+        if value not in (None, "") and value != opt.default:
+            auth[opt.dest] = value
+    if auth:
+        found["auth"] = auth
+    return found
 
 
 def _loader(auth_type: str) -> Any:
@@ -177,28 +136,6 @@ def _loader(auth_type: str) -> Any:
         known = ", ".join(sorted(loading.get_available_plugin_names()))
         raise FornaceError(f"unknown auth type {auth_type!r} (OS_AUTH_TYPE, "
                            f"--os-auth-type or the cloud's auth_type; known: {known})") from None
-
-
-def _cloud_auth(auth: Any, loader: Any, auth_type: str, origin: str) -> dict[str, Any]:
-    """The cloud's ``auth`` with its keys as the loader's options name them
-    (``project-name`` and deprecated names too); a key the auth type does not
-    take is an error, not a silent typo."""
-    if not isinstance(auth, dict):
-        raise FornaceError(f"{origin}: 'auth' is not a mapping")
-    names: dict[str, str] = {}
-    for opt in loader.get_options():
-        names[opt.dest] = opt.dest
-        for old in opt.deprecated:
-            names[old.dest] = opt.dest
-    known: dict[str, Any] = {}
-    for key, value in auth.items():
-        name = names.get(str(key).replace("-", "_"))
-        if name is None:
-            takes = ", ".join(sorted({n for n in names.values()}))
-            raise FornaceError(f"{origin}: auth type {auth_type} takes no {key!r} in "
-                               f"'auth' (it takes: {takes})")
-        known[name] = value
-    return known
 
 
 # -- logging in ------------------------------------------------------------------------
@@ -313,20 +250,13 @@ def connect(command: Any, url: str | None) -> KeystoneLogin:
     logging.getLogger("keystoneauth").addHandler(logging.NullHandler())  # no stray lines
     settings = settings_of(command)
     _check_secrets(settings)
-    loader = _loader(settings.auth_type)
     login = KeystoneLogin(None, settings)
     try:
-        auth = loader.load_from_options(**settings.auth)
-    except (TypeError, ValueError) as exc:   # an option the plugin needs is missing
-        raise FornaceError(f"auth type {settings.auth_type} cannot log in with the options "
-                           f"of {settings.origin}: {login.clean(str(exc))}") from None
+        login.session = settings.cloud.get_session()
     except Exception as exc:
         raise login.failure(exc) from None
-    timeout = getattr(command, "timeout", None) or DEFAULT_TIMEOUT
-    login.session = keystone_loading().load_session_from_argparse_arguments(
-        _SessionOptions(command), auth=auth, insecure=settings.insecure,
-        cacert=settings.cacert, cert=settings.cert, key=settings.key, timeout=timeout,
-        app_name="fornace")
+    # --timeout (else DEFAULT_TIMEOUT) for Keystone's calls as for Fornace's
+    login.session.timeout = getattr(command, "timeout", None) or DEFAULT_TIMEOUT
     if url is None:
         login.url = login.endpoint()
     else:
@@ -344,17 +274,6 @@ def _check_secrets(settings: Settings) -> None:
                 f"no {opt.name} is given (in {settings.origin}): set "
                 f"{opt.argparse_envvars[0]} (or "
                 f"--os-{opt.name}, or auth.{opt.dest} of the cloud, e.g. in secure.yaml)")
-
-
-class _SessionOptions:
-    """The command's session options, for keystoneauth1's loader, with those a
-    command line without them (a test's namespace) lacks as unset."""
-
-    def __init__(self, command: Any) -> None:
-        self._command = command
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._command, name, None)
 
 
 def _cause(exc: BaseException, kind: type) -> BaseException | None:

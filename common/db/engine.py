@@ -6,7 +6,7 @@ import fcntl
 import re
 import sqlite3
 import time
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from alembic import command
 from alembic.config import Config
@@ -14,15 +14,18 @@ from sqlalchemy import Engine, NullPool, create_engine, event, make_url, text
 from sqlalchemy.orm import sessionmaker
 
 from fornace.common.db import replay
-from fornace.common.db.outages import READ_ONLY, sqlstate
-from fornace.common.db.urls import checked, connect_args
+from fornace.common.db.outages import READ_ONLY, retried, sqlstate
+from fornace.common.db.pool import Pool, StartupRetries
+from fornace.common.db.urls import checked, connect_args, shown
 from fornace.common.resources import package_folder
 
 MIGRATIONS = package_folder("fornace.common.db") / "migrations"
 
 
-def make_engine(url: str, pre_ping: bool = True) -> Engine:
-    """An engine for ``url``; SQLite gets foreign keys and a busy timeout.
+def make_engine(url: str, pre_ping: bool = True, pool: Pool | None = None) -> Engine:
+    """An engine for ``url``; SQLite gets foreign keys and a busy timeout, a
+    server database the pool ``pool`` describes (``[database]``'s; None:
+    :class:`~fornace.common.db.pool.Pool`'s defaults).
 
     Its errors never quote a statement's values (``hide_parameters``): they
     are logged, and a description holds passwords and declared secrets.
@@ -52,18 +55,44 @@ def make_engine(url: str, pre_ping: bool = True) -> Engine:
             _wal(cursor)
             cursor.close()
         return engine
-    # At most 30 connections, as before (10 + 20 overflow), but all of them kept
-    # once opened: an overflow connection is closed when it is given back, so
-    # under load every request past the tenth concurrent one paid for a new
-    # PostgreSQL connection (a backend fork and authentication) -- the pool
-    # churned exactly when the server was busiest.  Connections are still
-    # opened only when needed.
-    engine = create_engine(parsed, pool_size=30, max_overflow=0, pool_pre_ping=pre_ping,
-                           hide_parameters=True, connect_args=connect_args(parsed))
+    # By default at most 30 connections, all of them kept once opened: an
+    # overflow connection is closed when it is given back, so under load
+    # every request past the pool's size pays for a new PostgreSQL connection
+    # (a backend fork and authentication) -- the pool churns exactly when the
+    # server is busiest.  Connections are still opened only when needed.
+    pool = pool or Pool()
+    timeout = {} if pool.timeout is None else {"pool_timeout": pool.timeout}
+    engine = create_engine(parsed, pool_size=pool.size, max_overflow=pool.overflow,
+                           pool_recycle=pool.recycle, pool_pre_ping=pre_ping,
+                           hide_parameters=True, connect_args=connect_args(parsed), **timeout)
     event.listen(engine, "handle_error", _hide_failing_row)
     event.listen(engine, "handle_error", _drop_read_only)
     replay.watch(engine)   # after _drop_read_only: it decides what is a disconnect
     return engine
+
+
+def wait_for_database(url: str, retries: StartupRetries,
+                      sleep: Callable[[float], object] = time.sleep) -> None:
+    """Return once the database server at ``url`` takes a connection, trying
+    again as ``retries`` says while it is out of reach (each failure logged
+    by :func:`~fornace.common.db.outages.retried`, the URL's password masked):
+    a service started with its database (a reboot, a compose file) waits for
+    it instead of dying, as oslo.db's services do.  The last failure, or one
+    that would not pass by itself (a URL that cannot work), goes up.  An
+    SQLite file needs no wait."""
+    parsed = checked(url)
+    if parsed.get_backend_name() == "sqlite":
+        return
+
+    def connect() -> None:
+        engine = create_engine(parsed, poolclass=NullPool, connect_args=connect_args(parsed))
+        try:
+            with engine.connect():
+                pass
+        finally:
+            engine.dispose()
+
+    retried(connect, f"connecting to the database {shown(url)}", retries.delays(), sleep)
 
 
 def _drop_read_only(context: Any) -> None:

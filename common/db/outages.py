@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Callable, Sequence, TypeVar
+from typing import Callable, Iterable, TypeVar
 
 from sqlalchemy.exc import DBAPIError, DisconnectionError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
@@ -57,7 +57,7 @@ def described(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text.splitlines()[0][:200]}" if text else type(exc).__name__
 
 
-def retried(call: Callable[[], T], what: str, backoff: Sequence[float] | None = None,
+def retried(call: Callable[[], T], what: str, backoff: Iterable[float] | None = None,
             sleep: Callable[[float], object] = time.sleep) -> T:
     """``call()``, tried again after each delay of ``backoff`` (:data:`BACKOFF`)
     while it fails with a :func:`transient` error (each logged, naming

@@ -162,7 +162,8 @@ class HeatStacks(StackExecutor):
         if session is None:
             if not url:
                 raise ValueError("[heat] needs url, or a Keystone to find Heat in its catalog "
-                                 "([keystone] with trusts, or [heat] auth_type and auth_url)")
+                                 "([keystone_authtoken] with trusts, or [heat] auth_type "
+                                 "and auth_url)")
             client = heat_client.Client("1", endpoint=url, token=token or "",
                                         insecure=heat.insecure, ca_file=heat.cafile)
             return cls(client, **options)
@@ -361,8 +362,8 @@ def heat_session(conf: Any, token: str | None = None, tenant_id: str | None = No
                  trust_id: str | None = None) -> Any:
     """The keystoneauth1 session a task acts on Heat with, first that applies:
 
-    1. its trust (contract 1.6): the ``[keystone]`` service user scoped to the
-       trust -- tokens that act for the environment's user and are renewed as
+    1. its trust (contract 1.6): the ``[keystone_authtoken]`` service user scoped
+       to the trust -- tokens that act for the environment's user and are renewed as
        they expire, however long the deployment, heal or scale;
     2. its user's token, rescoped to the task's project (Murano 0.2 tasks;
        it dies with the token);
@@ -375,7 +376,7 @@ def heat_session(conf: Any, token: str | None = None, tenant_id: str | None = No
     if trust_id:
         if not identity.configured(conf):
             raise ValueError("the task acts through a Keystone trust but the conductor has "
-                             "no [keystone] service user (auth_type, auth_url, username, "
+                             "no [keystone_authtoken] service user (auth_type, auth_url, username, "
                              "password...)")
         auth = identity.trust_auth(conf, trust_id)
     elif token and identity.configured(conf):

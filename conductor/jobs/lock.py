@@ -43,6 +43,7 @@ from sqlalchemy import (Connection, Engine, Interval, and_, bindparam, literal, 
 from fornace.common.db import locks
 from fornace.common.db.inserts import insert_or_nothing
 from fornace.common.db.engine import make_engine
+from fornace.common.db.pool import Pool
 from fornace.common.db.models import Job as JobRow, JobLock as LockRow
 
 Clock = Callable[[], datetime.datetime]
@@ -118,8 +119,8 @@ class JobLock:
     _ATTEMPTS = 5  # a lock freed between our insert and update: try again
 
     def __init__(self, url_or_engine: str | Engine, clock: Clock | None = None,
-                 revoke_grace: float = 5.0) -> None:
-        self.engine = (make_engine(url_or_engine) if isinstance(url_or_engine, str)
+                 revoke_grace: float = 5.0, pool: Pool | None = None) -> None:
+        self.engine = (make_engine(url_or_engine, pool=pool) if isinstance(url_or_engine, str)
                        else url_or_engine)
         self._owns_engine = isinstance(url_or_engine, str)
         self.clock = clock

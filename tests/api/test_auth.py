@@ -133,7 +133,7 @@ def test_keystone_mode_without_auth_url_is_a_clear_error():
     conf = cfg.ConfigOpts()
     config.register(conf)
     conf([])
-    with pytest.raises(ValueError, match=r"\[keystone\] auth_type and auth_url"):
+    with pytest.raises(ValueError, match=r"\[keystone_authtoken\] auth_type and auth_url"):
         KeystoneAuth.from_config(conf)
 
 

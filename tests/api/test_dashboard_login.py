@@ -76,7 +76,7 @@ def keystone_knows(token: str) -> int:
 
 def revoke(auth: KeystoneAuth, token: str) -> None:
     """Revoke ``token`` behind the dashboard's back (as the cloud admin), and let
-    the authenticator's cache go (it trusts a token up to ``cache_seconds``)."""
+    the authenticator's cache go (it trusts a token up to ``token_cache_time``)."""
     revoked = identitykit.identity(identitykit.admin(), "DELETE", "/auth/tokens",
                                    headers={"X-Subject-Token": token})
     assert revoked.status_code == 204, revoked.text

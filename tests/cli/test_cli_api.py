@@ -123,17 +123,26 @@ def last_line_only_error(done: subprocess.CompletedProcess, code: int) -> str:
     return done.stderr.strip().splitlines()[-1]
 
 
-@pytest.mark.parametrize("command", ["api", "up"])
-def test_daemon_on_a_database_it_cannot_use(command):
-    """Unreachable: exit 3, the URL named with its password masked; no such
-    dialect: exit 2 -- as ``fornace db`` says it, never a traceback."""
-    refused = run_daemon(command, "--port", str(free_port()),
-                         "--db", "postgresql+psycopg://fornace:sekret@127.0.0.1:1/fornace")
+@pytest.mark.parametrize("command", ["api", "up", "conductor"])
+def test_daemon_on_a_database_it_cannot_use(command, tmp_path):
+    """Unreachable once its ``[database] max_retries`` are spent: exit 3, the
+    URL named with its password masked; no such dialect: exit 2 -- as ``fornace
+    db`` says it, never a traceback."""
+    def started(url: str) -> subprocess.CompletedProcess:
+        config = tmp_path / "fornace.conf"
+        config.write_text(f"[database]\nconnection = {url}\nmax_retries = 1\n"
+                          "retry_interval = 1\n")
+        port = [] if command == "conductor" else ["--port", str(free_port())]
+        return run_daemon(command, "--config-file", str(config), *port)
+
+    refused = started("postgresql+psycopg://fornace:sekret@127.0.0.1:1/fornace")
     line = last_line_only_error(refused, 3)
     assert line.startswith(f"fornace {command}: the database "
                            "postgresql+psycopg://fornace:***@127.0.0.1:1/fornace cannot be used: ")
     assert "sekret" not in refused.stdout + refused.stderr
-    unknown = run_daemon(command, "--port", str(free_port()), "--db", "nosuch://x")
+    said = (refused.stdout + refused.stderr).splitlines()
+    assert [line for line in said if "trying again in 1.0 s" in line], said   # the retry logged
+    unknown = started("nosuch://x")
     assert last_line_only_error(unknown, 2) == (
         f"fornace {command}: the database nosuch://x is no database Fornace can use: "
         "Can't load plugin: sqlalchemy.dialects:nosuch")
@@ -163,3 +172,14 @@ def test_log_options_before_a_command_that_is_no_daemon(args, said, capsys):
     """Not argparse's 'invalid choice: x.log' (the option's value read as the command)."""
     assert main(args) == 2
     assert capsys.readouterr().err.strip() == f"fornace: {said}"
+
+
+def test_a_bad_value_in_the_configuration_file(tmp_path):
+    """oslo.config reads a value when it is first used, after the command line
+    was parsed: still one line naming the option and the file, exit 2."""
+    config = tmp_path / "fornace.conf"
+    config.write_text("[database]\nretry_interval = soon\n")
+    done = run_daemon("conductor", "--config-file", str(config))
+    assert last_line_only_error(done, 2) == (
+        f"fornace conductor: the value of option retry_interval in {config} is not valid: "
+        "invalid literal for int() with base 10: 'soon'")

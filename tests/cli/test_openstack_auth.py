@@ -56,7 +56,7 @@ def box(tmp_path_factory) -> Iterator[object]:
     conf(["up"], project="fornace", default_config_files=[], default_config_dirs=[])
     conf.set_override("auth_mode", "keystone", group="api")
     identitykit.set_keystone_options(conf, url)
-    conf.set_override("cache_seconds", 0, group="keystone")
+    conf.set_override("token_cache_time", 0, group="keystone_authtoken")
     yield from running_onebox(tmp_path_factory.mktemp("cli-keystone") / "state", conf=conf)
 
 
@@ -145,11 +145,13 @@ def test_a_cloud_of_clouds_yaml_with_its_password_in_secure_yaml(fornace, catalo
                                                    "--json", cwd=folder))
         assert "cloud-env" not in environments(fornace("env", "list", "--json", "--os-cloud",
                                                        "bob", cwd=folder))
-        # the file named by OS_CLIENT_CONFIG_FILE, from anywhere; an explicit
-        # OS_PASSWORD overrides the cloud's (here a wrong one)
+        # the files named by OS_CLIENT_CONFIG_FILE and OS_CLIENT_SECURE_FILE, from
+        # anywhere (openstacksdk looks for no secure.yaml beside a named clouds.yaml);
+        # an explicit OS_PASSWORD overrides the cloud's (here a wrong one)
         (folder / "secure.yaml").write_text(json.dumps(
             {"clouds": {"alice": {"auth": {"password": "wrong-secret"}}}}))
-        named = {"OS_CLOUD": "alice", "OS_CLIENT_CONFIG_FILE": str(folder / "clouds.yaml")}
+        named = {"OS_CLOUD": "alice", "OS_CLIENT_CONFIG_FILE": str(folder / "clouds.yaml"),
+                 "OS_CLIENT_SECURE_FILE": str(folder / "secure.yaml")}
         refused = fornace("env", "list", env=named)
         assert "refused the login of user alice" in one_line_error(refused, 3)
         assert_no_secret(refused)

@@ -511,7 +511,7 @@ def test_a_task_whose_cloud_refuses_it_is_answered_with_why():
     """A stack backend the task cannot have (its trust refused, no endpoint: a
     ValueError) fails its stack actions with why; the job ends and is answered
     instead of going back to the queue for ever.  Its trust stays (nothing was
-    deleted), and a deletion's trust is left to nobody without [keystone]."""
+    deleted), and a deletion's trust is left to nobody without [keystone_authtoken]."""
     from fornace.common.consumer import Delivery
     env_id = "d" + uuid.uuid4().hex[:8]
     deleted_trusts = []

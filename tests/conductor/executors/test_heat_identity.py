@@ -81,7 +81,7 @@ def test_a_deleted_trust_is_a_clear_error(alice):
 
 
 def test_a_trust_needs_the_service_user_in_the_conductor(alice):
-    with pytest.raises(ValueError, match=r"no \[keystone\] service user"):
+    with pytest.raises(ValueError, match=r"no \[keystone_authtoken\] service user"):
         HeatStacks.from_config(make_conf(), tenant_id=alice.project_id, trust_id="t1")
 
 
