@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import socket
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from fastapi.testclient import TestClient
@@ -83,3 +84,18 @@ class ChosenCallers:
         if token not in self.callers:
             raise Unauthorized("not a caller of the test")
         return self.callers[token]
+
+
+def api_conf_file(folder: Path, text: str) -> Any:
+    """The API's options (oslo.config) read from a file ``fornace.conf`` in
+    ``folder`` holding ``text``, and no other file."""
+    from oslo_config import cfg
+
+    from fornace.api import config
+
+    path = folder / "fornace.conf"
+    path.write_text(text)
+    conf = cfg.ConfigOpts()
+    config.register(conf)
+    conf(["--config-file", str(path)], default_config_files=[], default_config_dirs=[])
+    return conf

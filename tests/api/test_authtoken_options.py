@@ -10,8 +10,7 @@ from fastapi.testclient import TestClient
 from oslo_config import cfg
 
 import identitykit
-from apikit import Published
-from fornace.api import config
+from apikit import Published, api_conf_file
 from fornace.api.app import create_app
 from fornace.api.auth import KeystoneAuth
 from fornace.api.stores.store import Store
@@ -31,12 +30,7 @@ project_domain_name = Default
 
 def conf_of(tmp_path, text: str) -> cfg.ConfigOpts:
     """The API's options read from a configuration file holding ``text``."""
-    path = tmp_path / "fornace.conf"
-    path.write_text(text)
-    conf = cfg.ConfigOpts()
-    config.register(conf)
-    conf(["--config-file", str(path)], default_config_files=[], default_config_dirs=[])
-    return conf
+    return api_conf_file(tmp_path, text)
 
 
 def service_user() -> str:

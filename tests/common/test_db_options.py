@@ -12,21 +12,17 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from cutproxy import Proxy
-from fornace.api import config as api_config
 from fornace.common import options
 from fornace.common.db.engine import make_engine, wait_for_database
 from fornace.common.db.pool import Pool, StartupRetries
 from fornace.conductor.jobs.lock import JobLock
+from apikit import api_conf_file
 from services import postgres_url
 
 
-def conf_of(tmp_path, text_: str) -> cfg.ConfigOpts:
-    path = tmp_path / "fornace.conf"
-    path.write_text(text_)
-    conf = cfg.ConfigOpts()
-    api_config.register(conf)
-    conf(["--config-file", str(path)], default_config_files=[], default_config_dirs=[])
-    return conf
+def conf_of(tmp_path, text: str) -> cfg.ConfigOpts:
+    """The API's options read from a configuration file holding ``text``."""
+    return api_conf_file(tmp_path, text)
 
 
 def backend_pid(engine) -> int:
