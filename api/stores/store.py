@@ -249,9 +249,11 @@ class Store:
         tells is committed; ``ctx``: the caller whose request caused it."""
         if payload is None:
             return
+        request = requestcontext.current()   # the request being served, if any
+        request_id = request.request_id if request is not None else None
         self.notifications.emit(event_type, payload, error, context(
-            ctx.user_id, ctx.tenant_id, getattr(ctx, "request_id", None))
-            if ctx is not None else context(None, payload.get("tenant_id")))
+            ctx.user_id, ctx.tenant_id, request_id) if ctx is not None
+            else context(None, payload.get("tenant_id"), request_id))
 
     @staticmethod
     def keep_trust(env: Environment, delegation: Delegation) -> None:

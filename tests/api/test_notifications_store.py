@@ -22,15 +22,18 @@ class Recorder:
 
     def __init__(self) -> None:
         self.sent: list[tuple[str, str, dict]] = []
+        self.contexts: list[dict] = []
         self.lock = threading.Lock()
 
     def info(self, ctxt, event_type, payload):
         with self.lock:
             self.sent.append(("INFO", event_type, payload))
+            self.contexts.append(ctxt)
 
     def error(self, ctxt, event_type, payload):
         with self.lock:
             self.sent.append(("ERROR", event_type, payload))
+            self.contexts.append(ctxt)
 
 
 @pytest.fixture
@@ -112,3 +115,12 @@ def test_a_failed_deletion_is_an_error_and_the_environment_stays(api):
     assert api.recorder.sent[4][2]["status"] == "completed_w_errors"
     assert "deleted_at" not in api.recorder.sent[4][2]
     assert api.client.get(f"/environments/{env_id}").json()["status"] == "delete failure"
+
+
+def test_a_notification_names_the_request_that_caused_it(api):
+    """Its context's request_id is the x-openstack-request-id of the answer."""
+    answer = api.client.post("/environments", json={"name": "traced"})
+    assert sent(api, 1) == [("INFO", "environment.create.end")]
+    request_id = answer.headers["x-openstack-request-id"]
+    assert request_id.startswith("req-")
+    assert api.recorder.contexts[0]["request_id"] == request_id
