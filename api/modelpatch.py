@@ -47,6 +47,9 @@ _ELSEWHERE = {
     "id": "an environment's id never changes",
 }
 MAX_CHANGES = 1000
+MAX_SCANNED = 1_000_000
+"""List items one patch may look through for ids (a body of 1 MB could
+otherwise make a thousand changes each scan a list of 100,000 items)."""
 
 
 @dataclass(frozen=True)
@@ -131,8 +134,9 @@ def _refuse_uneditable(change: Change) -> None:
 def apply(model: dict[str, Any], changes: list[Change]) -> None:
     """Apply ``changes`` in order to ``model`` (changed in place); a 400 naming
     the first change whose path is not there."""
+    budget = _Budget(MAX_SCANNED)
     for change in changes:
-        pointer = _resolved(model, change)
+        pointer = _resolved(model, change, budget)
         operation = {"op": change.op, "path": pointer}
         if change.op != "remove":
             operation["value"] = copy.deepcopy(change.value)
@@ -143,7 +147,21 @@ def apply(model: dict[str, Any], changes: list[Change]) -> None:
             raise BadRequest(f"{change.named}: cannot be applied to the model") from None
 
 
-def _resolved(model: Any, change: Change) -> str:
+@dataclass
+class _Budget:
+    """The list items a patch may still look through."""
+
+    left: int
+
+    def spend(self, items: int, change: Change) -> None:
+        self.left -= items
+        if self.left < 0:
+            raise BadRequest(f"{change.named}: the patch looks through more than "
+                             f"{MAX_SCANNED} list items for ids: name fewer items, or "
+                             f"send it in parts")
+
+
+def _resolved(model: Any, change: Change, budget: _Budget) -> str:
     """The change's path as a JSON pointer of indexes (ids of list items made
     indexes), once each step but the last is found -- and the last too when
     the op replaces or removes it."""
@@ -151,6 +169,8 @@ def _resolved(model: Any, change: Change) -> str:
     segments = change.segments
     for depth, segment in enumerate(segments):
         last = depth == len(segments) - 1
+        if isinstance(node, list):
+            budget.spend(len(node), change)
         key = _key(node, segment, adding=last and change.op == "add")
         if key is None:
             where = "/" + "/".join(map(jsonpointer.escape, segments[:depth])) if depth \

@@ -8,6 +8,8 @@ import json
 import pytest
 
 from apikit import make_api
+from fornace.api import modelpatch
+from fornace.common.db.models import ConfigSession
 
 SESSION = "X-Configuration-Session"
 PATCH_TYPE = "application/env-model-json-patch"
@@ -68,7 +70,6 @@ def test_a_patch_adds_a_service_with_new_ids_and_answers_the_masked_model(api):
     assert model["region"] == "R1" and model["name"] == "env"
     # stored in the session only, with the real password
     with api.store.sessions() as db:
-        from fornace.common.db.models import ConfigSession
         stored = db.get(ConfigSession, headers[SESSION]).description["services"]
     assert stored[0]["adminPassword"] == PASSWORD
     assert api.client.get(f"/environments/{env_id}/model").json()["services"] == []
@@ -96,7 +97,6 @@ def test_paths_name_list_items_by_id_or_index_and_placeholders_become_ids(api):
     assert patched(api, env_id, headers, [{"op": "replace", "path": "/services/0/adminPassword",
                                            "value": "***"}]).status_code == 200
     with api.store.sessions() as db:
-        from fornace.common.db.models import ConfigSession
         stored = db.get(ConfigSession, headers[SESSION]).description["services"]
     assert stored[0]["adminPassword"] == PASSWORD
 
@@ -293,3 +293,17 @@ def test_model_edit_changes_the_default_networks(api):
     # the environment's own model is untouched until the session is deployed
     assert api.client.get(f"/environments/{env_id}/model").json()["defaultNetworks"] == \
         joined()
+
+
+def test_a_patch_looking_through_too_many_list_items_is_refused(api, monkeypatch):
+    monkeypatch.setattr(modelpatch, "MAX_SCANNED", 50)
+    env_id, headers = opened(api)
+    patched(api, env_id, headers, [{"op": "add", "path": "/services/-",
+                                    "value": site(extra=list(range(40)))}])
+    changes = [{"op": "replace", "path": "/services/0/extra/39", "value": 0}] * 2
+    answer = patched(api, env_id, headers, changes)
+    assert answer.status_code == 400
+    assert answer.json()["error"]["message"] == (
+        "change 2 (replace /services/0/extra/39): the patch looks through more than 50 "
+        "list items for ids: name fewer items, or send it in parts")
+    assert model_of(api, env_id, headers)["services"][0]["extra"][39] == 39
