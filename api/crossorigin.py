@@ -15,7 +15,10 @@ else would stop them.  So, for the unsafe methods (POST, PUT, PATCH, DELETE):
   415; the types an HTML form can send are refused even with an empty body,
   and a Content-Type that cannot be parsed is a 400.  Package uploads
   (``POST /packages``) take an archive instead (:data:`ARCHIVE_TYPES`: none of
-  them is a type a form sends, so a browser preflights them too).
+  them is a type a form sends, so a browser preflights them too), and Murano's
+  model edits (``PATCH .../model/``) a JSON patch of type
+  ``application/env-model-json-patch`` (:data:`MODEL_PATCH_TYPES`: not a
+  form's type either).
 
 Every refusal is the API's JSON error body.  The dashboard (mounted under
 ``/dashboard``) posts HTML forms and has its own CSRF tokens: it is left to them.
@@ -44,6 +47,9 @@ _DEFAULT_PORTS = {"http": 80, "https": 443}
 ARCHIVE_TYPES = frozenset({"application/zip", "application/gzip", "application/x-gzip",
                            "application/x-tar", "application/octet-stream"})
 ARCHIVE_PATHS = frozenset({"/packages", "/v1/packages"})
+# the body of Murano's model edits (PATCH /environments/ID/model/), besides JSON
+MODEL_PATCH_TYPES = frozenset({"application/env-model-json-patch"})
+_MODEL_PATH = re.compile(r"(?:/v1)?/environments/[^/]+/model/?")
 _TOKEN = r"[!#$%&'*+.^_`|~0-9A-Za-z-]+"
 _MEDIA_TYPE = re.compile(rf"\s*({_TOKEN})/({_TOKEN})\s*")
 _PARAMETER = re.compile(rf"\s*{_TOKEN}=(?:{_TOKEN}|\"(?:[^\"\\]|\\.)*\")\s*")
@@ -163,6 +169,16 @@ def _exempt(scope: dict) -> bool:
     return path == EXEMPT_PREFIX or path.startswith(EXEMPT_PREFIX + "/")
 
 
+def _other_types(scope: dict) -> frozenset[str]:
+    """The body types besides JSON the request's method and path take."""
+    path = scope.get("path", "")
+    if path in ARCHIVE_PATHS:
+        return ARCHIVE_TYPES
+    if scope.get("method") == "PATCH" and _MODEL_PATH.fullmatch(path):
+        return MODEL_PATCH_TYPES
+    return frozenset()
+
+
 class CrossOrigin:
     """ASGI middleware: the checks above on the JSON API's unsafe requests."""
 
@@ -180,7 +196,7 @@ class CrossOrigin:
         try:
             check_origin(scope, headers, self.allowed)
             check_body(headers, [v for k, v in raw if k == b"content-type"],
-                       ARCHIVE_TYPES if scope.get("path") in ARCHIVE_PATHS else frozenset())
+                       _other_types(scope))
         except ApiError as refusal:
             LOG.log(logging.WARNING if refusal.status == 403 else logging.INFO,
                     "%s %s refused (%d): %s", scope.get("method"), scope.get("path"),

@@ -10,16 +10,24 @@ job was given (``?job=JOB``) -- so that ``fornace workflow simulate
 --environment`` can run edited workflows on it.  Secrets are masked as every
 API response masks them: fields named like passwords or declared secret by
 the catalog, and their values wherever else they appear.
+
+``PATCH /environments/{env_id}/model/`` edits a configuration session's
+model with a JSON patch, as later Murano clients' ``environment model edit``
+sends it (:mod:`fornace.api.modelpatch`), and answers the model it left.
 """
 from __future__ import annotations
 
 from typing import Any, Optional
 
-from fastapi import APIRouter, Depends, Query
+import json
+
+from fastapi import APIRouter, Body, Depends, Query
 
 from fornace.api import tree
-from fornace.api.errors import ERROR_RESPONSES, NotFound
-from fornace.api.routing import SESSION_HEADER, JsonRoute, permitted, run, store_of
+from fornace.api.errors import ERROR_RESPONSES, BadRequest, NotFound
+from fornace.api.modelpatch import CONTENT_TYPE
+from fornace.api.routing import (SESSION_HEADER, JsonRoute, parse_json, permitted, run,
+                                 store_of)
 from fornace.api.context import Context
 from fornace.api.stores.store import Store
 from fornace.api.ids import lookup_id
@@ -51,6 +59,32 @@ async def show_model_part(env_id: str, path: str, session_id: Optional[str] = SE
     ``/services/<id>/units/0``; ``/`` is all of it), as python-muranoclient's
     ``environment model show --path`` asks for it (``GET .../model//services``)."""
     return await run(model_part, store, ctx, env_id, path, session_id, job)
+
+
+_PATCH_EXAMPLE = [{"op": "replace", "path": "/services/0/name", "value": "site"}]
+
+
+@router.patch("/environments/{env_id}/model")
+@router.patch("/environments/{env_id}/model/", include_in_schema=False)
+async def edit_model(env_id: str,
+                     patch: Any = Body(..., media_type=CONTENT_TYPE,
+                                       examples=[_PATCH_EXAMPLE],
+                                       description="a JSON patch (RFC 6902): add, replace "
+                                                   "and remove below /services and "
+                                                   "/defaultNetworks"),
+                     session_id: Optional[str] = SESSION_HEADER,
+                     ctx: Context = Depends(permitted("environment:model_edit")),
+                     store: Store = Depends(store_of)) -> dict:
+    """Apply a JSON patch to a configuration session's object model (Murano's
+    ``PATCH .../model/``, content type ``application/env-model-json-patch`` or
+    JSON); the model it left, secrets masked."""
+    if isinstance(patch, bytes):    # not a JSON content type: FastAPI left it unread
+        try:
+            patch = parse_json(patch)
+        except json.JSONDecodeError as exc:
+            raise BadRequest(f"malformed JSON body: {exc.msg}") from None
+    await run(store.services.patch_model, ctx, env_id, patch, session_id)
+    return await run(environment_model, store, ctx, env_id, session_id)
 
 
 def model_part(store: Store, ctx: Context, env_id: str, path: str,

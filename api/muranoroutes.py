@@ -18,6 +18,7 @@ from fastapi.responses import Response
 from fornace.api.context import Context
 from fornace.api.errors import ERROR_RESPONSES, BadRequest
 from fornace.api.modelroutes import router as model_router
+from fornace.api.networks import networks_problem
 from fornace.api.routing import (SESSION_HEADER, EnvironmentCreate, EnvironmentIn, JsonRoute,
                                  flag, permitted, run, store_of)
 from fornace.api.stores.store import Store
@@ -56,8 +57,13 @@ async def list_environments(request: Request, all_tenants: Optional[str] = Query
 async def create_environment(body: EnvironmentCreate,
                              ctx: Context = Depends(permitted("environment:create")),
                              store: Store = Depends(store_of)) -> dict:
-    """A new empty environment; ``region``: the OpenStack region of its stack."""
-    return await run(store.environments.create, ctx, body.name.strip(), body.region)
+    """A new empty environment; ``region``: the OpenStack region of its stack;
+    ``defaultNetworks``: the networks it joins (kept in its object model)."""
+    problem = networks_problem(body.defaultNetworks)
+    if problem is not None:
+        raise BadRequest(f"{problem[0]}: {problem[1]}", field=problem[0])
+    return await run(store.environments.create, ctx, body.name.strip(), body.region,
+                     body.defaultNetworks)
 
 
 @router.get("/environments/{env_id}")

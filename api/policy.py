@@ -101,6 +101,9 @@ API_RULES = [
     _call("environment:model", _READ, "The object model a deployment is given (secrets "
           "masked), or the one a past job was given, or a part of it.",
           ("GET", _ENV + "/model"), ("GET", _ENV + "/model/{path}")),
+    _call("environment:model_edit", _WRITE, "Edit a configuration session's object model "
+          "with a JSON patch (its services and defaultNetworks).",
+          ("PATCH", _ENV + "/model"), ("PATCH", _ENV + "/model/")),
     _call("session:configure", _WRITE, "Open a configuration session.",
           ("POST", _ENV + "/configure")),
     _call("session:show", _READ, "Show a configuration session.", ("GET", _SESSION)),

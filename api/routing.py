@@ -48,9 +48,15 @@ class EnvironmentIn(BaseModel):
 class EnvironmentCreate(EnvironmentIn):
     """Create an environment: a name, and the OpenStack region it is deployed
     to (Murano's ``region``, sent by python-muranoclient 2.8; null or absent:
-    the conductor's ``[heat] region_name``)."""
+    the conductor's ``[heat] region_name``), and the networks it joins
+    (Murano's ``defaultNetworks``, checked by :mod:`fornace.api.networks`)."""
 
     region: Optional[str] = Field(None, max_length=names.NAME_MAX)
+    defaultNetworks: Optional[dict[str, Any]] = Field(
+        None, description="the networks the environment's instances join, as later Murano "
+                          "clients send them (--join-net-id, --join-subnet-id): "
+                          "{\"environment\": {network}, \"flat\": null}; kept in the "
+                          "object model (fornace.api.networks)")
 
     @field_validator("region")
     @classmethod

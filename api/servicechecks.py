@@ -171,3 +171,29 @@ def revalidate(services: list, segments: list[str], now: str | None,
         prepared["updated"] = now
         index = next(i for i, item in enumerate(services) if item is service)
         services[index] = prepared
+
+
+def checked_services(services: list, old: Any, now: str | None,
+                     catalog: Catalog | None = None) -> list:
+    """The services an edit of the whole model left, taken as a ``PUT`` of the
+    whole list takes them: masked secrets (``***``) restored from ``old``,
+    each service that is new or changed checked (a 400 naming it and its
+    field) and given the ids it lacks (its units too), ``updated`` (and a new
+    one's ``created``) set to ``now``.  Services left as they were are not
+    checked again: wrong ones from before (a 0.2 description) do not block."""
+    old = old if isinstance(old, list) else []
+    before = {service["id"]: service for service in old
+              if isinstance(service, dict) and isinstance(service.get("id"), str)}
+    result = []
+    for index, service in enumerate(specs.keep_secrets(services, old, catalog)):
+        known = before.get(service.get("id")) if isinstance(service, dict) else None
+        if known is not None and known == service:
+            result.append(service)
+            continue
+        checked(specs.validate_update, service, catalog, index=index)
+        prepared = checked(specs.prepare_units, service, index=index)
+        if prepared["id"] not in before:
+            prepared["created"] = now
+        prepared["updated"] = now
+        result.append(prepared)
+    return result

@@ -26,7 +26,7 @@ from fornace.api.dashboard.pages import fragment, redirect, render
 from fornace.api.dashboard.sessions import ensure_session, open_session
 from fornace.api.errors import ApiError, BadRequest, NotFound, Unauthorized
 from fornace.api.stores.jobs import Jobs
-from fornace.api.routing import EnvironmentIn, flag, run
+from fornace.api.routing import EnvironmentCreate, flag, run
 from fornace.api.jobstate import BUSY
 from fornace.api.stores.store import Store
 
@@ -115,13 +115,18 @@ async def environments_live(request: Request) -> Response:
 async def create_environment(request: Request) -> Response:
     ctx = await caller(request, "environment:create")
     form = await read_form(request)
+    region = (form.get("region") or "").strip() or None   # empty: the conductor's default
     try:
-        name = EnvironmentIn(name=form.get("name")).name.strip()
+        body = EnvironmentCreate(name=form.get("name"), region=region)
     except ValidationError as exc:
-        problem = "; ".join(e["msg"] for e in exc.errors())
-        return redirect(request, "/", f"The environment name is not valid: {problem}", "error")
-    env = await _run(_store(request).environments.create, ctx, name)
-    return redirect(request, _env_path(env["id"]), f"Environment {name} created.")
+        field = "region" if exc.errors()[0]["loc"][:1] == ("region",) else "name"
+        problem = "; ".join(e["msg"] for e in exc.errors() if e["loc"][:1] == (field,))
+        return redirect(request, "/", f"The environment {field} is not valid: {problem}",
+                        "error")
+    name = body.name.strip()
+    env = await _run(_store(request).environments.create, ctx, name, body.region)
+    where = f" in region {body.region}" if body.region else ""
+    return redirect(request, _env_path(env["id"]), f"Environment {name} created{where}.")
 
 
 @router.get("/environments/{env_id}")

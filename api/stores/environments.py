@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import bindparam, delete, exists, select, update
 from sqlalchemy.orm import Session as DbSession
 
+from fornace.api import networks
 from fornace.api.context import Context, allowed, session_allowed
 from fornace.api.errors import Forbidden
 from fornace.api.ids import could_be_id, lookup_id
@@ -83,12 +84,16 @@ class Environments:
                     for env_id, name, created, updated, tenant_id, version, state, region,
                     pending in rows]
 
-    def create(self, ctx: Context, name: str, region: str | None = None) -> dict[str, Any]:
+    def create(self, ctx: Context, name: str, region: str | None = None,
+               default_networks: dict[str, Any] | None = None) -> dict[str, Any]:
         """A new empty environment; 409 when the tenant has one of that name.
 
         ``region`` (the OpenStack region its stack goes to) is kept in a column
         and in the object model, whose top-level ``region`` the conductor takes
-        as the region of the stack of every unit of the environment."""
+        as the region of the stack of every unit of the environment.
+        ``default_networks`` (Murano's ``defaultNetworks``, checked by
+        :func:`fornace.api.networks.networks_problem`) is kept in the object
+        model only, its networks given ids."""
         with self._sessions.begin() as db:
             lock_names(db, ctx.tenant_id)
             refuse_taken_name(db, ctx.tenant_id, name)
@@ -96,6 +101,8 @@ class Environments:
             description: dict[str, Any] = {"id": env_id, "name": name, "services": []}
             if region is not None:
                 description["region"] = region
+            if default_networks is not None:
+                description[networks.FIELD] = networks.prepared_networks(default_networks)
             env = Environment(id=env_id, name=name, tenant_id=ctx.tenant_id, version=0,
                               state="ready", region=region, description=description)
             db.add(env)

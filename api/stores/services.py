@@ -7,25 +7,32 @@ Every edit is all or nothing, checked whole before it is stored
 (:mod:`fornace.api.servicechecks`: specs, names, ``dependsOn``; the unit
 limits; the nesting depth); edits of one session take turns.  What comes
 back is masked as a part of the whole list (secret fields go by key).
+
+The object model as a whole (services and ``defaultNetworks``) is edited
+with a JSON patch too, as later Murano clients' ``model edit`` sends it
+(:meth:`Services.patch_model`, :mod:`fornace.api.modelpatch`), under the
+same checks.
 """
 from __future__ import annotations
 
 import copy
 from typing import TYPE_CHECKING, Any, Callable
 
-from fornace.api import objectheaders, specs, tree
+from fornace.api import modelpatch, networks, objectheaders, specs, tree
 from fornace.api.context import Context, session_allowed
 from fornace.api.errors import BadRequest, NotFound
 from fornace.api.jobstate import BUSY, busy_error
 from fornace.api.limits import unit_counts
 from fornace.api.namelocks import sqlite_write_lock
-from fornace.api.servicechecks import (add_services, checked, dangling_dependencies,
+from fornace.api.servicechecks import (add_services, checked, checked_services,
+                                       dangling_dependencies,
                                        duplicate_ids, forget_dependency,
                                        refuse_new_dangling_dependencies,
                                        refuse_new_duplicate_ids, refuse_taken_service_names,
                                        revalidate, service_names)
 from fornace.api.views import iso
 from fornace.common.catalog import Catalog
+from fornace.common.namedchecks import describe
 from fornace.common.db.models import utcnow
 
 if TYPE_CHECKING:
@@ -119,9 +126,48 @@ class Services:
             return None
         self._edit(ctx, env_id, session_id, change)
 
+    def patch_model(self, ctx: Context, env_id: str, body: Any,
+                    session_id: str | None) -> None:
+        """Apply a JSON patch to the session's object model (Murano's ``PATCH
+        .../model/``, :mod:`fornace.api.modelpatch`): its services then pass the
+        checks a ``PUT`` of the whole list passes, its ``defaultNetworks`` those
+        of a creation (:mod:`fornace.api.networks`); all or nothing."""
+        changes = modelpatch.parsed(objectheaders.with_new_ids(body))
+
+        def change(description: dict, catalog: Catalog) -> None:
+            old = copy.deepcopy(description.get("services"))
+            modelpatch.apply(description, changes)
+            services = description.get("services")
+            if not isinstance(services, list):
+                raise BadRequest(f"services: must be a list of services, not "
+                                 f"{describe(services)}", field="services")
+            description["services"] = checked_services(services, old, iso(utcnow()), catalog)
+            if any(c.segments[0] == networks.FIELD for c in changes):
+                given = description.get(networks.FIELD)
+                problem = networks.networks_problem(given)
+                if problem is not None:
+                    raise BadRequest(f"{problem[0]}: {problem[1]}", field=problem[0])
+                if given is None:
+                    description.pop(networks.FIELD, None)
+                else:
+                    description[networks.FIELD] = networks.prepared_networks(given)
+        self._edit_model(ctx, env_id, session_id, change)
+
     def _edit(self, ctx: Context, env_id: str, session_id: str | None,
               change: Callable[[list, Catalog], Any]) -> Any:
-        """Apply ``change`` to a copy of the session's services; store it if valid.
+        """Apply ``change`` to a copy of the session's services; store it if valid
+        (:meth:`_edit_model`); what it returns, masked."""
+        def on_services(description: dict, catalog: Catalog) -> Any:
+            services = description.setdefault("services", [])
+            if not isinstance(services, list):
+                raise BadRequest("the environment's services are not a list")
+            return specs.masked_view(change(services, catalog), catalog)
+        return self._edit_model(ctx, env_id, session_id, on_services)
+
+    def _edit_model(self, ctx: Context, env_id: str, session_id: str | None,
+                    change: Callable[[dict, Catalog], Any]) -> Any:
+        """Apply ``change`` to a copy of the session's object model; store it if
+        its services are still valid.
 
         All or nothing: any error leaves the session as it was.  Edits of one
         session take turns (its row is locked), so none is lost and two cannot
@@ -136,15 +182,17 @@ class Services:
                 raise busy_error(db, env)
             session_allowed(ctx, env, session_id, session, editable=True)
             description = copy.deepcopy(session.description)
-            services = description.setdefault("services", [])
+            old = description.get("services")
+            old = old if isinstance(old, list) else []
+            before = unit_counts(old)
+            names = service_names(old)
+            dangling = dangling_dependencies(old)
+            twice = duplicate_ids(old)
+            catalog = self.store.catalog_of(db, env.id)
+            result = change(description, catalog)
+            services = description.get("services")
             if not isinstance(services, list):
                 raise BadRequest("the environment's services are not a list")
-            before = unit_counts(services)
-            names = service_names(services)
-            dangling = dangling_dependencies(services)
-            twice = duplicate_ids(services)
-            catalog = self.store.catalog_of(db, env.id)
-            result = change(services, catalog)
             refuse_taken_service_names(names, services)
             refuse_new_dangling_dependencies(dangling, services)
             refuse_new_duplicate_ids(twice, services)
@@ -154,7 +202,7 @@ class Services:
                                  f"deep")
             session.description = description
             session.updated = utcnow()
-            return specs.masked_view(result, catalog)
+            return result
 
 
 def masked_at(services: list, segments: list[str], catalog: Catalog | None = None) -> Any:

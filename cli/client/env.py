@@ -25,19 +25,26 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         actions, "list", "list the environments",
         "List the environments of your tenant: id, name, status (ready, pending: "
         "changes not deployed, deploying, deploy failure, deleting...), version "
-        "(deployments that changed it) and when it last changed (local time).",
+        "(deployments that changed it), when it last changed (local time) and its "
+        "region (- for none: the conductor's default).",
         ["fornace env list", "fornace env list --json", "fornace env list -f value"])
     add_format_option(listing)
     create = add_command(actions, "create", "create an empty environment",
                          "Create an environment without services; add some with "
-                         "'fornace service add' and deploy them with 'fornace deploy'.",
-                         ["fornace env create demo"])
+                         "'fornace service add' and deploy them with 'fornace deploy'. "
+                         "--region names the OpenStack region its stack (every unit of "
+                         "it) is deployed to; without it, the conductor's [heat] "
+                         "region_name. It cannot be changed later.",
+                         ["fornace env create demo", "fornace env create demo --region RegionTwo"])
     create.add_argument("env_name", metavar="NAME", help="its name")
+    create.add_argument("--region", metavar="REGION",
+                        help="the OpenStack region of its stack (a region of the Keystone "
+                             "catalog)")
     show = add_command(actions, "show", "show an environment and its units",
                        "Show an environment: status, version, and each service's units "
                        "with their hostnames and addresses once deployed. -f value prints "
                        "the environment's own fields on one line: id, name, status, "
-                       "version, created, updated.",
+                       "version, created, updated, region (empty for none).",
                        ["fornace env show demo", "fornace env show demo --json",
                         "fornace env show demo -f value | cut -f3"])
     show.add_argument("environment", metavar="ENV", help="environment id or name")
@@ -83,19 +90,24 @@ def _run(command: Any, client: ApiClient) -> int:
 def list_environments(command: Any, client: ApiClient) -> int:
     format_of(command)
     data = client.get("/environments")
-    headers = ("ID", "NAME", "STATUS", "VERSION", "UPDATED")
-    rows = [(e["id"], e["name"], e["status"], e["version"], local_time(e["updated"]))
-            for e in data["environments"]]
-    emit(command, data, rows, lambda: print_table(headers, rows, empty="(no environments)"))
+    headers = ("ID", "NAME", "STATUS", "VERSION", "UPDATED", "REGION")
+    rows = [(e["id"], e["name"], e["status"], e["version"], local_time(e["updated"]),
+             e.get("region")) for e in data["environments"]]
+    shown = [row[:-1] + (row[-1] or "-",) for row in rows]
+    emit(command, data, rows, lambda: print_table(headers, shown, empty="(no environments)"))
     return OK
 
 
 def create(command: Any, client: ApiClient) -> int:
-    env = client.post("/environments", {"name": command.env_name})
+    body = {"name": command.env_name}
+    if command.region is not None:
+        body["region"] = command.region
+    env = client.post("/environments", body)
     if command.json:
         print_json(env)
     else:
-        print(f"created environment {env['name']} (id {env['id']})")
+        region = f" in region {env['region']}" if env.get("region") else ""
+        print(f"created environment {env['name']} (id {env['id']}){region}")
     return OK
 
 
@@ -107,12 +119,13 @@ def show(command: Any, client: ApiClient) -> int:
     env = client.get(f"/environments/{find_environment(client, command.environment)['id']}")
     # -f value: the environment's own fields (its units: 'service list --deployed')
     fields = (env["id"], env["name"], env["status"], env["version"],
-              local_time(env["created"]), local_time(env["updated"]))
+              local_time(env["created"]), local_time(env["updated"]), env.get("region"))
 
     def table() -> None:
         print(f"environment {env['name']} (id {env['id']})\n"
               f"  status   {env['status']}\n  version  {env['version']}\n"
-              f"  created  {fields[4]}\n  updated  {fields[5]}")
+              f"  created  {fields[4]}\n  updated  {fields[5]}\n"
+              f"  region   {fields[6] or '-'}")
         session = Sessions(client).current(env["id"])
         if session:
             print(f"  pending changes in session {session}: 'fornace service list "

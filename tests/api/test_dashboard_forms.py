@@ -288,3 +288,32 @@ def test_the_form_of_a_type_the_catalog_adds_comes_from_its_schema(note_browser)
     assert "s1gn3d" not in bad.text                   # a page never holds a secret
     assert note_browser.post(f"/environments/{env_id}/services/new",
                              {**form, "copies": "2"}).status_code == 303
+
+
+# -- the environment form -----------------------------------------------------------------
+
+def test_the_environment_form_takes_a_region_and_the_page_shows_it(api, browser):
+    listing = browser.get("/")
+    assert 'name="region"' in listing and label_of(listing, "env-region")
+    response = browser.post("/environments", {"name": "regional", "region": "  RegionTwo "})
+    assert response.status_code == 303
+    page = browser.follow(response)
+    assert "Environment regional created in region RegionTwo." in page
+    assert '<span id="env-region">RegionTwo</span>' in page
+    env_id = response.headers["location"].rsplit("/", 1)[1]
+    assert api.client.get(f"/environments/{env_id}").json()["region"] == "RegionTwo"
+    assert api.client.get(f"/environments/{env_id}/model/region").json() == "RegionTwo"
+    # left empty: no region, the conductor's default
+    plain = browser.post("/environments", {"name": "plain", "region": "   "})
+    plain_id = plain.headers["location"].rsplit("/", 1)[1]
+    assert api.client.get(f"/environments/{plain_id}").json()["region"] is None
+    assert 'id="env-region" title="the conductor' in browser.follow(plain)
+
+
+def test_a_bad_region_in_the_environment_form_is_shown_and_nothing_created(api, browser):
+    bad = browser.follow(browser.post("/environments", {"name": "bad", "region": "x" * 300}))
+    assert "The environment region is not valid: String should have at most 255 " \
+           "characters" in bad
+    control = browser.follow(browser.post("/environments", {"name": "bad", "region": "a\tb"}))
+    assert "The environment region is not valid" in control and "control characters" in control
+    assert api.client.get("/environments").json()["environments"] == []

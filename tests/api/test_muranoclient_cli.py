@@ -5,7 +5,9 @@ environment ...`` plugin (``--os-auth-type admin_token --os-token T
 (``--os-no-client-auth --os-auth-token T --murano-url URL``), through create,
 list, show, rename, session create, apps edit (a JSON patch with ids in
 ``"?"`` headers and ``===id1===`` placeholders), model show with ``--path``,
-deploy, deployment list and delete.  The API runs on a real port with a
+deploy, deployment list and delete; and create with ``--join-net-id`` /
+``--join-subnet-id`` then ``model edit`` (a JSON patch of the model) and
+deploy.  The API runs on a real port with a
 conductor in this process (simulated stacks and agents, in-memory broker):
 the deployments succeed."""
 from __future__ import annotations
@@ -212,3 +214,111 @@ def test_the_clients_see_a_clear_error_for_a_bad_region(fornace, tmp_path):
                           env={"HOME": str(tmp_path), "PATH": f"{BIN}:/usr/bin:/bin"})
     assert done.returncode == 1
     assert "region: String should have at most 255 characters" in done.stderr
+
+
+def model_patch_file(home: Path, service_id: str) -> Path:
+    """What ``environment model edit`` takes: a JSON patch of the whole model,
+    adding a web site (its unit's id a placeholder) and changing the subnet the
+    environment joins."""
+    patch = [{"op": "add", "path": "/services/-", "value": {
+                 "?": {"id": service_id, "type": "linuxWebServer"},
+                 "name": "site", "unitNamingPattern": "web#",
+                 "osImage": {"name": "debian-12"}, "units": [{"?": {"id": "===id1==="}}]}},
+             {"op": "add", "path": "/defaultNetworks/environment/internalSubnetworkName",
+              "value": "subnet-2"}]
+    path = home / "model-patch.json"
+    path.write_text(json.dumps(patch))
+    return path
+
+
+def test_openstack_model_edit_and_join_net_deploy(fornace, tmp_path):
+    """``environment create --join-net-id``, then the services added by ``model
+    edit`` (a JSON patch of the model), deployed."""
+    url, home = fornace, tmp_path
+    service_id = uuid.uuid4().hex
+
+    def osc(*args: str) -> str:
+        return openstack(url, home, *args)
+    [created] = json.loads(osc("environment", "create", "--join-net-id", "net-1",
+                               "osc-joined", "-f", "json"))
+    env_id = created["Id"]
+    session = json.loads(osc("environment", "session", "create", env_id, "-f", "json"))["id"]
+    networks = json.loads(osc("environment", "model", "show", env_id, "--session-id", session,
+                              "--path", "/defaultNetworks", "-f", "json"))
+    assert networks["flat"] is None and networks["environment"]["internalNetworkName"] == "net-1"
+    header = networks["environment"]["?"]
+    assert header["type"] == "io.murano.resources.ExistingNeutronNetwork"
+
+    model = json.loads(osc("environment", "model", "edit", "--session-id", session, env_id,
+                           str(model_patch_file(home, service_id)), "-f", "json"))
+    assert [s["id"] for s in model["services"]] == [service_id]
+    assert model["defaultNetworks"]["environment"]["internalSubnetworkName"] == "subnet-2"
+    assert model["defaultNetworks"]["environment"]["?"] == header
+
+    osc("environment", "deploy", "--session-id", session, env_id, "-f", "json")
+    ready = wait_for(lambda: (lambda shown: shown if shown["status"] == "ready" else None)(
+        json.loads(osc("environment", "show", env_id, "-f", "json"))),
+        "the environment deployed", timeout=120)
+    [unit] = json.loads(ready["services"])[0]["units"]
+    assert unit["state"]["siteDeployed"] is True and len(unit["id"]) == 32
+    [deployment] = json.loads(osc("deployment", "list", env_id, "-f", "json"))
+    assert deployment["State"] == "success"
+    # the networks stay in the deployed model
+    session = json.loads(osc("environment", "session", "create", env_id, "-f", "json"))["id"]
+    networks = json.loads(osc("environment", "model", "show", env_id, "--session-id", session,
+                              "--path", "/defaultNetworks/environment", "-f", "json"))
+    assert networks["internalSubnetworkName"] == "subnet-2"
+
+    osc("environment", "delete", env_id, "-f", "json")
+    wait_for(lambda: env_id not in {e["ID"] for e in json.loads(
+        osc("environment", "list", "-f", "json"))}, "the environment deleted", timeout=120)
+
+
+def test_murano_model_edit_and_join_subnet_deploy(fornace, tmp_path):
+    url, home = fornace, tmp_path
+    service_id = uuid.uuid4().hex
+
+    def cli(*args: str) -> str:
+        return murano(url, home, *args)
+    created = cli("environment-create", "--join-net-id", "net-1", "--join-subnet-id",
+                  "subnet-1", "cli-joined")
+    env_id = next(line.split("|")[1].strip() for line in created.splitlines()
+                  if "cli-joined" in line)
+    session = next(line.split("|")[2].strip() for line in cli(
+        "environment-session-create", env_id).splitlines() if "| id " in line)
+    assert json_in(cli("environment-model-show", env_id, "--session-id", session, "--path",
+                       "/defaultNetworks/environment/internalSubnetworkName")) == "subnet-1"
+
+    model = json_in(cli("environment-model-edit", "--session-id", session, env_id,
+                        str(model_patch_file(home, service_id))))
+    assert [s["id"] for s in model["services"]] == [service_id]
+    unit_id = model["services"][0]["units"][0]["id"]
+    assert len(unit_id) == 32 and "=" not in unit_id
+
+    cli("environment-deploy", env_id, "--session-id", session)
+    wait_for(lambda: "| ready" in cli("environment-show", env_id) or None,
+             "the environment deployed", timeout=120)
+    assert "| success" in cli("deployment-list", env_id)
+
+    cli("environment-delete", env_id)
+    wait_for(lambda: env_id not in cli("environment-list"), "the environment deleted",
+             timeout=120)
+
+
+def test_the_clients_see_why_a_model_edit_is_refused(fornace, tmp_path):
+    url, home = fornace, tmp_path
+    [created] = json.loads(openstack(url, home, "environment", "create", "refused", "-f",
+                                     "json"))
+    session = json.loads(openstack(url, home, "environment", "session", "create",
+                                   created["Id"], "-f", "json"))["id"]
+    patch = home / "region.json"
+    patch.write_text(json.dumps([{"op": "replace", "path": "/region", "value": "R2"}]))
+    done = subprocess.run([command("openstack"), "--os-auth-type", "admin_token",
+                           "--os-token", TOKEN, "--os-endpoint", url, "--murano-url", url,
+                           "environment", "model", "edit", "--session-id", session,
+                           created["Id"], str(patch)],
+                          capture_output=True, text=True, timeout=120,
+                          env={"HOME": str(home), "PATH": f"{BIN}:/usr/bin:/bin"})
+    assert done.returncode == 1
+    assert "/region cannot be changed: an environment's region is given when it is " \
+           "created" in done.stderr

@@ -127,18 +127,40 @@ def test_env_list_and_show_in_each_format(deployed):
     assert row[4] == _east(env["updated"])
 
     table = ok(run("env", "list", env=EAST))
-    assert table.splitlines()[0].split() == ["ID", "NAME", "STATUS", "VERSION", "UPDATED"]
-    assert re.search(rf"^{env['id']}\s+cli-formats\s+ready\s+1\s+{STAMP}$", table, re.M)
+    assert table.splitlines()[0].split() == ["ID", "NAME", "STATUS", "VERSION", "UPDATED",
+                                             "REGION"]
+    assert re.search(rf"^{env['id']}\s+cli-formats\s+ready\s+1\s+{STAMP}\s+-$", table, re.M)
 
     assert values(run("env", "show", "cli-formats", "-f", "value", env=EAST)) == [
         [env["id"], "cli-formats", "ready", "1", _east(env["created"]),
-         _east(env["updated"])]]
+         _east(env["updated"]), ""]]
     shown = ok(run("env", "show", "cli-formats", env=EAST))
     assert f"  created  {_east(env['created'])}\n" in shown
     assert yaml.safe_load(ok(run("env", "show", "cli-formats", "-f", "yaml")))["id"] == \
         env["id"]
     line = one_line_error(run("env", "list", "--json", "-f", "yaml"), 2)
     assert "--json and -f yaml" in line
+
+
+def test_env_create_with_a_region_shows_it(box, tmp_path):
+    run = runner(box.url, tmp_path)
+    created = ok(run("env", "create", "cli-region", "--region", "RegionTwo"))
+    assert created.startswith("created environment cli-region (id ")
+    assert created.rstrip().endswith(") in region RegionTwo")
+    try:
+        env = as_json(run("env", "show", "cli-region", "--json"))
+        assert env["region"] == "RegionTwo"
+        assert "  region   RegionTwo\n" in ok(run("env", "show", "cli-region"))
+        assert values(run("env", "show", "cli-region", "-f", "value"))[0][6] == "RegionTwo"
+        row = next(r for r in values(run("env", "list", "-f", "value"))
+                   if r[0] == env["id"])
+        assert row[5] == "RegionTwo"
+        assert re.search(rf"^{env['id']}\s+cli-region\s+ready\s+0\s+\S+ \S+\s+RegionTwo$",
+                         ok(run("env", "list")), re.M)
+        line = one_line_error(run("env", "create", "cli-region-2", "--region", "x" * 300), 2)
+        assert "region: String should have at most 255 characters" in line
+    finally:
+        run("env", "delete", "cli-region", "--yes")
 
 
 def test_service_list_status_and_topology_values(deployed):

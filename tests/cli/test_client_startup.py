@@ -60,7 +60,8 @@ def fornace(args: list[str], home: Path, env: dict[str, str] | None = None
 def test_env_list_with_url_loads_neither_oslo_config_nor_keystoneauth(api, tmp_path):
     code, out, err, loaded = fornace(["env", "list", "--url", api], tmp_path)
     assert (code, err) == (0, "")
-    assert out.splitlines()[0].split() == ["ID", "NAME", "STATUS", "VERSION", "UPDATED"]
+    assert out.splitlines()[0].split() == ["ID", "NAME", "STATUS", "VERSION", "UPDATED",
+                                          "REGION"]
     assert " probe " in out
     assert loaded == []
 
