@@ -30,8 +30,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 def run(conf: cfg.ConfigOpts) -> int:
     from fornace.common.broker import warn_if_in_memory
     from fornace.common.brokerurl import check
-    from fornace.common.db.engine import wait_for_database
-    from fornace.common.options import database_pool, database_retries, database_url
+    from fornace.common.db.urls import checked
+    from fornace.common.options import database_pool, database_url
     from fornace.conductor.config import engine_settings, trust_deleter
     from fornace.conductor.daemon import Conductor, ConductorSettings
     from fornace.conductor.executors import stacks_factory
@@ -49,8 +49,9 @@ def run(conf: cfg.ConfigOpts) -> int:
         agents=command.agents or conf.conductor.agents, delete_trust=trust_deleter(conf),
         trace=conf.conductor.trace, trace_bytes=conf.conductor.trace_bytes)
     warn_if_in_memory(settings.broker_url, "this conductor gets no task from an API process")
-    try:
-        wait_for_database(settings.database_url, database_retries(conf))
+    try:   # a URL that cannot work is refused now; a database out of reach is
+        # waited for job by job (its locks), the conductor consuming meanwhile
+        checked(settings.database_url).get_dialect()
     except db.startup_errors() as exc:
         return db.failed_start("conductor", settings.database_url, exc)
     stacks = command.stacks or conf.conductor.stacks

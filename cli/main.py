@@ -355,20 +355,23 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(command: str, conf: Any) -> int:
     """The command's exit code; its errors as one line."""
-    from oslo_config import cfg
-
     try:
         return _module(command).run(conf)
     except FornaceError as exc:
         print(f"fornace: {exc}", file=sys.stderr)
         return 2
-    except cfg.Error as exc:   # a value of the configuration files, read when first used
+    except BrokenPipeError:  # output piped into head, less…
+        return closed_pipe()
+    except Exception as exc:
+        # a value of the configuration files, read when first used (a client
+        # command run without oslo.config cannot meet one: not imported for it)
+        config = sys.modules.get("oslo_config.cfg")
+        if config is None or not isinstance(exc, config.Error):
+            raise
         print(f"fornace {command}: {config_error(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:  # output piped into head, less…
-        return closed_pipe()
 
 
 def config_error(exc: Exception) -> str:

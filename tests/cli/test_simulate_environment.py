@@ -24,17 +24,26 @@ DEPLOY_RULE = re.compile(r'\n    <rule match="[^"]*not @\.state\.siteDeployed an
                          r'@\.state\.failed\)\]"\n.*?\n    </rule>\n', re.S)
 
 
-def test_the_model_route_checks_its_documented_rule():
+def test_the_model_routes_check_their_documented_rules():
+    """Each route of the model checks the rule whose documented operations
+    name it: reading (the model, a path in it) for readers, a patch for writers."""
     from fornace.api import modelroutes, policy
 
-    (route,) = modelroutes.router.routes
-    (check,) = [d.call for d in route.dependant.dependencies
-                if d.call.__name__ == "permitted_caller"]
-    assert inspect.getclosurevars(check).nonlocals["action"] == "environment:model"
-    (rule,) = [r for r in policy.API_RULES if r.name == "environment:model"]
-    assert rule.check_str == "rule:reader"
-    assert rule.operations == [{"method": "GET", "path": "/environments/{env_id}/model"}]
-    assert route.path == rule.operations[0]["path"] and route.methods == {"GET"}
+    checked = {}
+    for route in modelroutes.router.routes:
+        (check,) = [d.call for d in route.dependant.dependencies
+                    if d.call.__name__ == "permitted_caller"]
+        (method,) = route.methods
+        path = route.path.replace("{path:path}", "{path}")
+        checked[(method, path)] = inspect.getclosurevars(check).nonlocals["action"]
+    documented = {(operation["method"], operation["path"]): rule.name
+                  for rule in policy.API_RULES if rule.name.startswith("environment:model")
+                  for operation in rule.operations}
+    assert checked == documented
+    assert set(checked.values()) == {"environment:model", "environment:model_edit"}
+    assert {r.name: r.check_str for r in policy.API_RULES
+            if r.name in checked.values()} == {"environment:model": "rule:reader",
+                                               "environment:model_edit": "rule:writer"}
 
 
 @pytest.mark.parametrize("args, message", [
