@@ -18,6 +18,7 @@ import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Callable
 
 import pytest
 
@@ -122,6 +123,22 @@ def status_of(show: str) -> str:
     return json.loads(show)["status"]
 
 
+def osc_deployed(osc: Callable[..., str], env_id: str, session: str) -> dict:
+    """``openstack environment deploy``, then ``show`` until the environment is
+    ready: what it shows then."""
+    osc("environment", "deploy", "--session-id", session, env_id, "-f", "json")
+    return wait_for(lambda: (lambda shown: shown if shown["status"] == "ready" else None)(
+        json.loads(osc("environment", "show", env_id, "-f", "json"))),
+        "the environment deployed", timeout=120)
+
+
+def osc_deleted(osc: Callable[..., str], env_id: str) -> None:
+    """``openstack environment delete``, then ``list`` until it is gone."""
+    osc("environment", "delete", env_id, "-f", "json")
+    wait_for(lambda: env_id not in {e["ID"] for e in json.loads(
+        osc("environment", "list", "-f", "json"))}, "the environment deleted", timeout=120)
+
+
 def test_the_openstack_environment_commands_deploy_and_delete(fornace, tmp_path):
     url, home = fornace, tmp_path
 
@@ -152,18 +169,13 @@ def test_the_openstack_environment_commands_deploy_and_delete(fornace, tmp_path)
                            "-f", "json"))
     assert whole["region"] == "RegionOne" and whole["name"] == "osc-renamed"
 
-    osc("environment", "deploy", "--session-id", session, env_id, "-f", "json")
-    ready = wait_for(lambda: (lambda shown: shown if shown["status"] == "ready" else None)(
-        json.loads(osc("environment", "show", env_id, "-f", "json"))),
-        "the environment deployed", timeout=120)
+    ready = osc_deployed(osc, env_id, session)
     [unit] = json.loads(ready["services"])[0]["units"]
     assert unit["state"]["hostname"] == "web1" and unit["state"]["siteDeployed"] is True
     [deployment] = json.loads(osc("deployment", "list", env_id, "-f", "json"))
     assert deployment["State"] == "success"
 
-    osc("environment", "delete", env_id, "-f", "json")
-    wait_for(lambda: env_id not in {e["ID"] for e in json.loads(
-        osc("environment", "list", "-f", "json"))}, "the environment deleted", timeout=120)
+    osc_deleted(osc, env_id)
 
 
 def test_the_murano_command_deploys_and_deletes(fornace, tmp_path):
@@ -255,10 +267,7 @@ def test_openstack_model_edit_and_join_net_deploy(fornace, tmp_path):
     assert model["defaultNetworks"]["environment"]["internalSubnetworkName"] == "subnet-2"
     assert model["defaultNetworks"]["environment"]["?"] == header
 
-    osc("environment", "deploy", "--session-id", session, env_id, "-f", "json")
-    ready = wait_for(lambda: (lambda shown: shown if shown["status"] == "ready" else None)(
-        json.loads(osc("environment", "show", env_id, "-f", "json"))),
-        "the environment deployed", timeout=120)
+    ready = osc_deployed(osc, env_id, session)
     [unit] = json.loads(ready["services"])[0]["units"]
     assert unit["state"]["siteDeployed"] is True and len(unit["id"]) == 32
     [deployment] = json.loads(osc("deployment", "list", env_id, "-f", "json"))
@@ -269,9 +278,7 @@ def test_openstack_model_edit_and_join_net_deploy(fornace, tmp_path):
                               "--path", "/defaultNetworks/environment", "-f", "json"))
     assert networks["internalSubnetworkName"] == "subnet-2"
 
-    osc("environment", "delete", env_id, "-f", "json")
-    wait_for(lambda: env_id not in {e["ID"] for e in json.loads(
-        osc("environment", "list", "-f", "json"))}, "the environment deleted", timeout=120)
+    osc_deleted(osc, env_id)
 
 
 def test_murano_model_edit_and_join_subnet_deploy(fornace, tmp_path):
