@@ -358,14 +358,37 @@ class Notifications:
 OFF = Notifications()
 
 
+def _drivers(names: Any) -> list[str]:
+    return [d for d in names or () if d and d != "noop"]
+
+
+def _peek_drivers(conf: cfg.ConfigOpts) -> list[str] | None:
+    """``[oslo_messaging_notifications] driver`` as the files and environment
+    ``conf`` was loaded from set it, read without oslo.messaging's options
+    (None: ``conf`` was not loaded from files, so they must be registered to tell)."""
+    try:
+        files, dirs = conf.config_file, conf.config_dir
+    except cfg.NoSuchOptError:
+        return None
+    peek = cfg.ConfigOpts()
+    peek.register_opt(cfg.MultiStrOpt("driver", default=[]), group=GROUP)
+    peek(args=[], default_config_files=files or [],
+         default_config_dirs=dirs or [], use_env=True)
+    return list(peek[GROUP].driver)
+
+
 def from_conf(conf: cfg.ConfigOpts, service: str, broker_url: str | None = None,
               host: str | None = None) -> Notifications:
     """The notifications of ``service`` (``api``...) as ``conf`` sets them: off
     unless ``[oslo_messaging_notifications] driver`` names one; published as
     ``fornace.<service>.<host>``.  A transport URL oslo.messaging refuses is
     a :class:`NotificationsError` naming the option."""
+    if GROUP not in conf:
+        peeked = _peek_drivers(conf)
+        if peeked is not None and not _drivers(peeked):
+            return OFF      # the usual case: oslo.messaging (~0.2 s to import) stays unloaded
     register(conf)
-    drivers = [d for d in conf[GROUP].driver if d and d != "noop"]
+    drivers = _drivers(conf[GROUP].driver)
     if not drivers:
         return OFF
     url = transport_url(conf, broker_url)

@@ -7,6 +7,8 @@ import datetime
 import json
 import logging
 import socket
+import subprocess
+import sys
 import threading
 from types import SimpleNamespace
 
@@ -49,6 +51,29 @@ def test_they_are_off_unless_a_driver_is_set():
     off.emit("environment.create.end", {"environment_id": "e1"})   # nothing, no error
     off.close()
     assert not from_conf(conf_with(driver=["noop"]), "api", AMQP).enabled
+
+
+PEEK = """
+import sys
+from oslo_config import cfg
+from fornace.common.notifications import from_conf
+conf = cfg.ConfigOpts()
+conf(sys.argv[1:])
+print(from_conf(conf, "api", "amqp://guest:guest@127.0.0.1:5672//").enabled,
+      "oslo_messaging" in sys.modules)
+"""
+
+
+@pytest.mark.parametrize("driver, expected", [(None, "False False"), ("noop", "False False"),
+                                              ("messagingv2", "True True")])
+def test_oslo_messaging_is_loaded_only_when_a_config_file_sets_a_driver(tmp_path, driver,
+                                                                         expected):
+    """A service whose files set no driver starts without importing oslo.messaging."""
+    config = tmp_path / "fornace.conf"
+    config.write_text(f"[{GROUP}]\ndriver = {driver}\n" if driver else "")
+    found = subprocess.run([sys.executable, "-c", PEEK, "--config-file", str(config)],
+                           capture_output=True, text=True, check=True)
+    assert found.stdout.split() == expected.split()
 
 
 @pytest.mark.parametrize("broker", ["memory://", "filesystem:///var/lib/fornace/bus",
