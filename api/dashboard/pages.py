@@ -76,8 +76,9 @@ def flash(request: Request, response: Response, message: str, level: str = "ok",
           live: bool = False) -> None:
     """Leave ``message`` for the next page.  A ``live`` one says a job started
     ("Deployment started."): the page shows it while the job runs and, once it
-    ended, the job's outcome instead (``outcome`` of the page's values; the
-    progress script does the same when the job ends while the page is open)."""
+    ended, the job's outcome instead when the page knows it (``outcome`` of its
+    values); the progress script does the same when the job ends while the page
+    is open, or drops the message where there is no outcome (the lists)."""
     text = message if len(message) <= _FLASH_LENGTH else message[:_FLASH_LENGTH - 1] + "…"
     response.set_cookie(FLASH_COOKIE, quote(json.dumps([level, text, live])),
                         path=_cookie_path(request), httponly=True, samesite="lax",
