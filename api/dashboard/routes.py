@@ -28,7 +28,6 @@ from fornace.api.dashboard.sessions import ensure_session, open_session
 from fornace.api.errors import ApiError, BadRequest, NotFound, Unauthorized
 from fornace.api.stores.jobs import Jobs
 from fornace.api.routing import EnvironmentCreate, flag, run
-from fornace.api.jobstate import BUSY
 from fornace.api.stores.store import Store
 
 router = APIRouter()

@@ -27,7 +27,7 @@ FAILED_CHECK = ('CommandFailed; check_server.py exited with code 1; stderr: {"st
 
 def shown_text(page: str) -> str:
     """A page's text as a person reads it (no tags, no attributes)."""
-    return html.unescape(re.sub(r"<[^>]+>", " ", page))
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", "", page)))
 
 
 def test_one_time_format_whatever_the_api_wrote():
