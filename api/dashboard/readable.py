@@ -24,9 +24,9 @@ from fornace.common.secrets import MASK, is_secret_key
 LIMIT = 20_000      # longer texts are shown as they are
 _TRIES = 20         # at most this many '{' are tried as the start of a JSON object
 _DECODER = json.JSONDecoder()
-# a conductor's check report: "Check of web1: error (the failure)"
-_CHECK_REPORT = re.compile(r"(?P<head>Check of .+?: (?:ok|degraded|error)) \((?P<detail>.*)\)",
-                           re.S)
+# a conductor's check report: "Check of web1: error (the failure)" (a unit's name
+# is short: the head is looked for in the first few hundred characters only)
+_CHECK_REPORT = re.compile(r"Check of [^\n]{1,300}?: (?:ok|degraded|error) \(")
 # an agent's failed command: "CommandFailed; script.py exited with code 1; stderr: {...}"
 _FAILED = re.compile(r"(?:[A-Z][A-Za-z]*; )?(?P<what>[^;{}]*?); stderr: (?P<json>\{.*\})", re.S)
 _VERDICT = ("status", "detail")
@@ -39,9 +39,9 @@ def readable(text: str | None) -> str:
         return ""
     if len(text) > LIMIT:
         return text
-    check = _CHECK_REPORT.fullmatch(text)
-    if check:
-        return f"{check.group('head')} — {_failure(check.group('detail'))}"
+    check = _CHECK_REPORT.match(text)
+    if check and text.endswith(")"):
+        return f"{text[:check.end() - 2]} — {_failure(text[check.end():-1])}"
     found = re.fullmatch(r"ok: (?P<json>\{.*\})", text, re.S)
     if found:
         value = _object(found.group("json"))

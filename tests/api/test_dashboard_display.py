@@ -137,6 +137,8 @@ def test_check_results_read_as_text():
         "message: boom\nadminPassword: ***"
     deep = "{" * 5000 + "}" * 5000       # read within bounds, shown as it is
     assert readable.readable(deep) == deep
+    heads = "Check of a" + ": error (" * 1000 + ")" * 1000   # one head, not 1000 tries
+    assert readable.readable(heads).startswith("Check of a: error — : error (")
 
 
 def test_a_failed_checks_job_page_reads_as_text_with_secrets_masked(api, browser):
