@@ -7,7 +7,6 @@ by the previous POST), so the routes only pass what their page shows.
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -15,7 +14,7 @@ from fastapi import Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
-from fornace.api.dashboard import access, csrf, urls
+from fornace.api.dashboard import access, csrf, display, urls
 from fornace.api.dashboard.login import uses_tokens
 from fornace.common.resources import package_folder
 
@@ -28,17 +27,10 @@ _jinja = Environment(loader=FileSystemLoader(str(TEMPLATES)),
                      trim_blocks=True, lstrip_blocks=True)
 
 
-def when(value: Any) -> str:
-    """A time of the API (ISO 8601 in UTC, without a zone, as Murano 0.2 writes
-    it) as the pages show it: ``2026-11-25 17:57:29 UTC``."""
-    if not value:
-        return ""
-    text = str(value).replace("T", " ", 1)
-    text = re.sub(r"(\.\d+)?(\+00:00|Z)?$", "", text)
-    return f"{text} UTC"
-
-
-_jinja.filters["when"] = when
+_jinja.filters["when"] = display.when     # every time on every page: one format
+_jinja.globals["shown_status"] = display.shown_status
+_jinja.globals["status_text"] = display.status_text
+_jinja.globals["status_title"] = display.status_title
 _jinja.globals["url"] = urls.link   # every link and form action: quoted segments
 
 
@@ -71,32 +63,39 @@ def render(request: Request, template: str, status: int = 200, **values: Any) ->
 
 
 def redirect(request: Request, path: str, message: str | None = None,
-             level: str = "ok") -> RedirectResponse:
-    """303 to ``path`` (below the dashboard), with a message for the next page."""
+             level: str = "ok", live: bool = False) -> RedirectResponse:
+    """303 to ``path`` (below the dashboard), with a message for the next page
+    (``live``: it says a job started; see :func:`flash`)."""
     response = RedirectResponse(base(request) + path, status_code=303)
     if message:
-        flash(request, response, message, level)
+        flash(request, response, message, level, live)
     return response
 
 
-def flash(request: Request, response: Response, message: str, level: str = "ok") -> None:
+def flash(request: Request, response: Response, message: str, level: str = "ok",
+          live: bool = False) -> None:
+    """Leave ``message`` for the next page.  A ``live`` one says a job started
+    ("Deployment started."): the page shows it while the job runs and, once it
+    ended, the job's outcome instead when the page knows it (``outcome`` of its
+    values); the progress script does the same when the job ends while the page
+    is open, or drops the message where there is no outcome (the lists)."""
     text = message if len(message) <= _FLASH_LENGTH else message[:_FLASH_LENGTH - 1] + "…"
-    response.set_cookie(FLASH_COOKIE, quote(json.dumps([level, text])),
+    response.set_cookie(FLASH_COOKIE, quote(json.dumps([level, text, live])),
                         path=_cookie_path(request), httponly=True, samesite="lax",
                         secure=request.url.scheme == "https")
 
 
-def read_flash(request: Request) -> dict[str, str] | None:
+def read_flash(request: Request) -> dict[str, Any] | None:
     raw = request.cookies.get(FLASH_COOKIE)
     if not raw:
         return None
     try:
-        level, text = json.loads(unquote(raw))
+        level, text, *rest = json.loads(unquote(raw))
     except (ValueError, TypeError):
         return None
     if level not in ("ok", "error") or not isinstance(text, str):
         return None
-    return {"level": level, "text": text}
+    return {"level": level, "text": text, "live": rest == [True]}
 
 
 def _cookie_path(request: Request) -> str:

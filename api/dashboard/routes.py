@@ -19,7 +19,8 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import ValidationError
 
 from fornace.api import specs
-from fornace.api.dashboard import actionform, csrf, serviceform, traceview, urls, views
+from fornace.api.dashboard import (actionform, csrf, display, serviceform, traceview, urls,
+                                   views)
 from fornace.api.dashboard.formdata import read_form
 from fornace.api.dashboard.access import caller
 from fornace.api.dashboard.pages import fragment, redirect, render
@@ -27,7 +28,6 @@ from fornace.api.dashboard.sessions import ensure_session, open_session
 from fornace.api.errors import ApiError, BadRequest, NotFound, Unauthorized
 from fornace.api.stores.jobs import Jobs
 from fornace.api.routing import EnvironmentCreate, flag, run
-from fornace.api.jobstate import BUSY
 from fornace.api.stores.store import Store
 
 router = APIRouter()
@@ -53,22 +53,25 @@ def _env_path(env_id: str) -> str:
 
 
 async def _attempt(request: Request, back: str, done: str, call: Callable, *args: Any,
-                   ) -> Response:
-    """Run a change; back to ``back`` with ``done``, or with the API's error message."""
+                   live: bool = False) -> Response:
+    """Run a change; back to ``back`` with ``done`` (``live``: it started a job),
+    or with the API's error message."""
     try:
         await _run(call, *args)
     except Unauthorized:
         raise
     except ApiError as exc:
         return redirect(request, back, exc.message, "error")
-    return redirect(request, back, done)
+    return redirect(request, back, done, live=live)
 
 
 def _live(request: Request, template: str, values: dict[str, Any]) -> JSONResponse:
-    """What the progress script polls: a region's new HTML and whether to go on
-    (``values["busy"]``)."""
+    """What the progress script polls: a region's new HTML, whether to go on
+    (``values["busy"]``), the server's time and how the page's job ended
+    (``values["outcome"]``: what replaces a "started" message)."""
     response = JSONResponse({"html": fragment(request, template, **values),
-                             "busy": bool(values["busy"])},
+                             "busy": bool(values["busy"]), "at": display.now(),
+                             "outcome": values.get("outcome")},
                             headers={"Cache-Control": "no-store"})
     csrf.keep(request, response)   # the region's forms carry the session's token
     return response
@@ -157,7 +160,8 @@ async def deploy(env_id: str, request: Request) -> Response:
 
     def start() -> None:
         store.config_sessions.deploy(ctx, env_id, ensure_session(store, ctx, env_id), detection)
-    return await _attempt(request, _back(form, env_id), "Deployment started.", start)
+    return await _attempt(request, _back(form, env_id), "Deployment started.", start,
+                          live=True)
 
 
 @router.post("/environments/{env_id}/abandon")
@@ -171,8 +175,8 @@ async def abandon(env_id: str, request: Request) -> Response:
 @router.get("/environments/{env_id}/delete")
 async def confirm_delete(env_id: str, request: Request) -> Response:
     ctx = await caller(request, "environment:delete", env_id=env_id)
-    env = await _run(_store(request).environments.get, ctx, env_id)
-    return render(request, "confirm_delete.html", env=env, busy=env["status"] in BUSY)
+    page = await _run(views.deletion, _store(request), _jobs(request), ctx, env_id)
+    return render(request, "confirm_delete.html", **page)
 
 
 @router.post("/environments/{env_id}/delete")
@@ -180,15 +184,27 @@ async def delete_environment(env_id: str, request: Request) -> Response:
     ctx = await caller(request, "environment:delete", env_id=env_id)
     form = await read_form(request)
     forget = form.get("abandon") == "true"
+    store = _store(request)
+
+    def delete() -> bool:
+        """Whether the environment is gone already (never deployed, or forgotten)."""
+        store.environments.delete(ctx, env_id, forget)
+        try:
+            store.environments.get(ctx, env_id)
+        except NotFound:
+            return True
+        return False
     try:
-        await _run(_store(request).environments.delete, ctx, env_id, forget)
+        gone = await _run(delete)
     except Unauthorized:
         raise
     except ApiError as exc:
         return redirect(request, _env_path(env_id), exc.message, "error")
-    done = ("Environment removed without tearing it down." if forget
-            else "Environment deletion started.")
-    return redirect(request, "/", done)
+    if forget:
+        return redirect(request, "/", "Environment removed without tearing it down.")
+    if gone:
+        return redirect(request, "/", "Environment deleted (it was never deployed).")
+    return redirect(request, "/", "Environment deletion started.", live=True)
 
 
 @router.post("/environments/{env_id}/session/discard")
@@ -398,7 +414,7 @@ async def run_action(env_id: str, name: str, request: Request) -> Response:
             status = exc.status
         else:
             return redirect(request, urls.path("environments", env_id, "jobs", job["id"]),
-                            f"Job {name} started.")
+                            f"Job {name} started.", live=True)
     for param in params:
         param.error = errors.get(param.name)
     return render(request, "action_form.html", status=status, env=env, action=name,

@@ -3,7 +3,10 @@
 
 Each field of the schema becomes an input chosen by its JSON type (text,
 password for a ``writeOnly`` field, number, a true/false choice, JSON for
-lists and objects), labelled and explained by its ``title`` and
+lists and objects, and for a name-or-object field whose object's properties
+are declared (``osImage``) one text input per key: the declared ones (the
+image's name), then those of its default or stored object (its type) --
+never raw JSON to edit), labelled and explained by its ``title`` and
 ``description`` (:mod:`fornace.api.dashboard.fieldinfo`); its ``default``
 fills a new service's form, and ``x-form: false`` leaves out the fields a
 type's workflows do not use (no Windows fields on Linux types).  ``dependsOn`` is a
@@ -58,13 +61,27 @@ class Field:
     ``services`` input, the list of chosen ids."""
 
     name: str
-    widget: str          # text, password, number, checkbox, choice, json, text_or_json, services
+    widget: str          # text, password, number, checkbox, choice, json, text_or_json, parts,
+    #                      services
     required: bool
     label: str
     doc: str
     value: Any = ""
     error: str | None = None
     options: list[tuple[str, str]] = dataclass_field(default_factory=list)
+    parts: list["Part"] = dataclass_field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Part:
+    """One key of a ``parts`` input (``osImage``'s ``name``): its input is named
+    ``<field>.<key>``."""
+
+    key: str
+    label: str
+    doc: str
+    value: str
+    required: bool
 
 
 @dataclass
@@ -127,8 +144,66 @@ def _widget(field: specs.FieldSpec, about: FieldInfo) -> str:
     if kinds == ("boolean",):
         return "checkbox" if field.required else "choice"
     if set(kinds) == {"string", "object"}:
-        return "text_or_json"
+        return "parts" if _declared(field) else "text_or_json"
     return "json"
+
+
+def _declared(field: specs.FieldSpec) -> dict[str, Any]:
+    """The declared properties of an object field's schema (empty: none)."""
+    properties = field.schema.get("properties")
+    return dict(properties) if isinstance(properties, dict) else {}
+
+
+def _part_keys(field: specs.FieldSpec, *values: Any) -> list[str]:
+    """The keys a ``parts`` input offers: the declared ones, then those of
+    ``values`` (the default, the stored object), in that order."""
+    keys = list(_declared(field))
+    for value in values:
+        if isinstance(value, dict):
+            keys.extend(str(k) for k in value if str(k) not in keys)
+    return keys
+
+
+def _main_key(field: specs.FieldSpec) -> str:
+    """The key a plain text value of a ``parts`` field stands for (an
+    ``osImage`` given as ``"debian-12"`` is its name): the first required
+    declared key, else the first declared one."""
+    declared = list(_declared(field))
+    required = [k for k in field.schema.get("required") or [] if k in declared]
+    return (required or declared)[0]
+
+
+def _parts(field: specs.FieldSpec, value: Any, default: Any = None) -> list[Part]:
+    """The inputs of a ``parts`` field showing ``value`` (a stored object, a
+    plain name, or the typed texts by key)."""
+    if isinstance(value, str) and value.strip()[:1] == "{":   # sent as JSON, shown again
+        try:
+            value = json_value(value.strip())
+        except InvalidInput:
+            pass
+    if isinstance(value, str):
+        value = {_main_key(field): value}
+    declared = _declared(field)
+    required = set(field.schema.get("required") or [])
+    parts = []
+    for key in _part_keys(field, default, value):
+        schema = declared.get(key) if isinstance(declared.get(key), dict) else {}
+        item = value.get(key) if isinstance(value, dict) else None
+        text = "" if item is None else item if isinstance(item, str) else json.dumps(
+            item, ensure_ascii=False)
+        parts.append(Part(key, str(schema.get("title") or key.capitalize()),
+                          str(schema.get("description") or ""), text, key in required))
+    return parts
+
+
+def _typed_parts(field: specs.FieldSpec, form: Any, stored: Any) -> dict[str, str] | None:
+    """The texts typed in a ``parts`` field's inputs, by key (None: the form
+    has none of them -- it sent the field as one value, JSON or a name)."""
+    default = field_info(field).default
+    keys = _part_keys(field, default, stored)
+    if not any(f"{field.name}.{key}" in form for key in keys):
+        return None
+    return {key: form.get(f"{field.name}.{key}") for key in keys}
 
 
 def shown_fields(spec: specs.TypeSpec) -> list[tuple[specs.FieldSpec, FieldInfo]]:
@@ -158,6 +233,8 @@ def _shown(widget: str, value: Any) -> Any:
         return MASK if value else ""  # a page never holds a password
     if widget in ("checkbox", "choice"):
         return "true" if value is True else "false" if value is False else ""
+    if widget == "parts":
+        return copy.deepcopy(value)     # its inputs are made by _parts
     if widget == "json" or (widget == "text_or_json" and not isinstance(value, str)):
         return json.dumps(value, ensure_ascii=False)
     return str(value)
@@ -181,9 +258,11 @@ def _form(spec: specs.TypeSpec, values: dict[str, Any], errors: dict[str, str],
     for field, about in shown_fields(spec):
         widget = _widget(field, about)
         value = values.get(field.name, [] if widget == "services" else "")
-        fields.append(Field(field.name, widget, field.required, about.label, about.help, value,
-                            errors.get(field.name),
-                            _options(value, others) if widget == "services" else []))
+        parts = _parts(field, value, about.default) if widget == "parts" else []
+        fields.append(Field(field.name, widget, field.required, about.label, about.help,
+                            "" if parts else value, errors.get(field.name),
+                            _options(value, others) if widget == "services" else [],
+                            parts))
     units_field = Field(UNITS, "number", True, "Number of units", _units_doc(spec),
                         units_text, errors.get(UNITS))
     settings = None
@@ -229,6 +308,9 @@ def submitted_form(spec: specs.TypeSpec, form: Any, stored: dict[str, Any] | Non
             values[field.name] = [v for v in form.getlist(field.name) if v]
         elif widget == "password":
             values[field.name] = MASK if stored.get(field.name) is not None else ""
+        elif widget == "parts":
+            typed = _typed_parts(field, form, stored.get(field.name))
+            values[field.name] = form.get(field.name) if typed is None else typed
         else:
             values[field.name] = form.get(field.name)
     settings_text = None
@@ -329,6 +411,16 @@ def _parsed(widget: str, text: str) -> Any:
     return text if stripped else None
 
 
+def _parts_value(field: specs.FieldSpec, form: Any, stored: Any) -> Any:
+    """The object a ``parts`` field's inputs make (its empty keys left out;
+    None when all are empty); sent as one value instead, read as JSON or a name."""
+    typed = _typed_parts(field, form, stored)
+    if typed is None:
+        return _parsed("text_or_json", form.get(field.name))
+    value = {key: text.strip() for key, text in typed.items() if text.strip()}
+    return value or None
+
+
 def _quoted(text: str, limit: int = 40) -> str:
     return repr(text if len(text) <= limit else text[:limit - 1] + "…")
 
@@ -370,6 +462,8 @@ def read_service(spec: specs.TypeSpec, form: Any, stored: dict[str, Any] | None 
         try:
             if widget == "services":
                 value = _chosen(form, field.name, others)
+            elif widget == "parts":
+                value = _parts_value(field, form, service.get(field.name))
             else:
                 value = _parsed(widget, form.get(field.name))
         except InvalidInput as exc:

@@ -11,7 +11,9 @@ import re
 from typing import Any
 
 from fornace.api.dashboard import graph
+from fornace.api.dashboard.display import shown_status, when
 from fornace.api.dashboard.listing import paginate, query_text
+from fornace.api.dashboard.readable import details_text, readable
 from fornace.api.dashboard.serviceform import ServiceChoice
 from fornace.api.dashboard.sessions import open_session
 from fornace.api.errors import NotFound
@@ -36,6 +38,18 @@ def job_kind(action: str) -> str:
     return "deployments" if action in DEPLOYMENT_ACTIONS else "actions"
 
 
+def outcome(job: dict[str, Any] | None) -> dict[str, str] | None:
+    """How ``job`` ended, as a page's message (``level``, ``text``); None while it runs."""
+    if not job or job.get("finished") is None:
+        return None
+    state = str(job["state"])
+    what = {"deploy": "Deployment", "delete": "Deletion"}.get(job["action"],
+                                                             f"Job {job['action']}")
+    shown = state.replace("_w_", " with ").replace("_", " ")
+    return {"level": "ok" if state == "success" else "error",
+            "text": f"{what} ended at {when(job['finished'])}: {shown}."}
+
+
 def _split(history: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     kinds: dict[str, list[dict[str, Any]]] = {"deployments": [], "actions": []}
     for job in history:
@@ -52,7 +66,7 @@ def environment_rows(store: Store, jobs: Jobs, ctx: Context, query: str | None =
     query, status = query_text(query), query_text(status)
     every = store.environments.list(ctx, every_tenant=every_tenant)
     kept = [env for env in every
-            if query.casefold() in env["name"].casefold() and status in ("", env["status"])]
+            if query.casefold() in env["name"].casefold() and status in ("", shown_status(env))]
     kept.sort(key=lambda env: (env["name"].casefold(), env["created"] or ""))
     listing = paginate(kept, page, per_page, {"q": query, "status": status,
                                               "all_tenants": "1" if every_tenant else ""})
@@ -64,7 +78,7 @@ def environment_rows(store: Store, jobs: Jobs, ctx: Context, query: str | None =
         rows.append({**env, "busy": env["status"] in BUSY, "running": running,
                      "last_job": deployments[0] if deployments else None})
     return {"rows": rows, "listing": listing, "query": query, "wanted_status": status,
-            "statuses": sorted({env["status"] for env in every}), "count": len(every),
+            "statuses": sorted({shown_status(env) for env in every}), "count": len(every),
             "busy": any(row["busy"] for row in rows), "every_tenant": every_tenant}
 
 
@@ -134,7 +148,9 @@ def environment_overview(store: Store, jobs: Jobs, ctx: Context,
                                 store.environment_catalog(env_id)).view()
     last = history[0] if history else None
     kinds = _split(history)
-    return {"env": env, "busy": env["status"] in BUSY, "session": session,
+    busy = env["status"] in BUSY
+    return {"env": env, "busy": busy, "session": session,
+            "outcome": None if busy else outcome(last),
             "changes": pending_changes(env["services"], services) if session else [],
             "services": _service_rows(services, statuses),
             "deployments": kinds["deployments"][:RECENT_JOBS],
@@ -142,7 +158,8 @@ def environment_overview(store: Store, jobs: Jobs, ctx: Context,
             "job_counts": {name: len(found) for name, found in kinds.items()},
             "running": running, "topology": graph.render(view, statuses),
             "problems": view["problems"], "outputs": environment_outputs(env),
-            "reports": (store.reports.of_deployment(ctx, env_id, last["id"], [])[-15:]
+            "reports": (shown_reports(store.reports.of_deployment(ctx, env_id, last["id"],
+                                                                  [])[-15:])
                         if last else [])}
 
 
@@ -219,10 +236,17 @@ def job_page(store: Store, jobs: Jobs, ctx: Context, env_id: str,
     env = store.environments.get(ctx, env_id)
     job = jobs.get_job(ctx, env_id, job_id)
     for task in job["tasks"]:
-        task["summary_text"] = summary_text(task.get("summary"))
+        task["summary_text"] = readable(summary_text(task.get("summary")))
     return {"env": env, "job": job, "busy": job["finished"] is None,
-            "kind": job_kind(job["action"]),
-            "reports": store.reports.of_deployment(ctx, env_id, job_id, [])}
+            "kind": job_kind(job["action"]), "outcome": outcome(job),
+            "reports": shown_reports(store.reports.of_deployment(ctx, env_id, job_id, []))}
+
+
+def shown_reports(reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Reports with their text and details as a person reads them
+    (:mod:`fornace.api.dashboard.readable`)."""
+    return [{**report, "text": readable(report.get("text")),
+             "details": details_text(report.get("details"))} for report in reports]
 
 
 # an older conductor wrote a result list as a Python repr: "ok: ['serving ...']"
@@ -257,6 +281,16 @@ def summary_text(summary: str | None) -> str:
     else:
         return summary
     return f"{found.group('head')}: {text}"
+
+
+def deletion(store: Store, jobs: Jobs, ctx: Context, env_id: str) -> dict[str, Any]:
+    """The delete page: the environment, and while it is busy the job that runs
+    (deleting is refused until it ends; forgetting abandons it)."""
+    env = store.environments.get(ctx, env_id)
+    busy = env["status"] in BUSY
+    history = jobs.list_jobs(ctx, env_id) if busy else []
+    running = history[0] if history and history[0]["finished"] is None else None
+    return {"env": env, "busy": busy, "running": running}
 
 
 def removal(store: Store, ctx: Context, env_id: str, service_id: str) -> dict[str, Any]:

@@ -93,7 +93,7 @@ def create_env(browser: Browser, name: str = "env1") -> str:
 
 def site_form(**values: str) -> dict[str, str]:
     return {"type": "linuxWebServer", "name": "site", "port": "8080", "units": "2",
-            "unitNamingPattern": "web#", "osImage": '{"name": "local", "type": "linux"}',
+            "unitNamingPattern": "web#", "osImage.name": "local", "osImage.type": "linux",
             **values}
 
 
@@ -209,10 +209,9 @@ def test_service_form_errors_are_shown_at_their_field(browser):
         ({"port": "eighty"}, "port", "must be a whole number"),
         ({"name": ""}, "name", "must not be empty"),
         ({"units": "0"}, "units", "needs at least one unit"),
-        ({"osImage": '{"type": "linux"}'}, "osImage", "osImage.name: required"),
+        ({"osImage.name": " "}, "osImage", "osImage.name: required"),
         ({"unitNamingPattern": "web_#"}, "unitNamingPattern", "may only contain"),
         ({"dependsOn": "0123abcd"}, "dependsOn", "'0123abcd' is not another service"),
-        ({"osImage": '{"name": '}, "osImage", "is not valid JSON"),
     ]
     for change, field, message in cases:
         response = browser.post(path, site_form(**change))
@@ -395,12 +394,23 @@ def test_actions_need_a_deployed_environment(browser):
 def test_deleting_an_environment(api, browser):
     fresh = create_env(browser, "fresh")
     page = browser.follow(browser.post(f"/environments/{fresh}/delete"))
-    assert "Environment deletion started." in page
+    assert "Environment deleted (it was never deployed)." in page   # at once: no job
     assert api.client.get(f"/environments/{fresh}").status_code == 404
     deployed = deployed_env(api, browser)
     page = browser.follow(browser.post(f"/environments/{deployed}/delete"))
-    assert "deleting" in page
-    assert api.published.tasks[-1][0]["job"]["action"] == "delete"
+    assert "deleting" in page and "Environment deletion started." in page
+    body, job_id = api.published.tasks[-1]
+    assert body["job"]["action"] == "delete"
+    # busy: the delete page says why deleting is refused, links the job and
+    # offers no button that would be refused; forgetting stays offered
+    confirm = browser.get(f"/environments/{deployed}/delete")
+    assert re.search(r'<button [^>]*id="confirm-delete" disabled', confirm), confirm
+    assert 'type="submit" id="confirm-delete"' not in confirm
+    reason = re.search(r'id="busy-reason">(.*?)</div>', confirm, re.S).group(1)
+    assert f'href="/dashboard/environments/{deployed}/jobs/{job_id}"' in reason
+    assert re.search(r">delete</a> is running since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC",
+                     reason), reason
+    assert 'name="abandon" value="true"' in confirm
     forgotten = browser.follow(browser.post(f"/environments/{deployed}/delete",
                                             {"abandon": "true"}))
     assert "removed without tearing it down" in forgotten

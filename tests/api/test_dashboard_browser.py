@@ -96,14 +96,22 @@ def test_a_user_deploys_checks_and_deletes_an_environment_in_the_browser(
     expect(page.locator(".flash-ok")).to_contain_text("Environment web-demo created")
     expect(page.locator("h1")).to_contain_text("web-demo")
     env_url = page.url
+    # never deployed: new, not a green "ready"
+    expect(page.locator("#env-status")).to_have_text("new — not deployed")
+    screens.take(page, "environment-new")
 
     # add a Linux web server: a port out of range is shown at the field
     page.click("a:has-text('Add service')")
     page.click(".card[data-type=linuxWebServer]")
+    # the image: its name and type, not JSON
+    expect(page.locator("#in-osImage-name")).to_have_value("debian-12")
+    expect(page.locator("#in-osImage-type")).to_have_value("linux")
+    assert overflow(page) == [], overflow(page)
+    screens.take(page, "service-form")
     port = free_port()
     page.fill("#in-name", "demo-site")
     page.fill("#in-unitNamingPattern", "web#")
-    page.fill("#in-osImage", '{"name": "local", "type": "linux"}')
+    page.fill("#in-osImage-name", "local")
     page.fill("#in-port", "70000")
     page.fill("#in-units", "2")
     page.click("#save-service")
@@ -120,10 +128,15 @@ def test_a_user_deploys_checks_and_deletes_an_environment_in_the_browser(
     # deploy, and watch the page become ready without a reload
     page.click("#deploy-button")
     expect(page.locator("#env-status")).to_contain_text("deploying")
+    expect(page.locator("#flash")).to_have_text("Deployment started.")
     page.evaluate("window.fornaceNoReload = true")
     screens.take(page, "deploying")
     expect(page.locator("#env-status")).to_contain_text("ready", timeout=DEPLOY_TIMEOUT_MS)
     assert page.evaluate("window.fornaceNoReload") is True, "the page was reloaded"
+    # the message that it started gives way to how it ended; times in one format
+    expect(page.locator("#flash")).to_have_text(re.compile(
+        r"^Deployment ended at \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC: success\.$"))
+    expect(page.locator("[data-live-note]")).to_have_text(re.compile(r"\d\d:\d\d:\d\d UTC"))
     units = page.locator("#services .unit-row")
     expect(units).to_have_count(2)
     expect(page.locator("#services")).to_contain_text("web1")
@@ -146,15 +159,38 @@ def test_a_user_deploys_checks_and_deletes_an_environment_in_the_browser(
     expect(page.locator("#reports")).to_contain_text("Service demo-site is ready")
     screens.take(page, "deploy-job-logs")
 
-    # run the check action; its job page follows it live
+    # stop the site on web2, then run the check action; its job page follows it
+    # live, and the failed check reads as text
+    page.goto(env_url)
+    page.click("a:has-text('Run an action')")
+    page.click(".card[data-action=execute_operation]")
+    page.select_option("#in-operation", "stop")
+    web2 = page.locator("#in-node_instance_ids option", has_text="web2")
+    page.select_option("#in-node_instance_ids", web2.get_attribute("value"))
+    page.click("#run-action")
+    expect(page.locator("#job-state")).to_contain_text("success", timeout=DEPLOY_TIMEOUT_MS)
     page.goto(env_url)
     page.click("a:has-text('Run an action')")
     page.click(".card[data-action=check]")
     page.click("#run-action")
-    expect(page.locator(".flash-ok")).to_contain_text("Job check started")
-    expect(page.locator("#job-state")).to_contain_text("success", timeout=DEPLOY_TIMEOUT_MS)
-    expect(page.locator("#tasks .task").first).to_be_visible()
-    screens.take(page, "check-job")
+    expect(page.locator("#flash")).to_contain_text("Job check started")
+    expect(page.locator("#job-state")).to_contain_text("completed_w_errors",
+                                                       timeout=DEPLOY_TIMEOUT_MS)
+    expect(page.locator("#flash")).to_have_text(re.compile(
+        r"^Job check ended at .* UTC: completed with errors\.$"))
+    expect(page.locator("#tasks .task")).to_have_count(2)
+    failed = page.locator("#tasks .task", has_text="web2")
+    expect(failed).to_contain_text("check (Linux/CheckServer)")
+    expect(failed.locator("td.summary")).to_contain_text("no answer on http://")
+    expect(failed.locator("td.summary")).to_contain_text("exited with code 1")
+    expect(page.locator("#reports")).to_contain_text("Check of web2: error — no answer on")
+    for place in ("#reports", "#tasks td.summary"):
+        for line in page.locator(place).all_inner_texts():
+            assert '{"status"' not in line and "stderr:" not in line, line
+    assert overflow(page) == [], overflow(page)
+    screens.take(page, "check-job-failed")
+    page.goto(env_url)
+    screens.take(page, "environment-after-check")
 
     # delete the environment: it disappears from the list, its instances are gone
     page.goto(env_url)
@@ -331,9 +367,34 @@ def test_lists_filter_and_page_and_confirmations_work_without_scripts(
     expect(page.locator(".flash-ok")).to_contain_text("Service removed in the session")
     expect(page.locator("#services")).to_have_count(0)
 
+    # a busy environment's delete page (no conductor here: its deployment runs
+    # until abandoned) offers no delete button: it says why and links the job
+    page.goto(dashboard + "/")
+    page.click("#environments a:has-text('beta')")
+    page.click("a:has-text('Add service')")
+    page.click(".card[data-type=linuxWebServer]")
+    page.fill("#in-name", "busy-site")
+    page.click("#save-service")
+    page.click("#deploy-button")
+    expect(page.locator("#env-status")).to_have_text("deploying")
+    page.click("a.btn-danger:has-text('Delete')")
+    expect(page.locator("#confirm-delete")).to_be_disabled()
+    expect(page.locator("#busy-reason")).to_contain_text("is running since")
+    expect(page.locator("#busy-reason a")).to_have_text("deploy")
+    expect(page.locator("#forget")).to_be_enabled()
+    assert overflow(page) == [], overflow(page)
+    screens.take(page, "confirm-delete-busy")
+    page.click("#busy-reason a")
+    expect(page.locator("#job-state")).to_have_text("running")
+    page.go_back()
+    page.click("#forget")
+    expect(page.locator(".flash-ok")).to_contain_text("removed without tearing it down")
+    expect(page.locator("tr[data-env]")).to_have_count(3)
+    page.click("#environments a:has-text('gamma')")
+
     # deleting the environment: its confirmation page, without scripts too
     page.click("a.btn-danger:has-text('Delete')")
     page.click("#confirm-delete")
-    expect(page.locator(".flash-ok")).to_contain_text("Environment deletion started")
-    expect(page.locator("tr[data-env]")).to_have_count(3)
+    expect(page.locator(".flash-ok")).to_contain_text("Environment deleted (it was never")
+    expect(page.locator("tr[data-env]")).to_have_count(2)
     context.close()

@@ -126,12 +126,15 @@ def test_a_new_form_shows_labels_help_and_defaults_and_only_the_types_fields(bro
     page = browser.get(f"/environments/{env_id}/services/new?type=linuxWebServerFarm")
     assert label_of(page, "unitNamingPattern").startswith("Unit hostname pattern")
     assert label_of(page, "loadBalancerPort").startswith("Load balancer port")
-    assert label_of(page, "osImage").startswith("Operating system image")
+    assert re.search(r'<legend title="osImage">Operating system image<', page)
+    assert label_of(page, "osImage-name").startswith("Name")
     assert "farm&#39;s URL is http://" in page          # the catalog's help
     assert input_value(page, "port") == "8080"
     assert input_value(page, "flavor") == "m1.small"
-    assert json.loads(input_value(page, "osImage").replace("&#34;", '"')) == {
-        "name": "debian-12", "type": "linux"}
+    # the image's name and type, each in its own input: no JSON to edit
+    assert input_value(page, "osImage.name") == "debian-12"
+    assert input_value(page, "osImage.type") == "linux"
+    assert "&#34;name&#34;" not in page
     for absent in ("adminPassword", "domain", "availabilityZone", "keyPair"):
         assert f'name="{absent}"' not in page, absent
     app = browser.get(f"/environments/{env_id}/services/new?type=linuxApp")
@@ -144,13 +147,14 @@ def test_a_new_form_shows_labels_help_and_defaults_and_only_the_types_fields(bro
 def test_every_error_is_shown_at_once_with_what_was_typed_kept(browser):
     env_id = create_env(browser)
     response = browser.post(f"/environments/{env_id}/services/new", site_form(
-        name="", port="70000", unitNamingPattern="web_#", osImage='{"name": ', units="0"))
+        name="", port="70000", unitNamingPattern="web_#", units="0",
+        **{"osImage.name": "", "osImage.type": "linux"}))
     assert response.status_code == 400
     page = response.text
     assert field_error(page, "name") == "must not be empty"
     assert "between 1 and 65535" in field_error(page, "port")
     assert "may only contain" in field_error(page, "unitNamingPattern")
-    assert "is not valid JSON" in field_error(page, "osImage")
+    assert field_error(page, "osImage") == "osImage.name: required"
     assert "needs at least one unit" in field_error(page, "units")
     summary = re.search(r'<div class="panel panel-error" id="form-errors">(.*?)</div>', page,
                         re.S).group(1)
@@ -159,7 +163,8 @@ def test_every_error_is_shown_at_once_with_what_was_typed_kept(browser):
         "name", "port", "unitNamingPattern", "osImage", "units"]
     assert input_value(page, "port") == "70000"
     assert input_value(page, "unitNamingPattern") == "web_#"
-    assert input_value(page, "osImage") == "{&#34;name&#34;: "
+    assert input_value(page, "osImage.name") == ""
+    assert input_value(page, "osImage.type") == "linux"
     assert input_value(page, "units") == "0"
     # text that is not a number stays in its input too
     typed = browser.post(f"/environments/{env_id}/services/new",

@@ -335,7 +335,7 @@ def test_the_file_pages_of_a_local_cloud_deployment_in_chromium(box):
         page.click(".card[data-type=linuxWebServer]")
         page.fill("#in-name", "demo-site")
         page.fill("#in-unitNamingPattern", "web#")
-        page.fill("#in-osImage", '{"name": "local", "type": "linux"}')
+        page.fill("#in-osImage-name", "local")
         page.fill("#in-port", str(free_port()))
         page.fill("#in-units", "2")
         page.click("#save-service")

@@ -1,7 +1,10 @@
 /* Live progress for the dashboard: while a region says it is busy, poll its
- * JSON endpoint ({html, busy}) and replace the region's content in place; once
- * nothing runs, poll a few more times (a job's last task events may arrive
- * just after its end) and stop.  No framework, nothing loaded from elsewhere. */
+ * JSON endpoint ({html, busy, at, outcome}) and replace the region's content in
+ * place; once nothing runs, poll a few more times (a job's last task events may
+ * arrive just after its end) and stop.  The message that a job started
+ * ([data-live-flash]) gives way to how it ended (outcome) or goes.  Times are
+ * the server's, in the pages' one format (``at``): never the browser's clock.
+ * No framework, nothing loaded from elsewhere. */
 (function () {
   "use strict";
   var PERIOD = 1500;
@@ -10,6 +13,18 @@
   function note(text) {
     var target = document.querySelector("[data-live-note]");
     if (target) { target.textContent = text; }
+  }
+
+  function settle(outcome) {
+    var message = document.querySelector("[data-live-flash]");
+    if (!message) { return; }
+    if (outcome && outcome.text) {
+      message.textContent = outcome.text;
+      message.className = "flash flash-" + (outcome.level === "ok" ? "ok" : "error");
+      message.removeAttribute("data-live-flash");
+    } else {
+      message.parentNode.removeChild(message);
+    }
   }
 
   function follow(region) {
@@ -22,17 +37,20 @@
     function show(data) {
       region.innerHTML = data.html;
       region.setAttribute("data-busy", data.busy ? "true" : "false");
-      var time = new Date().toLocaleTimeString();
+      var time = data.at || "";
       if (data.busy) {
         settling = SETTLE;
         note("Live: updated at " + time);
         schedule(PERIOD);
-      } else if (settling > 0) {
+        return;
+      }
+      settle(data.outcome);
+      if (settling > 0) {
         settling -= 1;
-        note("Finished at " + time);
+        note("Finished; updated at " + time);
         schedule(PERIOD);
       } else {
-        note("Up to date (" + time + ")");
+        note("Up to date at " + time);
       }
     }
 
