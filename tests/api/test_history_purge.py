@@ -8,6 +8,7 @@ from __future__ import annotations
 import copy
 import datetime
 import json
+import re
 import uuid
 
 import pytest
@@ -230,3 +231,23 @@ def test_days_that_are_no_age_are_bad_usage(days, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert f"argument --older-than: {days!r}" in err or f"argument --older-than: {days} " in err
+
+
+def test_the_operators_guide_shows_the_counts_as_the_command_prints_them(tmp_path, capsys):
+    """doc/source/admin/maintenance.rst's example, line by line, has the shape
+    of what ``fornace db purge --dry-run`` prints (numbers, dates aside)."""
+    from pathlib import Path
+
+    guide = (Path(__file__).resolve().parents[2] / "doc" / "source" / "admin"
+             / "maintenance.rst").read_text()
+    block = guide.split("$ fornace db purge --older-than 90 --dry-run\n", 1)[1]
+    shown = [line[4:] for line in block.split("\n\n", 1)[0].splitlines()]
+    url = f"sqlite:///{tmp_path / 'empty.sqlite'}"
+    assert main(["db", "upgrade", "--db", url]) == 0
+    capsys.readouterr()
+    assert main(["db", "purge", "--older-than", "90", "--dry-run", "--db", url]) == 0
+    printed = capsys.readouterr().out.splitlines()
+
+    def shape(line: str) -> str:
+        return re.sub(r"\d+", "N", " ".join(line.split()))
+    assert [shape(line) for line in shown] == [shape(line) for line in printed]
