@@ -141,6 +141,7 @@ def test_purge_removes_what_it_counts_and_keeps_what_environments_show(backend, 
                "deleted env": dead_letter(engine, deletion, env_c, OLD),
                "recent": dead_letter(engine, first, env_a, utcnow())}
     model_a = api.client.get(f"/environments/{env_a}").json()
+    status_a = api.client.get(f"/environments/{env_a}/status").json()
     with engine.connect() as db:
         description_a = db.scalar(select(Environment.description).where(
             Environment.id == env_a))
@@ -184,6 +185,7 @@ def test_purge_removes_what_it_counts_and_keeps_what_environments_show(backend, 
     assert [r["text"] for r in last.values()] == ["checked"]
     assert api.client.get(f"/environments/{env_a}/jobs/{second}/trace").status_code == 200
     assert api.client.get(f"/environments/{env_a}").json() == model_a
+    assert api.client.get(f"/environments/{env_a}/status").json() == status_a
     assert api.client.get(f"/environments/{env_b}").json()["status"] == "deploying"
     running_reports = api.client.get(f"/environments/{env_b}/deployments/{running}").json()
     assert [r["text"] for r in running_reports["reports"]] == ["started"]
@@ -222,6 +224,66 @@ def test_a_job_running_or_recent_is_never_history(backend):
     assert purge(engine, Cutoff(0))["deployments"] == 1
     assert ids(engine, Job.id, Job.environment_id == env_id) == {old, recent}
     engine.dispose()
+
+
+def old_deployments(engine, env_id: str, count_: int) -> list[str]:
+    """``count_`` deployments of the environment that ended long ago (before
+    its own), a report each, inserted as the stores would have stored them."""
+    jobs = [uuid.uuid4().hex for _ in range(count_)]
+    with engine.begin() as db:
+        for minute, job in enumerate(jobs):
+            when = OLD - datetime.timedelta(minutes=count_ - minute)
+            db.execute(Job.__table__.insert().values(
+                id=job, environment_id=env_id, tenant_id="t1", kind="deploy",
+                state="success", description={}, started=when, finished=when, created=when,
+                updated=when))
+            db.execute(Status.__table__.insert().values(
+                id=uuid.uuid4().hex, deployment_id=job, text="done", created=when,
+                updated=when))
+    return jobs
+
+
+def test_purges_at_once_while_jobs_start_and_end_count_each_row_once():
+    """On PostgreSQL (SQLite serialises writers): two purges in small batches
+    at the same time, while the environment's next job starts and ends; each
+    row removed is counted by one of them, and the environment keeps its
+    latest jobs."""
+    import threading
+    url = postgres_url()
+    reset_postgres(url)
+    try:
+        api = make_api(url)
+        engine = make_engine(url)
+        env_id, session = new_env(api.client)
+        assert api.client.post(f"/environments/{env_id}/sessions/{session}/deploy") \
+            .status_code == 200
+        body, deployment = api.published.tasks[-1]
+        finish(api, deployment, copy.deepcopy(body))
+        old = old_deployments(engine, env_id, 40)
+        before = rows(engine)
+        counts: list[dict[str, int]] = []
+        start = threading.Barrier(3)
+
+        def one_purge() -> None:
+            start.wait()
+            counts.append(purge(engine, Cutoff(DAYS), jobs_per_batch=3))
+        threads = [threading.Thread(target=one_purge) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        start.wait()
+        check = run_action(api, env_id, "check", reports=None)   # starts during the purges
+        finish(api, check, api.published.tasks[-1][0])            # and ends
+        for thread in threads:
+            thread.join()
+        after = rows(engine)
+        after["deployments"] -= 1   # the check, added meanwhile
+        assert {name: before[name] - after[name] for name in TABLES} == {
+            name: sum(c[name] for c in counts) for name in TABLES}
+        assert sum(c["deployments"] for c in counts) == len(old)
+        assert ids(engine, Job.id, Job.environment_id == env_id) == {deployment, check}
+    finally:
+        engine.dispose()
+        reset_postgres(url)
 
 
 @pytest.mark.parametrize("days", ["-1", "3.5", "ten"])
