@@ -15,8 +15,7 @@ from fornace.common.db.engine import make_engine, upgrade
 from fornace.common.db.models import Environment, Job, JobLock, Status, new_id, utcnow
 from fornace.conductor.daemon import Conductor, ConductorSettings
 from fornace.conductor.historypurge import TURN, HistoryPurge
-from apikit import reset_postgres
-from services import postgres_url
+from apikit import migrated_database
 from standins import RecordingStacks
 from waiting import wait_for
 
@@ -25,16 +24,7 @@ DATA = Path(__file__).resolve().parents[2] / "data"
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def url(request, tmp_path):
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'fornace.sqlite'}"
-        upgrade(url)
-        yield url
-        return
-    url = postgres_url()
-    reset_postgres(url)
-    upgrade(url)
-    yield url
-    reset_postgres(url)
+    yield from migrated_database(request.param, tmp_path)
 
 
 def old_jobs(engine, ended_days_ago: int = 40) -> tuple[str, str]:

@@ -22,7 +22,7 @@ from fornace.common.db.history import TABLES, Cutoff, count, purge
 from fornace.common.db.models import (ConfigSession, DeadLetter, Environment, Job, JobTask,
                                       JobTrace, Status, utcnow)
 from fornace.conductor.jobs.tracing import encode
-from apikit import make_api, reset_postgres, web_server
+from apikit import make_api, migrated_database, reset_postgres, web_server
 from services import postgres_url
 from test_jobs_api import TYPES, action, deployed, event, finish, new_env
 from test_traces_api import a_trace
@@ -36,13 +36,8 @@ def backend(request, tmp_path):
     """(the API on that database, its URL)."""
     path = tmp_path / "types.json"
     path.write_text(json.dumps({"types": TYPES}))
-    url = f"sqlite:///{tmp_path / 'history.sqlite'}"
-    if request.param == "postgres":
-        url = postgres_url()
-        reset_postgres(url)
-    yield make_api(url, catalog=load_catalog(path)), url
-    if request.param == "postgres":
-        reset_postgres(url)
+    for url in migrated_database(request.param, tmp_path):
+        yield make_api(url, catalog=load_catalog(path)), url
 
 
 def last_job(api) -> str:
