@@ -117,7 +117,7 @@ def _purge(url: str, shown: str, older_than: int, dry_run: bool) -> int:
         engine.dispose()
     what = "would remove" if dry_run else "removed"
     print(f"{what} the history of jobs that ended before "
-          f"{cutoff.before:%Y-%m-%d %H:%M:%S} UTC ({older_than} day(s) ago):")
+          f"{cutoff.before.isoformat(' ', 'seconds')} UTC ({older_than} day(s) ago):")
     width = max(len(name) for name in TABLES)
     for name in TABLES:
         print(f"  {name:<{width}}  {counts[name]:>8}  {MEANING[name]}")

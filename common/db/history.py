@@ -3,9 +3,9 @@
 
 History is what ended jobs leave: their rows in ``deployments`` and, with
 them, their reports (``statuses``), task records (``job_tasks``), trace
-(``job_traces``) and the ids of the events stored (``job_event_ids``); the
-configuration sessions deployed (``sessions`` of state ``deployed``, each a
-copy of the model) once no job kept names them; dead letters.  A job is
+(``job_traces``), the ids of the events stored (``job_event_ids``) and the
+configuration session they deployed (``sessions`` of state ``deployed``, a
+copy of the model each); and dead letters.  A job is
 history when it ended (``finished`` is set: never a running or queued job)
 before the cut-off, and either its environment is gone or it is none of what
 its environment still shows, among the jobs of that environment that ended:
@@ -68,7 +68,10 @@ class Cutoff:
 
     @property
     def before(self) -> datetime.datetime:
-        return self.now - datetime.timedelta(days=self.days)
+        try:
+            return self.now - datetime.timedelta(days=self.days)
+        except OverflowError:   # more days than the calendar has: nothing is that old
+            return datetime.datetime.min
 
 
 def job_is_history(job: Any, before: datetime.datetime) -> Any:
@@ -94,12 +97,12 @@ def job_is_history(job: Any, before: datetime.datetime) -> Any:
     return and_(job.finished.is_not(None), job.finished < before, or_(gone, superseded))
 
 
-def _session_is_history(before: datetime.datetime) -> Any:
-    """A deployed session changed before ``before`` that no job kept names."""
+def _sessions_of(jobs: Any) -> Any:
+    """The deployed sessions of ``jobs`` (a select of job ids): a session is
+    deployed by one job, whose end marks it ``deployed``."""
     job = aliased(Job)
-    named = select(literal(1)).select_from(job).where(
-        job.session_id == ConfigSession.id, ~job_is_history(job, before)).exists()
-    return and_(ConfigSession.state == "deployed", ConfigSession.updated < before, ~named)
+    return and_(ConfigSession.state == "deployed", ConfigSession.id.in_(
+        select(job.session_id).where(job.id.in_(jobs), job.session_id.is_not(None))))
 
 
 def _dead_letter_is_history(before: datetime.datetime) -> Any:
@@ -122,7 +125,7 @@ def count(connection: Connection, cutoff: Cutoff) -> dict[str, int]:
         counts[table.name] = _count(connection, select(func.count()).select_from(table).where(
             table.c.deployment_id.in_(jobs)))
     counts["sessions"] = _count(connection, select(func.count()).select_from(
-        ConfigSession).where(_session_is_history(before)))
+        ConfigSession).where(_sessions_of(jobs)))
     counts["dead_letters"] = _count(connection, select(func.count()).select_from(
         DeadLetter).where(_dead_letter_is_history(before)))
     return counts
@@ -141,20 +144,20 @@ def purge(engine: Engine, cutoff: Cutoff, stop: Callable[[], bool] = lambda: Fal
     removed = dict.fromkeys(TABLES, 0)
     while not stop():
         with engine.connect() as connection:
-            ids = list(connection.scalars(_history_jobs(before).order_by(Job.finished, Job.id)
-                                          .limit(jobs_per_batch)))
+            # no order: the scan stops at the batch's last job found
+            ids = list(connection.scalars(_history_jobs(before).limit(jobs_per_batch)))
         if not ids:
             break
         for table, key, per in _JOB_ROWS:   # a job's rows first: each batch bounded
             removed[table.name] += _delete(engine, table.c[key], per,
                                            table.c.deployment_id.in_(ids))
+        removed["sessions"] += _delete(engine, ConfigSession.__table__.c.id, ROWS_PER_BATCH,
+                                       _sessions_of(ids))
         removed["deployments"] += _delete(engine, Job.__table__.c.id, len(ids),
                                           Job.__table__.c.id.in_(ids))
         if len(ids) < jobs_per_batch:
             break
     if not stop():
-        removed["sessions"] = _delete(engine, ConfigSession.__table__.c.id, ROWS_PER_BATCH,
-                                      _session_is_history(before), stop)
         removed["dead_letters"] = _delete(engine, DeadLetter.__table__.c.id, ROWS_PER_BATCH,
                                           _dead_letter_is_history(before), stop)
     return removed

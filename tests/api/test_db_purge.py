@@ -17,7 +17,7 @@ from sqlalchemy import func, select, update
 from fornace.cli.main import main
 from fornace.common import contract
 from fornace.common.catalog import load_catalog
-from fornace.common.db.engine import make_engine
+from fornace.common.db.engine import current, make_engine
 from fornace.common.db.history import TABLES, Cutoff, count, purge
 from fornace.common.db.models import (ConfigSession, DeadLetter, Environment, Job, JobTask,
                                       JobTrace, Status, utcnow)
@@ -308,3 +308,15 @@ def test_the_operators_guide_shows_the_counts_as_the_command_prints_them(tmp_pat
     def shape(line: str) -> str:
         return re.sub(r"\d+", "N", " ".join(line.split()))
     assert [shape(line) for line in shown] == [shape(line) for line in printed]
+
+
+def test_a_database_without_the_newest_schema_or_more_days_than_the_calendar(tmp_path, capsys):
+    url = f"sqlite:///{tmp_path / 'empty.sqlite'}"
+    assert main(["db", "purge", "--older-than", "1", "--db", url]) == 3
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.splitlines() == [
+        f"fornace db: the database {url} has the schema none (empty), not the newest, "
+        f"{current(url)[1]}: run fornace db upgrade first"]
+    assert main(["db", "upgrade", "--db", url]) == 0
+    assert main(["db", "purge", "--older-than", "99999999999", "--dry-run", "--db", url]) == 0
+    assert "ended before 0001-01-01 00:00:00 UTC" in capsys.readouterr().out
