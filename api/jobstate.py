@@ -17,12 +17,9 @@ from sqlalchemy.orm import Session as DbSession
 
 from fornace.api.errors import Conflict
 from fornace.api.views import utc
-from fornace.common.db.models import ConfigSession, Job, Environment, JobTask
+from fornace.common.db.models import NOT_DEPLOYING, ConfigSession, Job, Environment, JobTask
 
 BUSY = ("deploying", "deleting")
-# jobs that look at or operate what is deployed without deploying: how they end
-# is their own state; the environment keeps the deploy status it had
-NOT_DEPLOYING = ("plan", "check", "execute_operation")
 UNSETTLED = ("pending", "running")
 
 

@@ -22,6 +22,14 @@ def positive(text: str) -> int:
     return value
 
 
+def days(text: str) -> int:
+    """A number of days, 0 or more (an age)."""
+    value = _integer(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a number of days (0 or more)")
+    return value
+
+
 def _integer(text: str) -> int:
     try:
         return int(text)

@@ -45,7 +45,7 @@ def run(conf: cfg.ConfigOpts) -> int:
         max_environments=command.max_environments or conf.conductor.max_environments,
         lock_stale_after=conf.conductor.lock_stale_after, lock_wait=conf.conductor.lock_wait,
         engine=engine_settings(conf), database_url=database_url(conf),   # the job locks
-        database_pool=database_pool(conf),
+        database_pool=database_pool(conf), history_days=conf.database.history_days,
         agents=command.agents or conf.conductor.agents, delete_trust=trust_deleter(conf),
         trace=conf.conductor.trace, trace_bytes=conf.conductor.trace_bytes)
     warn_if_in_memory(settings.broker_url, "this conductor gets no task from an API process")

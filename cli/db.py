@@ -1,13 +1,17 @@
-"""``fornace db upgrade|current``: the schema of Fornace's database (Alembic).
+"""``fornace db upgrade|current|purge``: the schema of Fornace's database
+(Alembic), and its history.
 
 ``fornace api`` and ``fornace up`` upgrade the schema themselves when they
 start (processes starting together take turns); these commands let an
-operator do it before, or see where a database stands.  Exit status of
-``current``: 0 at the newest revision, 1 behind it (or empty); of both, as
-``fornace --help`` says: 2 for a URL that names no database Fornace can use
-(unparseable, an unknown dialect or driver, several PostgreSQL hosts named
-in a way that cannot work), 3 for a database that is unreachable or refuses
-(one line naming the URL: every host, its passwords masked).
+operator do it before, or see where a database stands.  ``purge
+--older-than DAYS`` removes the history of jobs that ended more than DAYS
+days ago (:mod:`fornace.common.db.history`: what is kept), ``--dry-run``
+only counts it.  Exit status of ``current``: 0 at the newest revision, 1
+behind it (or empty); of all, as ``fornace --help`` says: 2 for a URL that
+names no database Fornace can use (unparseable, an unknown dialect or
+driver, several PostgreSQL hosts named in a way that cannot work) or a
+number of days that is none, 3 for a database that is unreachable or
+refuses (one line naming the URL: every host, its passwords masked).
 """
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ import sys
 
 from oslo_config import cfg
 
+from fornace.cli.argtypes import days
 from fornace.cli.client.common import FAILED, OK, UNAVAILABLE, USAGE
 from fornace.common.options import database_url
 from fornace.common.secrets import mask_text
@@ -23,13 +28,23 @@ from fornace.common.secrets import mask_text
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "db", help="upgrade the database schema, or show its revision",
-        description="The database schema (Alembic migrations shipped with Fornace).")
+        "db", help="upgrade the database schema, show its revision, or purge old history",
+        description="The database schema (Alembic migrations shipped with Fornace), and "
+                    "the history of ended jobs.")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
     for name, text in (("upgrade", "bring the schema to the newest revision (creating it "
                                    "in an empty database)"),
-                       ("current", "print the schema's revision and the newest one")):
+                       ("current", "print the schema's revision and the newest one"),
+                       ("purge", "remove the jobs that ended more than DAYS days ago, with "
+                                 "their reports, task records and traces (each environment's "
+                                 "latest jobs are kept)")):
         action = actions.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+        if name == "purge":
+            action.add_argument("--older-than", metavar="DAYS", type=days, required=True,
+                                help="remove the history of jobs that ended more than DAYS "
+                                     "days ago (a whole number, 0 or more)")
+            action.add_argument("--dry-run", action="store_true",
+                                help="only count the rows that would be removed, per table")
         action.add_argument("--db", metavar="URL",
                             help="database URL (default [database] connection, else SQLite "
                                  "in [api] state_dir)")
@@ -54,6 +69,8 @@ def run(conf: cfg.ConfigOpts) -> int:
         return USAGE
     seen, secrets = shown(url), passwords(url)
     try:
+        if command.action == "purge":
+            return _purge(url, seen, command.older_than, command.dry_run)
         return _run(command.action, url, seen)
     except (ArgumentError, NoSuchModuleError, ImportError) as exc:   # ImportError: no driver
         return _fail(seen, "is no database Fornace can use", _reason(exc, secrets), USAGE)
@@ -76,6 +93,35 @@ def _run(action: str, url: str, shown: str) -> int:
     state = "the newest" if revision == head else f"behind the newest, {head}"
     print(f"{shown}: revision {revision or 'none (empty schema)'} ({state})")
     return OK if revision == head else FAILED
+
+
+def _purge(url: str, shown: str, older_than: int, dry_run: bool) -> int:
+    """``fornace db purge``: the rows of each table removed (or, ``dry_run``,
+    that would be), one line each."""
+    from fornace.common.db.engine import current, make_engine
+    from fornace.common.db.history import MEANING, TABLES, Cutoff, count, purge
+
+    revision, head = current(url)
+    if revision != head:
+        return _fail(shown, f"has the schema {revision or 'none (empty)'}, not the newest, "
+                            f"{head}", "run fornace db upgrade first", UNAVAILABLE)
+    cutoff = Cutoff(older_than)
+    engine = make_engine(url)
+    try:
+        if dry_run:
+            with engine.connect() as connection:
+                counts = count(connection, cutoff)
+        else:
+            counts = purge(engine, cutoff)
+    finally:
+        engine.dispose()
+    what = "would remove" if dry_run else "removed"
+    print(f"{what} the history of jobs that ended before "
+          f"{cutoff.before.isoformat(' ', 'seconds')} UTC ({older_than} day(s) ago):")
+    width = max(len(name) for name in TABLES)
+    for name in TABLES:
+        print(f"  {name:<{width}}  {counts[name]:>8}  {MEANING[name]}")
+    return OK
 
 
 def _reason(exc: BaseException, secrets: list[str]) -> str:

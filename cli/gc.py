@@ -86,6 +86,7 @@ def run(conf: cfg.ConfigOpts) -> int:
     from fornace.common.db.engine import make_engine
     from fornace.common.db.models import Environment, JobLock
     from fornace.conductor.executors.base import StackFailure
+    from fornace.conductor.historypurge import TURN
 
     command = conf.command
     url = command.db or database_url(conf)
@@ -142,7 +143,7 @@ def run(conf: cfg.ConfigOpts) -> int:
             queues.forget(conn, removed)
             freed = conn.execute(delete(JobLock).where(
                 JobLock.environment_id.not_in(select(Environment.id)),
-                JobLock.job_id.is_(None))).rowcount
+                JobLock.environment_id != TURN, JobLock.job_id.is_(None))).rowcount
         if freed:
             print(f"forgot {freed} lock row(s) of environments that are gone")
         return 2 if trouble else 0

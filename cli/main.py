@@ -107,7 +107,8 @@ Exit codes:
        that names no database Fornace can use
   3    the API is unreachable or refused the request (authentication,
        permission, environment busy, server error); for db, gc, api and up:
-       the database is unreachable, refuses, or has no schema
+       the database is unreachable, refuses, or has no schema ('db purge':
+       not the newest)
   130  interrupted (Ctrl-C; a followed job goes on)"""
 
 

@@ -61,7 +61,7 @@ class OneBox:
             max_environments=max_environments or conf.conductor.max_environments,
             lock_stale_after=conf.conductor.lock_stale_after, lock_wait=conf.conductor.lock_wait,
             engine=engine_settings(conf), database_url=db or database_url(conf),
-            database_pool=database_pool(conf),
+            database_pool=database_pool(conf), history_days=conf.database.history_days,
             delete_trust=trust_deleter(conf), trace=conf.conductor.trace,
             trace_bytes=conf.conductor.trace_bytes)
         self.conductor = Conductor(settings, lambda task: self.cloud)

@@ -70,6 +70,14 @@ database_opts = [
                     "postgresql+psycopg://user@/fornace?host=db1:5432&host=db2:5432"
                     "&target_session_attrs=read-write (the services follow a "
                     "failover; they do not promote)."),
+    cfg.IntOpt("history_days", default=0, min=0,
+               help="Days the history of ended jobs is kept: the conductors remove the "
+                    "jobs that ended longer ago, with their reports, task records, "
+                    "traces and the sessions they deployed, and older dead letters, "
+                    "keeping each environment's latest job, latest deploying job and "
+                    "latest traced job (one conductor at a time, about once an hour, in "
+                    "small batches; 'fornace db purge --older-than DAYS' does the same at "
+                    "once). 0: kept for ever."),
 ]
 
 

@@ -30,6 +30,7 @@ from fornace.common.modelview import iter_units
 from fornace.common.resources import BUILTIN_DATA
 from fornace.common.secrets import find_secrets, mask_text
 from fornace.conductor.executors import agents_class
+from fornace.conductor.historypurge import HistoryPurge
 from fornace.conductor.executors.base import (Fenced, FencedStacks, JobAgents, StackExecutor,
                                               UnreachableStacks)
 from fornace.conductor.jobs.fencing import GrantFence
@@ -71,6 +72,10 @@ class ConductorSettings:
     # before its result (contract 1.7), at most trace_bytes of JSON
     trace: bool = True
     trace_bytes: int = TRACE_BYTES
+    # the history of jobs ended longer ago is purged ([database] history_days;
+    # 0: never), by one conductor at a time, every history_every seconds
+    history_days: int = 0
+    history_every: float = 3600.0
 
 
 def _request_context(task: contract.Task) -> requestcontext.RequestContext | None:
@@ -117,6 +122,9 @@ class Conductor:
         self.takeover = Takeover(self.locks, self.holder, settings.lock_stale_after,
                                  self._has_room, self._reserve, self._requeue, self.stop) \
             if self.locks else None
+        self.history = HistoryPurge(self.locks.engine, self.holder, settings.history_days,
+                                    self.stop, settings.history_every) \
+            if self.locks and settings.history_days > 0 else None
 
     def start(self) -> None:
         """Start the consumer threads (one deployment each at a time)."""
@@ -130,6 +138,8 @@ class Conductor:
             self._threads.append(thread)
         if self.takeover is not None:
             self.takeover.start()
+        if self.history is not None:
+            self.history.start()
 
     def wait_ready(self, timeout: float = 10.0) -> bool:
         return all(consumer.ready.wait(timeout) for consumer in self.consumers)
@@ -138,6 +148,8 @@ class Conductor:
         self.stop.set()
         if self.takeover is not None:
             self.takeover.join(timeout)
+        if self.history is not None:
+            self.history.join(timeout)
         for thread in self._threads:
             thread.join(timeout)
         if not any(thread.is_alive() for thread in self._threads):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import socket
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from fastapi.testclient import TestClient
 from sqlalchemy import text
@@ -57,6 +57,24 @@ def reset_postgres(url: str) -> None:
         connection.execute(text("DROP SCHEMA public CASCADE"))
         connection.execute(text("CREATE SCHEMA public"))
     engine.dispose()
+
+
+def migrated_database(kind: str, folder: Path) -> Iterator[str]:
+    """For a fixture: the URL of a migrated database of the test's own -- a
+    SQLite file in ``folder`` (``kind`` "sqlite"), or the run's PostgreSQL,
+    emptied before and after."""
+    if kind == "sqlite":
+        url = f"sqlite:///{folder / 'fornace.sqlite'}"
+        upgrade(url)
+        yield url
+        return
+    from services import postgres_url
+
+    url = postgres_url()
+    reset_postgres(url)
+    upgrade(url)
+    yield url
+    reset_postgres(url)
 
 
 def web_server(name: str = "frontend", **extra: Any) -> dict[str, Any]:

@@ -62,6 +62,11 @@ class ConfigSession(Base):
     updated: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)
 
 
+#: the actions that look at or operate what is deployed without deploying: how
+#: such a job ends is its own state, the environment keeps the one it had
+NOT_DEPLOYING = ("plan", "check", "execute_operation")
+
+
 class Job(Base):
     """One job of an environment: a deployment, a deletion or another action.
 

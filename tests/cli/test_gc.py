@@ -146,3 +146,26 @@ def test_gc_says_in_one_line_when_the_database_cannot_be_used(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "s3cret" not in err
     assert "fornace gc: the database postgresql+psycopg://fornace:***@127.0.0.1:1/nodb" in err
+
+
+def test_gc_forgets_the_free_locks_of_gone_environments_not_the_purges_turn(tmp_path, capsys):
+    import threading
+
+    from sqlalchemy import select
+
+    from fornace.common.db.models import JobLock
+    from fornace.conductor.historypurge import TURN, HistoryPurge
+
+    db = database(tmp_path)
+    engine = make_engine(db)
+    assert HistoryPurge(engine, "conductor-1", 30, threading.Event()).claim()
+    with engine.begin() as connection:
+        connection.execute(JobLock.__table__.insert().values(environment_id="gone1", token=3))
+    conf = tmp_path / "fornace.conf"
+    conf.write_text(f"[conductor]\ncloud_dir = {tmp_path / 'cloud'}\n"
+                    f"[database]\nconnection = {db}\n")
+    assert main(["--config-file", str(conf), "gc", "--remove"]) == 0
+    assert "forgot 1 lock row(s) of environments that are gone" in capsys.readouterr().out
+    with engine.connect() as connection:
+        assert list(connection.scalars(select(JobLock.environment_id))) == [TURN]
+    engine.dispose()

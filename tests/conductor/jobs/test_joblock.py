@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import event, text
 
 from fornace.common.db.engine import make_engine, upgrade
-from apikit import reset_postgres
+from apikit import migrated_database, reset_postgres
 from fornace.conductor.jobs.lock import (AlreadyDone, Grant, HeldTask, JobLock, LockHeld, Revoked,
                                          Silent)
 from services import postgres_url
@@ -29,16 +29,7 @@ class Clock:
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def url(request, tmp_path):
-    if request.param == "sqlite":
-        url = f"sqlite:///{tmp_path / 'lock.sqlite'}"
-        upgrade(url)
-        yield url
-        return
-    url = postgres_url()
-    reset_postgres(url)
-    upgrade(url)
-    yield url
-    reset_postgres(url)
+    yield from migrated_database(request.param, tmp_path)
 
 
 @pytest.fixture
