@@ -17,6 +17,7 @@ import sys
 from oslo_config import cfg
 
 from fornace.cli.client.common import FAILED, OK, UNAVAILABLE, USAGE
+from fornace.cli.suggest import add_actions
 from fornace.common.options import database_url
 from fornace.common.secrets import mask_text
 
@@ -25,7 +26,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "db", help="upgrade the database schema, or show its revision",
         description="The database schema (Alembic migrations shipped with Fornace).")
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions = add_actions(parser, dest="action", metavar="ACTION", required=True)
     for name, text in (("upgrade", "bring the schema to the newest revision (creating it "
                                    "in an empty database)"),
                        ("current", "print the schema's revision and the newest one")):

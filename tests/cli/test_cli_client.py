@@ -193,7 +193,8 @@ def test_services_are_added_deployed_followed_and_acted_on(cli, tmp_path):
     assert re.search(rf"^{jobs[3]['id']}\s+deploy\s+success\s+\d+ ok", listing, re.M)
     tasks = ok(cli("jobs", "cli-web", jobs[3]["id"]))
     assert re.search(r"^web1\s+Linux/DeployStaticSite\s+new\s+ok", tasks, re.M), tasks
-    logs = ok(cli("logs", "cli-web", "--job", jobs[3]["id"]))
+    logs = ok(cli("logs", "cli-web", jobs[3]["id"]))   # the job as jobs and trace take it
+    assert ok(cli("logs", "cli-web", "--job", jobs[3]["id"])) == logs   # as it was
     assert re.search(r"^web1 Linux/DeployStaticSite \| serving http://", logs, re.M), logs
     assert "report: Deploying the web site on web1" in logs
     assert len(as_json(cli("deployments", "cli-web", "--json"))["deployments"]) == 4
