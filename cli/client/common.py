@@ -249,6 +249,15 @@ def environment_view(command: Any, client: ApiClient,
     return env, client.get(f"/environments/{env['id']}/{view}")
 
 
+BUSY_STATES = ("deploying", "deleting")   # the API refuses changes meanwhile (409)
+
+
+def first_deployment(env: dict[str, Any]) -> bool:
+    """Whether ``env`` (as the API shows it) runs its first deployment: the API
+    then shows the services that job deploys, not yet deployed ones."""
+    return env.get("status") == "deploying" and env.get("version") == 0
+
+
 def find_service(services: list[dict[str, Any]], wanted: str) -> dict[str, Any]:
     """The service whose id or (unique) name is ``wanted``."""
     for service in services:

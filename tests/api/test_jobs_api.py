@@ -448,6 +448,10 @@ def test_status_view(api):
     assert running["job"] == api.published.tasks[-1][1]
     assert [u["status"]["local"] for u in running["services"][0]["units"]] == \
         ["pending", "pending"]  # the first deployment's services
+    # and what reads the environment's services shows them, not the empty deployed model
+    listed = api.client.get(f"/environments/{env_id}/services").json()
+    assert [s["name"] for s in listed] == ["site"]
+    assert api.client.get(f"/environments/{env_id}").json()["services"] == listed
     body, message_id = api.published.tasks[-1]
     model = copy.deepcopy(body)
     statuses(model)

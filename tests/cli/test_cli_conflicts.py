@@ -9,6 +9,7 @@ so the environment stays busy for as long as the test needs.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import urllib.request
@@ -76,9 +77,22 @@ def test_every_change_of_a_busy_environment_exits_3_naming_the_job(cli, tmp_path
                  ["action", "cli-busy", "check"],
                  ["plan", "cli-busy"],
                  ["service", "add", "cli-busy", "--type", "linuxWebServer", "--name", "x"],
+                 # the first deployment's services are found: busy, not "no service"
+                 ["service", "update", "cli-busy", "web", "--set", "port=8081"],
+                 ["service", "remove", "cli-busy", "web", "--yes"],
+                 ["service", "remove", "cli-busy", "web"],   # refused before asking
                  ["env", "delete", "cli-busy", "--yes"]):
         line = one_line_error(cli(*args), 3)
         assert line == expected, (args, line)
+    # what the first deployment deploys is shown while it runs
+    listed = ok(cli("service", "list", "cli-busy"))
+    assert listed.startswith("being deployed (the environment's first deployment;"), listed
+    assert re.search(r"^web\s+linuxWebServer\s+web_instance_0\s", listed, re.M), listed
+    shown = ok(cli("env", "show", "cli-busy"))
+    assert "its first deployment runs: the services below are being deployed" in shown
+    assert re.search(r"^web\s+linuxWebServer\s+web_instance_0\s", shown, re.M), shown
+    assert [s["name"] for s in json.loads(ok(cli("env", "show", "cli-busy", "--json")))[
+        "services"]] == ["web"]
 
     # by id too: the advice names the environment as its name
     env_id = json.loads(ok(cli("env", "show", "cli-busy", "--json")))["id"]
