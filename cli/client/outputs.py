@@ -34,11 +34,12 @@ def outputs(command: Any, client: ApiClient) -> int:
 
 
 def show_outputs(data: dict[str, Any], rows: list[tuple[Any, ...]]) -> None:
-    """The table; without a URL anywhere (types whose workflows set none) no URL
-    column of dashes, but a line saying the units are reached at their addresses."""
+    """The table; without a URL anywhere once no job runs (types whose workflows
+    set none) no URL column of dashes, but a line saying the units are reached at
+    their addresses."""
     if data.get("job"):
         print(f"job {data['job']} running: the endpoints it has set up so far")
-    if not rows or any(row[4] for row in rows):
+    if not rows or data.get("job") or any(row[4] for row in rows):
         print_table(("SERVICE", "UNIT", "HOSTNAME", "ADDRESS", "URL"), rows,
                     empty="(no services)")
         return

@@ -68,11 +68,15 @@ def test_outputs_without_any_url_say_the_units_are_reached_at_their_addresses(ca
         {"id": "s1", "name": "dc", "type": "activeDirectory", "url": None, "address": None,
          "units": [{"id": "u1", "name": "dc_instance_0", "hostname": "dc1",
                     "address": "10.0.0.5", "url": None}]}], "urls": []}
-    show_outputs(data, output_rows(data))
+    show_outputs(data, output_rows(data))   # a job runs: URLs may come
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "job j1 running: the endpoints it has set up so far"
-    assert lines[1].split() == ["SERVICE", "UNIT", "HOSTNAME", "ADDRESS"]
-    assert lines[3].split() == ["dc", "dc_instance_0", "dc1", "10.0.0.5"]
+    assert lines[1].split() == ["SERVICE", "UNIT", "HOSTNAME", "ADDRESS", "URL"]
+    data["job"] = None
+    show_outputs(data, output_rows(data))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["SERVICE", "UNIT", "HOSTNAME", "ADDRESS"]
+    assert lines[2].split() == ["dc", "dc_instance_0", "dc1", "10.0.0.5"]
     assert "reached at their addresses" in lines[-1]
 
 
