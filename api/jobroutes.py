@@ -10,12 +10,12 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 
 from fornace.api.errors import ERROR_RESPONSES, BadRequest
 from fornace.api.stores.jobs import Jobs
-from fornace.api.routing import SESSION_HEADER, JsonRoute, parse_json, permitted, run
+from fornace.api.routing import SESSION_HEADER, JsonRoute, flag, parse_json, permitted, run
 from fornace.api.context import Context
 
 TSV_TYPE = "text/tab-separated-values; charset=utf-8"
@@ -96,9 +96,13 @@ async def show_topology(env_id: str, session_id: Optional[str] = SESSION_HEADER,
 
 @router.get("/environments/{env_id}/status")
 async def show_status(env_id: str, session_id: Optional[str] = SESSION_HEADER,
+                      details: Optional[str] = Query(
+                          None, description="true: each status whole, with the "
+                                            "conductor's bookkeeping (lastChange, created, "
+                                            "resources, configs)"),
                       ctx: Context = Depends(permitted("environment:status")),
                       jobs: Jobs = Depends(_jobs)) -> dict:
-    return await run(jobs.status, ctx, env_id, session_id)
+    return await run(jobs.status, ctx, env_id, session_id, flag(details))
 
 
 @router.get("/environments/{env_id}/outputs")

@@ -31,6 +31,21 @@ def running_job(db: DbSession, env_id: str, options: Sequence[Any] = ()) -> Job 
         Job.started.desc()).options(*options)).first()
 
 
+def first_deployment_model(db: DbSession, env_id: str, version: int,
+                           state: str) -> dict[str, Any] | None:
+    """While an environment's first deployment runs, the model it deploys (its
+    secrets masked, as jobs store them): the environment has no deployed services
+    yet, those are what it is getting.  None otherwise (no job, or one after the
+    first deployment: the deployed model is the environment's)."""
+    if version != 0 or state != "deploying":
+        return None
+    # its column only (no ORM object: the environment's view reads rows, not objects)
+    found = db.execute(select(Job.description).where(
+        Job.environment_id == env_id, Job.finished.is_(None)).order_by(
+        Job.started.desc()).limit(1)).scalar()
+    return found if isinstance(found, dict) else None
+
+
 def busy_message(env_name: str, job: Job) -> str:
     return (f"environment {env_name} is busy: job {job.id} ({job.kind}) {job.state} since "
             f"{utc(job.started)}; wait for it to end or abandon it")

@@ -77,10 +77,22 @@ def _default_status(deployed: bool) -> dict[str, Any]:
     return {"local": "unknown" if deployed else "pending", "state": "initial"}
 
 
+# what a status shows of the conductor's ``status`` object: how the node is and the
+# user's flags; its bookkeeping (lastChange, created, resources, configs: what change
+# detection and scale-in read) only with ``details``
+SHOWN_STATUS = ("local", "state", "check", "customized", "protected")
+
+
 def _with_status(item: dict[str, Any], deployed: bool,
-                 live: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+                 live: dict[str, dict[str, Any]] | None = None,
+                 details: bool = False) -> dict[str, Any]:
     status = item.get("status")
-    shown = masked(status) if isinstance(status, dict) else _default_status(deployed)
+    if not isinstance(status, dict):
+        shown = _default_status(deployed)
+    elif details:
+        shown = masked(status)
+    else:
+        shown = masked({key: status[key] for key in SHOWN_STATUS if key in status})
     now = (live or {}).get(str(item.get("id")))
     if now:   # what the running job told since it began
         shown.update({k: v for k, v in now.items() if k in ("state", "local") and v})
@@ -88,18 +100,20 @@ def _with_status(item: dict[str, Any], deployed: bool,
 
 
 def services_status(description: dict[str, Any], deployed: bool,
-                    live: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """Per service and unit its status; ``live``: the node states a running
-    job sent (by id), shown over those of ``description``."""
+                    live: dict[str, dict[str, Any]] | None = None,
+                    details: bool = False) -> list[dict[str, Any]]:
+    """Per service and unit its status and endpoints; ``live``: the node states
+    (and endpoints) a running job sent (by id), shown over those of
+    ``description``; ``details``: the whole status object, bookkeeping too."""
     services = []
     for service in description.get("services") or []:
         if not isinstance(service, dict):
             continue
         units = [{"id": u.get("id"), "name": u.get("name"),
-                  "status": _with_status(u, deployed, live), **endpoints(u)}
+                  "status": _with_status(u, deployed, live, details), **endpoints(u, live)}
                  for u in service.get("units") or [] if isinstance(u, dict)]
         services.append({"id": service.get("id"), "name": service.get("name"),
                          "type": service_type(service),
-                         "status": _with_status(service, deployed, live), **endpoints(service),
-                         "units": units})
+                         "status": _with_status(service, deployed, live, details),
+                         **endpoints(service, live), "units": units})
     return services

@@ -22,6 +22,7 @@ from oslo_config import cfg
 
 from fornace.cli.argtypes import days
 from fornace.cli.client.common import FAILED, OK, UNAVAILABLE, USAGE
+from fornace.cli.suggest import add_actions
 from fornace.common.options import database_url
 from fornace.common.secrets import mask_text
 
@@ -31,7 +32,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "db", help="upgrade the database schema, show its revision, or purge old history",
         description="The database schema (Alembic migrations shipped with Fornace), and "
                     "the history of ended jobs.")
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions = add_actions(parser, dest="action", metavar="ACTION", required=True)
     for name, text in (("upgrade", "bring the schema to the newest revision (creating it "
                                    "in an empty database)"),
                        ("current", "print the schema's revision and the newest one"),

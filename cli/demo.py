@@ -167,7 +167,8 @@ def run(conf: cfg.ConfigOpts) -> int:
         environment = demo.deploy(command.units, command.site_port)
         demo.check_sites(environment, command.site_port)
         if command.keep:
-            out(f"the environment stays up; API at {box.url}/ -- press Ctrl-C to stop")
+            out(f"the environment stays up; dashboard at {box.url}/dashboard/, API at "
+                f"{box.url}/ -- press Ctrl-C to stop")
             _wait_for_interrupt()
         demo.delete()
         left = box.cloud.stack_names()

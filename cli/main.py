@@ -102,9 +102,9 @@ Exit codes:
        the last real one), 'db current' found the schema behind, 'gc' found
        orphans (without --remove), or a confirmation was answered no
   2    bad usage: wrong options, unreadable files or models, parameters or names
-       the API rejects (HTTP 400, 404), a command that would ask for
-       confirmation without a terminal and without --yes, a database URL
-       that names no database Fornace can use
+       the API rejects (HTTP 400, 404; 409 for a name taken or a version that
+       exists), a command that would ask for confirmation without a terminal
+       and without --yes, a database URL that names no database Fornace can use
   3    the API is unreachable or refused the request (authentication,
        permission, environment busy, server error); for db, gc, api and up:
        the database is unreachable, refuses, or has no schema ('db purge':
@@ -330,6 +330,12 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(completion.script(shell, _add_command_parsers), end="")
         return 0
+    if rest[0] not in COMMANDS and not rest[0].startswith("-"):   # fornace deplyo
+        from fornace.cli.suggest import unknown
+
+        print(f"fornace: {unknown('command', rest[0], COMMANDS, 'fornace --help lists them')}",
+              file=sys.stderr)
+        return 2
     if not front and rest[0] in CLIENT_COMMANDS:
         from fornace.cli.client import commandline
 

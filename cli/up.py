@@ -43,7 +43,9 @@ def run(conf: cfg.ConfigOpts) -> int:
     stop_on_signals(stopped)
     resumed = len(box.cloud.stack_names())
     print(f"Fornace is up on this machine.\n"
-          f"  API          {box.url}/  (also at {box.url}/v1)\n"
+          f"  dashboard    {box.url}/dashboard/  (open it in a browser)\n"
+          f"  API          {box.url}/  (also at {box.url}/v1; for fornace, "
+          f"python-muranoclient, curl)\n"
           f"  broker       {masked(box.broker_url)}\n"
           f"  local cloud  {box.cloud.state_dir} ({resumed} stack(s))\n"
           f"  workflows    {conf.data_dir}\n"

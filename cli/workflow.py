@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from oslo_config import cfg
 
 from fornace.common.errors import FornaceError
+from fornace.cli.suggest import add_actions
 from fornace.common.jsonlimits import JsonLimitError, loads, read_bounded
 from fornace.common.secrets import find_secrets, masked
 from fornace.conductor.dsl.limits import Limits
@@ -26,7 +27,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "workflow", help="check or simulate workflow files",
         description="Check workflow files, or run them on a simulated cloud.")
-    actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions = add_actions(parser, dest="action", metavar="ACTION", required=True)
 
     checker = actions.add_parser(
         "check", help="report problems in workflow files",

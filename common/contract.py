@@ -105,6 +105,11 @@ the earlier ones, and a Murano 0.2 agent or API speaks 1.0)::
            whatever the stored model says; the conductor makes the
            environment's stack on the Heat of that region.  Optional (absent
            before 1.14 and for environments created without one)
+    1.15 - "hostname", "address" and "url" on a "tasks" event's node: what
+           the unit's (or service's) state says of them when the event goes,
+           so the API shows them while the job runs (an instance's address
+           as soon as its stack is up).  Each optional, a string of at most
+           MAX_ENDPOINT_CHARS characters; an older API ignores them
 """
 from __future__ import annotations
 
@@ -117,7 +122,7 @@ from typing import Any, Sequence
 
 from fornace.common import jsonlimits, names
 
-CONTRACT_VERSION = "1.14"   # see the history above; bump it with every change of a body
+CONTRACT_VERSION = "1.15"   # see the history above; bump it with every change of a body
 MAX_PACKAGES = 32          # workflow packages on one task (1.8)
 REQUEST_KEYS = ("request_id", "global_request_id")   # on a task (1.13)
 #: a request id: ``req-`` and a UUID in lower case, as oslo.context makes them
@@ -300,6 +305,8 @@ MAX_NODES_PER_EVENT = 5000
 NODE_STATES = ("initial", "creating", "created", "configuring", "configured", "starting",
                "started", "stopping", "stopped", "deleting", "deleted", "error")
 NODE_STATUSES = ("ok", "degraded", "error", "absent", "pending", "unknown")
+NODE_ENDPOINTS = ("hostname", "address", "url")   # a node's optional strings (1.15)
+MAX_ENDPOINT_CHARS = 1024
 
 
 def task_events_body(environment_id: str, job_id: str, tasks: list[dict[str, Any]],
@@ -796,6 +803,13 @@ def _check_nodes(nodes: Any) -> None:
             if value is not None and value not in allowed:
                 raise _error(kind, f"must be one of {', '.join(allowed)}",
                              f"{where}.{name}")
+        for name in NODE_ENDPOINTS:
+            value = node.get(name)
+            if value is not None and not (isinstance(value, str)
+                                          and len(value) <= MAX_ENDPOINT_CHARS):
+                got = f"{len(value)} characters" if isinstance(value, str) else _kind(value)
+                raise _error(kind, f"must be a string of at most {MAX_ENDPOINT_CHARS} "
+                                   f"characters, got {got}", f"{where}.{name}")
 
 
 def _check_task_event(task: Any, where: str) -> None:

@@ -18,7 +18,7 @@ from fornace.api import networks
 from fornace.api.context import Context, allowed, session_allowed
 from fornace.api.errors import Forbidden
 from fornace.api.ids import could_be_id, lookup_id
-from fornace.api.jobstate import BUSY, busy_error, refuse_if_busy
+from fornace.api.jobstate import BUSY, busy_error, first_deployment_model, refuse_if_busy
 from fornace.api.namelocks import lock_names, refuse_taken_name
 from fornace.api.packages.usage import pinned_digests, pins_of
 from fornace.api.trusts import Delegation
@@ -114,13 +114,15 @@ class Environments:
         return view
 
     def get(self, ctx: Context, env_id: str, session_id: str | None = None) -> dict[str, Any]:
-        """The environment and its services (a session's, with ``session_id``), masked."""
+        """The environment and its services (a session's, with ``session_id``; while
+        its first deployment runs, those it deploys), masked."""
         with self.store.read() as db:
             # the environment, whether it is pending and the versions it is pinned
             # to (its catalog's key) in one query, no ORM object
             env = db.execute(_SHOW, {"env_id": lookup_id(env_id, "environment")}).first()
             allowed(ctx, env_id, env)
-            description = env.description
+            description = (first_deployment_model(db, env.id, env.version, env.state)
+                           or env.description)
             if session_id:
                 session = session_allowed(ctx, env, session_id, db.execute(
                     _SESSION, {"session_id": lookup_id(session_id, "session")}).first(),

@@ -204,14 +204,15 @@ class Jobs:
             description = self.store.description(db, ctx, env, session_id)
             return topology.build(description, self.store.catalog_of(db, env.id)).view()
 
-    def status(self, ctx: Context, env_id: str,
-               session_id: str | None = None) -> dict[str, Any]:
+    def status(self, ctx: Context, env_id: str, session_id: str | None = None,
+               details: bool = False) -> dict[str, Any]:
         """Per service and unit the status the conductor keeps in the description.
 
         While a job runs, its model's services are shown (also those it
-        adds), with the node states it has sent so far (contract 1.5); a
-        unit it has not reached yet is pending.  A session's description
-        (given) shows what that session would deploy.
+        adds), with the node states and endpoints it has sent so far
+        (contract 1.5, 1.15); a unit it has not reached yet is pending.  A
+        session's description (given) shows what that session would deploy.
+        ``details``: the conductor's bookkeeping in each status too.
         """
         with self._sessions() as db:
             env = self.store.environment(db, ctx, env_id)
@@ -224,13 +225,21 @@ class Jobs:
                 description, deployed, live = running.description, False, running.nodes
             return {"environment_id": env.id, "version": env.version, "state": env.state,
                     "job": running.id if running is not None else None,
-                    "services": services_status(description, deployed, live)}
+                    "services": services_status(description, deployed, live, details)}
 
     def outputs(self, ctx: Context, env_id: str) -> dict[str, Any]:
-        """The endpoints of the deployed environment (:mod:`fornace.api.outputs`)."""
+        """The endpoints of the environment (:mod:`fornace.api.outputs`): while a
+        job runs, of the services it works on, with the endpoints it has sent so
+        far (an instance's address as soon as its stack is up), as
+        :meth:`status` shows them."""
         with self._sessions() as db:
             env = self.store.environment(db, ctx, env_id)
-            found = environment_outputs(env.description or {})
+            running = running_job(db, env.id)
+            if running is not None:
+                found = environment_outputs(running.description or {}, running.nodes)
+            else:
+                found = environment_outputs(env.description or {})
+            found["job"] = running.id if running is not None else None
             found["environment"] = {"id": env.id, "name": env.name}
             return found
 

@@ -47,10 +47,11 @@ class Services:
         self._sessions = store.sessions
 
     def get(self, ctx: Context, env_id: str, path: str, session_id: str | None) -> Any:
-        """The value at ``path`` of the services (a session's, with ``session_id``)."""
+        """The value at ``path`` of the services (a session's, with ``session_id``;
+        during the first deployment, those it deploys)."""
         with self._sessions() as db:
             env = self.store.environment(db, ctx, env_id)
-            description = self.store.description(db, ctx, env, session_id)
+            description = self.store.shown_description(db, ctx, env, session_id)
             return masked_at(description.get("services") or [], tree.split(path),
                              self.store.catalog_of(db, env.id))
 

@@ -37,6 +37,7 @@ from sqlalchemy.orm import Session as DbSession, defer, sessionmaker
 from fornace.api.context import Context, allowed, session_allowed
 from fornace.api.errors import BadRequest, Conflict, Unavailable
 from fornace.api.ids import could_be_id, lookup_id
+from fornace.api.jobstate import first_deployment_model
 from fornace.api.limits import UnitLimits
 from fornace.api.packages.usage import Pins, package_types, pinned
 from fornace.api.stores.deadletters import DeadLetters
@@ -204,6 +205,17 @@ class Store:
         if not session_id:
             return env.description
         return self.config_session(db, ctx, env, session_id, editable=False).description
+
+    def shown_description(self, db: DbSession, ctx: Context, env: Environment,
+                          session_id: str | None) -> dict[str, Any]:
+        """What reads of the environment's services show: as :meth:`description`,
+        but while its first deployment runs the model that job deploys
+        (:func:`fornace.api.jobstate.first_deployment_model`), not the empty one."""
+        if not session_id:
+            deploying = first_deployment_model(db, env.id, env.version, env.state)
+            if deploying is not None:
+                return deploying
+        return self.description(db, ctx, env, session_id)
 
     # -- starting a job ------------------------------------------------------------
     @contextlib.contextmanager

@@ -81,19 +81,22 @@ def may_log_in(command: Any) -> bool:
     return bool(os.environ.get("OS_CLOUD") or os.environ.get("OS_AUTH_URL"))
 
 
-def add_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> None:
+def add_arguments(parser: argparse.ArgumentParser,
+                  argv: Sequence[str] | None = None) -> list[argparse.Action]:
     """``--os-cloud``, ``--os-region-name``, ``--os-interface``, and keystoneauth1's
     auth options (of ``--os-auth-type``/``OS_AUTH_TYPE``, default ``password``)
     and session options, each defaulting to its ``OS_*`` variable.  Nothing for a
     parser built only for its summary (``fornace --help``), and only ``--timeout``
-    and ``--insecure`` :func:`without_login`: keystoneauth1 is not loaded then."""
+    and ``--insecure`` :func:`without_login`: keystoneauth1 is not loaded then.
+    The options added, in their order."""
     mode = _MODE.get()
+    before = len(parser._actions)
     if mode == SUMMARIES:
-        return
+        return []
     if mode == NO_LOGIN:
         parser.add_argument("--insecure", action="store_true")
         parser.add_argument("--timeout", type=_positive_seconds)
-        return
+        return parser._actions[before:]
     loading = keystone_loading()
     cloud = parser.add_argument_group("OpenStack credentials", textwrap.fill(
         "With OS_AUTH_URL (--os-auth-url) or OS_CLOUD (--os-cloud) set and no --token, "
@@ -124,6 +127,7 @@ def add_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] | None = 
         _register_plugin_options(parser, default_loader())
     loading.register_session_argparse_arguments(parser)
     parser.set_defaults(timeout=None)   # unset: DEFAULT_TIMEOUT
+    return parser._actions[before:]
 
 
 def _positive_seconds(text: str) -> float:

@@ -17,9 +17,10 @@ import textwrap
 from typing import Any, Callable
 from urllib.parse import urlsplit
 
-from fornace.cli.client import cloudauth
+from fornace.cli.client import cloudauth, helplayout
 from fornace.cli.client.formats import add_format_option, format_of
 from fornace.cli.client.http import ApiClient, ClientError
+from fornace.cli.suggest import add_actions
 from fornace.common.errors import FornaceError
 
 # the exit codes, as ``fornace --help`` explains them
@@ -52,7 +53,7 @@ def add_group(subparsers: Any, name: str, summary: str, description: str,
               examples: list[str]) -> argparse._SubParsersAction:
     """A command made of actions (``fornace env list``...); the actions' sub-parsers."""
     parser = _parser(subparsers, name, summary, description, examples)
-    return parser.add_subparsers(dest=f"{name}_action", metavar="ACTION", required=True)
+    return add_actions(parser, dest=f"{name}_action", metavar="ACTION", required=True)
 
 
 def _parser(subparsers: Any, name: str, summary: str, description: str,
@@ -79,7 +80,7 @@ def add_connection_options(parser: argparse.ArgumentParser) -> None:
                                          "X-Tenant-Id (default: $FORNACE_TENANT)")
     parser.add_argument("--json", action="store_true",
                         help="print the API's data as one JSON document, nothing else")
-    cloudauth.add_arguments(parser)
+    helplayout.openstack_last(parser, cloudauth.add_arguments(parser))
 
 
 def _paragraphs(text: str) -> str:
@@ -185,16 +186,25 @@ def _argument(name: str, instead: str | None = None) -> str:
     return instead if instead is not None else shlex.quote(name)
 
 
-# who asks, what they may do, what runs now, a server asking to slow down: not a typo
-REFUSED = (401, 403, 408, 409, 429)
+# who asks, what they may do, a server asking to slow down: not a typo
+REFUSED = (401, 403, 408, 429)
 
 
 def exit_code(exc: ClientError) -> int:
-    """2 when the request itself was wrong (400, 404, 413...); 3 when the API is
-    unreachable or refused it (401, 403, 409: permission, a busy environment, a
-    name taken) or failed (5xx)."""
+    """2 when the request itself was wrong (400, 404, 413..., and a 409 but for
+    a busy environment's: a name taken, a version that exists); 3 when the API
+    is unreachable or refused it (401, 403: permission; a 409 naming the busy
+    environment: retrying later can work) or failed (5xx)."""
+    if exc.status == 409:
+        return UNAVAILABLE if busy_conflict(exc.error) else USAGE
     wrong = exc.status is not None and 400 <= exc.status < 500 and exc.status not in REFUSED
     return USAGE if wrong else UNAVAILABLE
+
+
+def busy_conflict(error: dict[str, Any]) -> bool:
+    """Whether a 409's error is the API's busy refusal: it names the environment
+    (and the job that runs, when one does: :func:`fornace.api.jobstate.busy_error`)."""
+    return isinstance(error.get("environment"), dict)
 
 
 def note(text: str) -> None:
@@ -237,6 +247,15 @@ def environment_view(command: Any, client: ApiClient,
     format_of(command)
     env = find_environment(client, command.environment)
     return env, client.get(f"/environments/{env['id']}/{view}")
+
+
+BUSY_STATES = ("deploying", "deleting")   # the API refuses changes meanwhile (409)
+
+
+def first_deployment(env: dict[str, Any]) -> bool:
+    """Whether ``env`` (as the API shows it) runs its first deployment: the API
+    then shows the services that job deploys, not yet deployed ones."""
+    return env.get("status") == "deploying" and env.get("version") == 0
 
 
 def find_service(services: list[dict[str, Any]], wanted: str) -> dict[str, Any]:

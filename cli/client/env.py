@@ -4,7 +4,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from fornace.cli.client.common import OK, add_command, add_group, dispatch, find_environment
+from fornace.cli.client.common import (OK, add_command, add_group, dispatch, find_environment,
+                                       first_deployment)
 from fornace.cli.client.confirm import DECLINED, add_yes_option, confirmed, extent
 from fornace.cli.client.formats import (add_format_option, emit, format_of, local_time,
                                         print_json, print_table)
@@ -131,6 +132,9 @@ def show(command: Any, client: ApiClient) -> int:
             print(f"  pending changes in session {session}: 'fornace service list "
                   f"{command.environment}' shows them, 'fornace deploy "
                   f"{command.environment}' deploys them")
+        if first_deployment(env):
+            print(f"  its first deployment runs: the services below are being deployed "
+                  f"('fornace status {command.environment}' follows their units)")
         print()
         print_table(("SERVICE", "TYPE", "UNIT", "HOSTNAME", "ADDRESS", "SERVICE ID"),
                     service_rows(env.get("services") or []), empty="(no services deployed)")

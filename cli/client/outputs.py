@@ -16,7 +16,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "The endpoints of the deployed environment: per service the URL and address of "
         "what stands in front of its units (a farm's load balancer), per unit its "
         "hostname, address and URL. A service type whose workflows set no URL shows "
-        "addresses only.",
+        "addresses only. While a job runs: what it has set up so far (an instance's "
+        "address as soon as it exists).",
         ["fornace outputs demo", "fornace outputs demo -f value | cut -f5 | grep .",
          "fornace outputs demo --json"])
 
@@ -28,9 +29,23 @@ def run(conf: Any) -> int:
 def outputs(command: Any, client: ApiClient) -> int:
     _, data = environment_view(command, client, "outputs")
     rows = output_rows(data)
-    emit(command, data, rows, lambda: print_table(
-        ("SERVICE", "UNIT", "HOSTNAME", "ADDRESS", "URL"), rows, empty="(no services)"))
+    emit(command, data, rows, lambda: show_outputs(data, rows))
     return OK
+
+
+def show_outputs(data: dict[str, Any], rows: list[tuple[Any, ...]]) -> None:
+    """The table; without a URL anywhere once no job runs (types whose workflows
+    set none) no URL column of dashes, but a line saying the units are reached at
+    their addresses."""
+    if data.get("job"):
+        print(f"job {data['job']} running: the endpoints it has set up so far")
+    if not rows or data.get("job") or any(row[4] for row in rows):
+        print_table(("SERVICE", "UNIT", "HOSTNAME", "ADDRESS", "URL"), rows,
+                    empty="(no services)")
+        return
+    print_table(("SERVICE", "UNIT", "HOSTNAME", "ADDRESS"), [row[:4] for row in rows])
+    print("(no URLs: the workflows of these services' types set none; the units are "
+          "reached at their addresses)")
 
 
 def output_rows(data: dict[str, Any]) -> list[tuple[Any, ...]]:

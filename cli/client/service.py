@@ -24,8 +24,9 @@ from typing import Any
 from fornace.common import jsonlimits
 from fornace.common.errors import FornaceError
 
-from fornace.cli.client.common import (OK, add_command, add_group, dispatch, find_environment,
-                                       find_service, key_values, note)
+from fornace.cli.client.common import (BUSY_STATES, OK, add_command, add_group, dispatch,
+                                       find_environment, find_service, first_deployment,
+                                       key_values, note)
 from fornace.cli.client.confirm import DECLINED, add_yes_option, confirmed, plural
 from fornace.cli.client.formats import (add_format_option, cell, emit, format_of,
                                         print_json, print_table)
@@ -243,6 +244,8 @@ def update(command: Any, client: ApiClient) -> int:
     env = find_environment(client, command.environment)
     sessions = Sessions(client)
     session = sessions.current(env["id"])
+    if session is None and env.get("status") in BUSY_STATES:
+        sessions.open(env["id"])   # refused (409: busy, naming the job) before any check
     base = f"/environments/{env['id']}/services"
     # read (the session's services, else the environment's) and checked before any change
     before = find_service(client.get(base, session=session), command.service)
@@ -384,6 +387,9 @@ def list_services(command: Any, client: ApiClient) -> int:
         if session:
             print(f"pending changes (session {session}, deploy them with 'fornace deploy "
                   f"{command.environment}'):")
+        elif first_deployment(env):
+            print(f"being deployed (the environment's first deployment; 'fornace status "
+                  f"{command.environment}' follows it):")
         print_table(("NAME", "TYPE", "UNIT", "HOSTNAME", "ADDRESS", "ID"), rows,
                     empty="(no services)")
     emit(command, services, rows, show)
@@ -406,6 +412,8 @@ def remove(command: Any, client: ApiClient) -> int:
     env = find_environment(client, command.environment)
     sessions = Sessions(client)
     session = sessions.current(env["id"])
+    if session is None and env.get("status") in BUSY_STATES:
+        sessions.open(env["id"])   # refused (409: busy, naming the job) before asking
     # the services as the session (or, without one yet, the environment) has them:
     # no session is opened for a removal that is not confirmed
     services = client.get(f"/environments/{env['id']}/services", session=session)

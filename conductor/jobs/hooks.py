@@ -24,12 +24,14 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from fornace.common.catalog import Catalog
+from fornace.common.contract import NODE_ENDPOINTS
 from fornace.common.modelview import hostname_of, iter_units, services_of
 from fornace.common.topology import Topology, TopologyError, build
 from fornace.conductor.dispatch import NullHooks
 from fornace.conductor.dsl.pending import Action
 from fornace.conductor.jobs import changes
-from fornace.conductor.jobs.nodestatus import local, set_node, status_of, summarize
+from fornace.conductor.jobs.nodestatus import (endpoint_changed, local, set_node, status_of,
+                                               summarize)
 from fornace.conductor.jobs.records import JobRecorder, TaskRecord, result_summary
 
 
@@ -55,6 +57,10 @@ class _ModelIndex:
         self.services = {str(service["id"]): service for service in services_of(model)}
         self.unit_objects = {id(unit) for unit in self.units.values()}
         self.objects = self.unit_objects | {id(service) for service in self.services.values()}
+
+
+# the end of a path that sets a unit's or service's endpoint (state.hostname...)
+_ENDPOINT_SUFFIXES = tuple(f".state.{name}" for name in NODE_ENDPOINTS)
 
 
 def _structural(path: str) -> bool:
@@ -252,6 +258,10 @@ class JobHooks(NullHooks):
             self._capture.append(path)
         if self._index is not None and _structural(path):
             self._index = None
+        if path.endswith(_ENDPOINT_SUFFIXES):
+            owner = self._endpoint_owner(path, base)
+            if owner is not None:
+                endpoint_changed(owner)
         if (self._descriptions or self._topology) and not _runtime_only(
                 path, base is not None and id(base) in self._indexed().objects):
             self._descriptions.clear()
@@ -264,6 +274,20 @@ class JobHooks(NullHooks):
             task.add_log(lines)
 
     # -- helpers -------------------------------------------------------------------
+    def _endpoint_owner(self, path: str, base: Any) -> dict[str, Any] | None:
+        """The unit or service whose ``state.<endpoint>`` ``path`` (``services.0.
+        units.1.state.address``, or ``#name.state.url`` from ``base``) is."""
+        parts = path.split(".")[:-2]
+        found: Any = base if parts[0].startswith("#") else self.model()
+        for part in parts[1:] if parts[0].startswith("#") else parts:
+            if isinstance(found, dict):
+                found = found.get(part)
+            elif isinstance(found, list) and part.isdigit() and int(part) < len(found):
+                found = found[int(part)]
+            else:
+                return None
+        return found if id(found) in self._indexed().objects else None
+
     def _sum_up(self, objects: list[dict[str, Any]]) -> None:
         """The services of these units sum them up again (node state, status)."""
         index, done = self._indexed(), set()

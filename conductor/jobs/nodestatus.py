@@ -12,7 +12,8 @@ service's ``status`` sums up its units.  The workflows never read it.
 While a job runs, each change of a node's state or status is also told to
 the observer of the job's thread (:func:`observing`: the job's recorder,
 which sends it to the API with the job's task events), so what the operator
-sees moves with the job, not only when it ends.
+sees moves with the job, not only when it ends; so does each change of its
+hostname, address or URL (:func:`endpoint_changed`).
 """
 from __future__ import annotations
 
@@ -44,6 +45,13 @@ def _changed(obj: dict[str, Any]) -> None:
     observer = _observer.get()
     if observer is not None:
         observer(obj)
+
+
+def endpoint_changed(obj: dict[str, Any]) -> None:
+    """A unit's or service's ``state.hostname``, ``address`` or ``url`` changed:
+    told to the observer as a status change is, so the API shows it while the
+    job runs."""
+    _changed(obj)
 
 
 def status_of(obj: dict[str, Any]) -> dict[str, Any]:

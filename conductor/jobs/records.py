@@ -275,13 +275,24 @@ def _shown(node_id: str) -> str:
 
 
 def _node_states(nodes: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """``{id: {"state", "local"}}`` of the units and services, as they are now."""
+    """``{id: {"state", "local", "hostname", "address", "url"}}`` of the units and
+    services, as they are now (an endpoint their state does not hold, or holds
+    as no string the contract takes, left out)."""
     found = {}
     for node_id, obj in nodes.items():
         status = obj.get("status")
         if isinstance(status, dict):
-            found[node_id] = {"state": status.get("state"), "local": status.get("local")}
+            found[node_id] = {"state": status.get("state"), "local": status.get("local"),
+                              **_endpoints(obj.get("state"))}
     return found
+
+
+def _endpoints(state: Any) -> dict[str, str]:
+    if not isinstance(state, dict):
+        return {}
+    return {name: value for name in contract.NODE_ENDPOINTS
+            if isinstance(value := state.get(name), str)
+            and 0 < len(value) <= contract.MAX_ENDPOINT_CHARS}
 
 
 def result_summary(ok: bool, value: Any) -> str:

@@ -448,6 +448,10 @@ def test_status_view(api):
     assert running["job"] == api.published.tasks[-1][1]
     assert [u["status"]["local"] for u in running["services"][0]["units"]] == \
         ["pending", "pending"]  # the first deployment's services
+    # and what reads the environment's services shows them, not the empty deployed model
+    listed = api.client.get(f"/environments/{env_id}/services").json()
+    assert [s["name"] for s in listed] == ["site"]
+    assert api.client.get(f"/environments/{env_id}").json()["services"] == listed
     body, message_id = api.published.tasks[-1]
     model = copy.deepcopy(body)
     statuses(model)
@@ -458,6 +462,10 @@ def test_status_view(api):
     assert service["status"] == {"local": "degraded", "state": "started"}
     assert service["units"][0]["status"]["protected"] is True
     assert service["units"][0]["status"]["local"] == "ok"
+    # the conductor's bookkeeping only when asked for
+    assert "lastChange" not in service["units"][0]["status"]
+    detailed = api.client.get(f"/environments/{env_id}/status?details=true").json()
+    assert detailed["services"][0]["units"][0]["status"]["lastChange"] == "A001"
     assert service["units"][1]["status"] == {"local": "unknown", "state": "initial"}
 
 
@@ -481,12 +489,22 @@ def test_status_moves_with_the_node_states_a_running_job_sends(api):
     api.store.job_events.apply(contract.task_events_body(
         env_id, job_id, [{"change_id": "N001", "status": "running"}],
         {creating: {"state": "creating", "local": "pending"}}), "nodes-1")
+    assert api.client.get(f"/environments/{env_id}/outputs").json()["services"][1]["units"][0][
+        "address"] is None
     api.store.job_events.apply(contract.task_events_body(
         env_id, job_id, [], {configuring: {"state": "configuring", "local": None},
-                             creating: {"state": "created", "local": "pending"}}), "nodes-2")
-    shown = {u["id"]: u["status"] for s in api.client.get(
+                             creating: {"state": "created", "local": "pending",
+                                        "hostname": "blog1", "address": "10.0.0.7"}}),
+        "nodes-2")
+    units = {u["id"]: u for s in api.client.get(
         f"/environments/{env_id}/status").json()["services"] for u in s["units"]}
+    shown = {unit_id: unit["status"] for unit_id, unit in units.items()}
     assert shown[creating]["state"] == "created"
+    # the endpoints the job sent show at once, in the status and the outputs (1.15)
+    assert (units[creating]["hostname"], units[creating]["address"]) == ("blog1", "10.0.0.7")
+    outputs = api.client.get(f"/environments/{env_id}/outputs").json()
+    assert [s["name"] for s in outputs["services"]] == ["site", "blog"]
+    assert outputs["services"][1]["units"][0]["address"] == "10.0.0.7"
     assert shown[configuring]["state"] == "configuring"
     assert shown[configuring]["local"] == "ok"   # not sent: the last known one stays
     # the result ends the job: its model is what is shown from then on

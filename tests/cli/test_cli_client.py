@@ -16,9 +16,11 @@ import pytest
 from apikit import free_port
 from clikit import as_json, ok, one_line_error, site
 from fornace.cli.client.deploy import with_ids
+from fornace.cli.client.http import ApiClient
 from fornace.cli.client.service import load_services
 from fornace.cli.main import COMMANDS, GROUPS, main
 from fornace.common.errors import FornaceError
+from waiting import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 HELLO = ROOT / "data" / "examples" / "apps" / "hello"
@@ -193,7 +195,8 @@ def test_services_are_added_deployed_followed_and_acted_on(cli, tmp_path):
     assert re.search(rf"^{jobs[3]['id']}\s+deploy\s+success\s+\d+ ok", listing, re.M)
     tasks = ok(cli("jobs", "cli-web", jobs[3]["id"]))
     assert re.search(r"^web1\s+Linux/DeployStaticSite\s+new\s+ok", tasks, re.M), tasks
-    logs = ok(cli("logs", "cli-web", "--job", jobs[3]["id"]))
+    logs = ok(cli("logs", "cli-web", jobs[3]["id"]))   # the job as jobs and trace take it
+    assert ok(cli("logs", "cli-web", "--job", jobs[3]["id"])) == logs   # as it was
     assert re.search(r"^web1 Linux/DeployStaticSite \| serving http://", logs, re.M), logs
     assert "report: Deploying the web site on web1" in logs
     assert len(as_json(cli("deployments", "cli-web", "--json"))["deployments"]) == 4
@@ -221,6 +224,47 @@ def test_services_are_added_deployed_followed_and_acted_on(cli, tmp_path):
     deleted = ok(cli("env", "delete", "cli-web", "-y"))
     assert "environment cli-web deleted" in deleted
     assert "cli-web" not in ok(cli("env", "list"))
+
+
+def test_a_first_deployment_shows_its_units_as_it_goes_and_is_busy_for_changes(box, cli,
+                                                                             tmp_path):
+    """A job held in its app's start (the app waits for a file): the unit's
+    hostname and address show while it runs, its services are found (busy, not
+    "no service"), and the app's URL is the app's, not its health URL."""
+    go, port = tmp_path / "go", free_port()
+    ok(cli("env", "create", "cli-held"))
+    ok(cli("service", "add", "cli-held", "--type", "linuxApp", "--name", "held",
+           "--set", f"source={HELLO}", "--set", f"port={port}", "--set", "healthPath=/health",
+           "--set", f"startCommand=while [ ! -e {go} ]; do sleep 0.05; done; exec python3 app.py",
+           "--set", "unitNamingPattern=held#", "--set", "osImage.name=local",
+           "--set", "osImage.type=linux"))
+    job = as_json(cli("deploy", "cli-held", "--no-follow", "--json"))
+    env_id = as_json(cli("env", "show", "cli-held", "--json"))["id"]
+    api = ApiClient(box.url)
+
+    def addressed():
+        status = api.get(f"/environments/{env_id}/status")
+        unit = status["services"][0]["units"][0]
+        return unit if unit["address"] and status["job"] == job["id"] else None
+    try:
+        unit = wait_for(addressed, "the unit's address while the job runs", timeout=120)
+        assert unit["hostname"] == "held1"
+        assert unit["status"]["state"] in ("created", "configuring")
+        assert set(unit["status"]) == {"local", "state"}          # no bookkeeping
+        outputs = as_json(cli("outputs", "cli-held", "--json"))
+        assert outputs["job"] == job["id"]
+        assert outputs["services"][0]["units"][0]["address"] == unit["address"]
+        assert re.search(rf"^held\s+-\s+held_instance_0\s+\S+\s+\S+\s+held1\s+"
+                         rf"{re.escape(unit['address'])}$", ok(cli("status", "cli-held")), re.M)
+        busy = one_line_error(cli("service", "update", "cli-held", "held", "--set", "port=1"), 3)
+        assert f"is busy: job {job['id']} (deploy)" in busy
+        assert "held_instance_0" in ok(cli("service", "list", "cli-held"))
+    finally:
+        go.write_text("")   # the app starts: the job ends
+    assert "deploy succeeded" in ok(cli("logs", "cli-held", job["id"], "--follow"))
+    done = as_json(cli("outputs", "cli-held", "--json"))["services"][0]["units"][0]
+    assert done["url"] == f"http://{unit['address']}:{port}/"      # the app's, not /health
+    ok(cli("env", "delete", "cli-held", "--yes"))
 
 
 def test_a_failing_deployment_exits_1_with_the_error(cli, tmp_path):

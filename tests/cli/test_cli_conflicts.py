@@ -1,7 +1,7 @@
 """What the client commands say when the API refuses: in their own words (no
 ``POST /environments/…:`` prefix, no ``abandon=true``), with the exit code
-``fornace --help`` gives -- 2 for what the API finds wrong (400, 404), 3 for refusals (401,
-403, a busy environment's or a taken name's 409), failures (5xx) and no answer.
+``fornace --help`` gives -- 2 for what the API finds wrong (400, 404, a taken name's 409), 3
+for refusals (401, 403, a busy environment's 409), failures (5xx) and no answer.
 
 ``fornace api`` runs alone, without a conductor: a job it starts never ends,
 so the environment stays busy for as long as the test needs.
@@ -9,6 +9,7 @@ so the environment stays busy for as long as the test needs.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import urllib.request
@@ -76,9 +77,22 @@ def test_every_change_of_a_busy_environment_exits_3_naming_the_job(cli, tmp_path
                  ["action", "cli-busy", "check"],
                  ["plan", "cli-busy"],
                  ["service", "add", "cli-busy", "--type", "linuxWebServer", "--name", "x"],
+                 # the first deployment's services are found: busy, not "no service"
+                 ["service", "update", "cli-busy", "web", "--set", "port=8081"],
+                 ["service", "remove", "cli-busy", "web", "--yes"],
+                 ["service", "remove", "cli-busy", "web"],   # refused before asking
                  ["env", "delete", "cli-busy", "--yes"]):
         line = one_line_error(cli(*args), 3)
         assert line == expected, (args, line)
+    # what the first deployment deploys is shown while it runs
+    listed = ok(cli("service", "list", "cli-busy"))
+    assert listed.startswith("being deployed (the environment's first deployment;"), listed
+    assert re.search(r"^web\s+linuxWebServer\s+web_instance_0\s", listed, re.M), listed
+    shown = ok(cli("env", "show", "cli-busy"))
+    assert "its first deployment runs: the services below are being deployed" in shown
+    assert re.search(r"^web\s+linuxWebServer\s+web_instance_0\s", shown, re.M), shown
+    assert [s["name"] for s in json.loads(ok(cli("env", "show", "cli-busy", "--json")))[
+        "services"]] == ["web"]
 
     # by id too: the advice names the environment as its name
     env_id = json.loads(ok(cli("env", "show", "cli-busy", "--json")))["id"]
@@ -93,14 +107,14 @@ def test_every_change_of_a_busy_environment_exits_3_naming_the_job(cli, tmp_path
     assert "cli-busy" not in ok(cli("env", "list"))
 
 
-def test_a_taken_name_exits_3_and_bad_requests_exit_2_without_the_api_call(cli):
+def test_a_taken_name_and_bad_requests_exit_2_bad_ones_without_the_api_call(cli):
     created = json.loads(ok(cli("env", "create", "cli-names", "--json")))
-    line = one_line_error(cli("env", "create", "cli-names"), 3)
+    line = one_line_error(cli("env", "create", "cli-names"), 2)
     assert line == (f"fornace: an environment named 'cli-names' exists already "
                     f"(id {created['id']})")
     ok(cli("service", "add", "cli-names", "--type", "linuxWebServer", "--name", "web"))
     taken = one_line_error(cli("service", "add", "cli-names", "--type", "linuxWebServer",
-                               "--name", "web"), 3)
+                               "--name", "web"), 2)
     assert "a service named 'web' (id " in taken and "exists already" in taken
     wrong = one_line_error(cli("service", "add", "cli-names", "--type", "teapot",
                                "--name", "pot"), 2)
@@ -117,10 +131,20 @@ def refused(status: int | None, message: str = "no", **error: object) -> ClientE
 
 
 @pytest.mark.parametrize("status, code", [
-    (400, 2), (404, 2), (413, 2), (401, 3), (403, 3), (409, 3), (429, 3), (500, 3),
+    (400, 2), (404, 2), (413, 2), (401, 3), (403, 3), (409, 2), (429, 3), (500, 3),
     (503, 3), (None, 3)])
 def test_exit_codes_follow_the_readme(status, code):
     assert exit_code(refused(status)) == code
+
+
+def test_a_busy_environment_s_409_exits_3_a_taken_name_s_2():
+    busy = refused(409, "environment web is busy: ...", job={"id": "6ddd", "kind": "deploy"},
+                   environment={"id": "0123", "name": "web"})
+    assert exit_code(busy) == 3
+    assert exit_code(refused(409, "environment web is deploying; wait for it to end",
+                             environment={"id": "0123", "name": "web"})) == 3
+    assert exit_code(refused(409, "an environment named 'web' exists already (id 0123)",
+                             existing={"id": "0123", "name": "web"})) == 2
 
 
 def test_api_advice_is_put_in_the_commands_words():

@@ -18,7 +18,7 @@ import yaml
 from apikit import free_port
 from clikit import as_json, ok, one_line_error, runner, site
 from fornace.cli.client.formats import format_of, local_time, value_cell
-from fornace.cli.client.outputs import output_rows
+from fornace.cli.client.outputs import output_rows, show_outputs
 from fornace.cli.main import command_line, main
 from fornace.common.errors import FornaceError
 
@@ -61,6 +61,23 @@ def test_api_times_are_shown_with_the_local_offset(monkeypatch):
         monkeypatch.undo()
         time.tzset()
     assert local_time(None) is None and local_time("not a time") == "not a time"
+
+
+def test_outputs_without_any_url_say_the_units_are_reached_at_their_addresses(capsys):
+    data = {"environment": {"id": "e1", "name": "dir"}, "job": "j1", "services": [
+        {"id": "s1", "name": "dc", "type": "activeDirectory", "url": None, "address": None,
+         "units": [{"id": "u1", "name": "dc_instance_0", "hostname": "dc1",
+                    "address": "10.0.0.5", "url": None}]}], "urls": []}
+    show_outputs(data, output_rows(data))   # a job runs: URLs may come
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "job j1 running: the endpoints it has set up so far"
+    assert lines[1].split() == ["SERVICE", "UNIT", "HOSTNAME", "ADDRESS", "URL"]
+    data["job"] = None
+    show_outputs(data, output_rows(data))
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["SERVICE", "UNIT", "HOSTNAME", "ADDRESS"]
+    assert lines[2].split() == ["dc", "dc_instance_0", "dc1", "10.0.0.5"]
+    assert "reached at their addresses" in lines[-1]
 
 
 def test_output_rows_put_a_farms_url_on_its_service_row():
@@ -177,6 +194,8 @@ def test_service_list_status_and_topology_values(deployed):
     status = values(run("status", "cli-formats", "-f", "value"))
     assert status[0][:3] == ["fmt", "linuxWebServer", ""]
     assert sorted(r[2] for r in status[1:]) == sorted(u["name"] for u in units)
+    assert sorted(r[5] for r in status[1:]) == hostnames
+    assert sorted(r[6] for r in status[1:]) == sorted(u["state"]["address"] for u in units)
     assert "environment cli-formats: ready, version 1" in ok(run("status", "cli-formats"))
 
     assert values(run("topology", "cli-formats", "-f", "value")) == [

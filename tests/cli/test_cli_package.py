@@ -38,8 +38,8 @@ def test_a_folder_is_packed_uploaded_shown_downloaded_and_deleted(cli, tmp_path)
     ok(cli("package", "download", package["id"], "-o", str(other)))
     assert other.read_bytes() == target.read_bytes()
 
-    # versions never change: the same version again is refused (exit status 3)
-    again = one_line_error(cli("package", "upload", str(folder)), 3)
+    # versions never change: the same version again is refused (exit status 2)
+    again = one_line_error(cli("package", "upload", str(folder)), 2)
     assert "version 1.0.0 of package cli-hello exists already" in again
 
     refused = one_line_error(cli("package", "delete", "cli-hello"), 2)   # no terminal

@@ -105,22 +105,41 @@ def test_a_configuration_file_is_read_with_oslo_config(api, tmp_path):
 
 
 def test_help_and_errors_are_the_full_parse_s(tmp_path):
-    """Help lists the OpenStack options; a wrong line gets the usage with all of them."""
+    """Help lists the OpenStack options; a wrong line gets the usage of the full parse."""
     code, out, _, loaded = fornace(["env", "list", "--help"], tmp_path)
     assert code == 0 and "--os-auth-url" in out and "--tls-ciphers" in out
     assert loaded == ["oslo_config", "keystoneauth1"]
-    every_option = "[--os-password OS_PASSWORD]"   # in the usage of the full parse
+    every_option = "[OpenStack options]"   # in the usage of the full parse
     for args, usage, message in (
             (["env", "list", "--bogus"], "[--config-file PATH]",
              "fornace: error: unrecognized arguments: --bogus"),
             (["env", "list", "--timeout", "0"], every_option,
              "fornace env list: error: argument --timeout: 0 must be greater than 0"),
-            (["env", "list", "-f", "xml"], every_option, "invalid choice: 'xml'"),
-            (["env", "bogus"], "usage: fornace env [-h] ACTION ...",
-             "fornace env: error: argument ACTION: invalid choice: 'bogus'")):
+            (["env", "list", "-f", "xml"], every_option, "invalid choice: 'xml'")):
         code, out, err, _ = fornace(args, tmp_path)
         assert code == 2 and out == "", (args, err)
         assert err.startswith("usage: fornace") and usage in err and message in err, err
+    # a mistyped command or action: one line naming the close ones, no usage
+    for args, message in (
+            (["env", "craete"], "fornace env: unknown action 'craete' (did you mean create?)"),
+            (["deplyo", "web"], "fornace: unknown command 'deplyo' (did you mean deploy or "
+                                "demo?)"),
+            (["env", "bogus"], "fornace env: unknown action 'bogus' (fornace env's actions: "
+                               "list, create, show, delete, abandon)")):
+        code, out, err, _ = fornace(args, tmp_path)
+        assert (code, out, err) == (2, "", message + "\n"), args
+
+
+def test_help_puts_the_openstack_options_after_the_command_s_own_and_the_examples(tmp_path):
+    code, out, _, _ = fornace(["deploy", "--help"], tmp_path)
+    assert code == 0
+    usage = out[:out.index("\n\n")]
+    assert "[OpenStack options]" in usage and "--os-" not in usage
+    own, examples, openstack = (out.index("--change-detection {"), out.index("examples:\n"),
+                                out.index("OpenStack credentials:\n"))
+    assert own < examples < openstack
+    assert out.index("--os-auth-url") > openstack and out.index("--timeout") > openstack
+    assert out.count("--os-password OS_PASSWORD") == 1 and "Authentication Options" not in out
 
 
 # -- the quick parse says what the full one says, or leaves it to it ----------------

@@ -72,7 +72,10 @@ def test_fornace_up_serves_the_api_until_interrupted(tmp_path):
                  explain=lambda: "".join(lines))
         text = "".join(lines)
         assert "Fornace is up" in text, text
-        assert f"http://127.0.0.1:{port}/" in text
+        assert f"  dashboard    http://127.0.0.1:{port}/dashboard/  " in text
+        assert f"  API          http://127.0.0.1:{port}/  " in text
+        page = urllib.request.urlopen(f"http://127.0.0.1:{port}/dashboard/", timeout=10)
+        assert page.status == 200 and "text/html" in page.headers["Content-Type"]
         assert f"filesystem://{tmp_path / 'state' / 'broker'}" in text
         client = ApiClient(f"http://127.0.0.1:{port}")
         assert client.post("/environments", {"name": "up"})["name"] == "up"

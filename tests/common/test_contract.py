@@ -327,9 +327,15 @@ def test_a_tasks_event_carries_node_states_and_bad_ones_are_named() -> None:
     assert contract.parse_job_event(body).nodes == {"u1": {"state": "creating",
                                                            "local": "pending"}}
     assert "nodes" not in contract.task_events_body("e1", "j1", [{"change_id": "A"}])
+    with_endpoints = {"u1": {"state": "created", "hostname": "web1", "address": "10.0.0.1",
+                             "url": "http://10.0.0.1:8080/"}}   # 1.15
+    assert contract.parse_job_event(contract.task_events_body(
+        "e1", "j1", [], with_endpoints)).nodes == with_endpoints
     for nodes, where in [([], "nodes"), ({"u1": "started"}, "nodes (entry 0)"),
                          ({"u1": {"state": "flying"}}, "nodes (entry 0).state"),
                          ({"u1": {"local": "fine"}}, "nodes (entry 0).local"),
+                         ({"u1": {"address": 10}}, "nodes (entry 0).address"),
+                         ({"u1": {"url": "x" * 1025}}, "nodes (entry 0).url"),
                          ({"": {}}, "nodes (entry 0)")]:
         bad = {"environment_id": "e1", "job_id": "j1", "kind": "tasks", "tasks": [],
                "nodes": nodes}

@@ -177,9 +177,9 @@ def check_unit_answers(kind: str, service: dict[str, Any], unit: dict[str, Any],
         assert f"<h1>{service['name']}</h1>" in page and f"Served by {host}" in page
     else:
         assert state["appDeployed"] is True
-        assert state["url"] == f"http://{state['address']}:{port}/health"
-        assert fetch(state["url"])[::2] == (200, "ok\n")
-        assert fetch(f"http://{state['address']}:{port}/")[2] == f"Howdy from {host}\n"
+        assert state["url"] == f"http://{state['address']}:{port}/"   # the app's, not /health
+        assert fetch(state["url"])[2] == f"Howdy from {host}\n"
+        assert fetch(f"http://{state['address']}:{port}/health")[::2] == (200, "ok\n")
 
 
 # ------------------------------------------------------------ end to end, per type
@@ -328,7 +328,7 @@ def actions(doc: dict[str, Any]) -> list[list[tuple]]:
 
 def test_simulated_linux_app_example(capsys, tmp_path):
     doc = simulate(capsys, EXAMPLES / "linux-app.json",
-                   "--result", 'Linux/DeployApp="http://10.0.0.1:8000/health"')
+                   "--result", 'Linux/DeployApp="http://10.0.0.1:8000/"')
     assert actions(doc) == [
         [("update-cf-stack", "LinuxInstance", None)] * 2,
         [("send-command", "Linux/DeployApp", "unit0101"),
@@ -339,7 +339,7 @@ def test_simulated_linux_app_example(capsys, tmp_path):
                     "healthPath": "/health", "env": {"GREETING": "Hello"},
                     "hostname": "app1", "address": "", "startTimeout": "60"}
     texts = [r["text"] for r in doc["reports"]]
-    assert "hello deployed on app1: answers on http://10.0.0.1:8000/health" in texts
+    assert "hello deployed on app1: answers on http://10.0.0.1:8000/" in texts
     assert texts[-1] == "Service hello is ready"
 
     # deployed again with one more unit: only that unit gets the app
@@ -478,7 +478,7 @@ def test_an_app_from_a_git_url_is_cloned_then_fetched(tmp_path, work):
             "port": port, "healthPath": "/health", "hostname": "g1", "env": {}}
     done = run_script("deploy_linux_app.py", work, args)
     assert done.returncode == 0, done.stderr
-    assert done.stdout == f"http://127.0.0.1:{port}/health\n"
+    assert done.stdout == f"http://127.0.0.1:{port}/\n"   # the app's URL, not its health
     assert fetch(f"http://127.0.0.1:{port}/")[2] == "Hello from g1\n"
     first = json.loads((work / "app.pid").read_text())["pid"]
 

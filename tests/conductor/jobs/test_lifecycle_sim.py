@@ -42,8 +42,8 @@ def environment(*services: dict) -> dict:
 class Cloud:
     """A simulated cloud that keeps its stacks between jobs, as a real one does."""
 
-    def __init__(self) -> None:
-        self.sim = SimulatedCloud()
+    def __init__(self, **options) -> None:
+        self.sim = SimulatedCloud(**options)
         self.stacks, self.agents = self.sim.executors()
 
     def run(self, model: dict, action: str = "deploy", **parameters) -> tuple[dict, JobRecorder]:
@@ -293,13 +293,22 @@ def node_states(events: list[dict], node_id: str) -> list[str]:
 
 
 def test_node_states_are_sent_as_a_deployment_moves_them() -> None:
-    cloud = Cloud()
+    cloud = Cloud(stack_outputs={"web1": "10.0.0.1", "web2": "10.0.0.2"})
     model, events = run_observed(cloud, environment(web("s1", "site", 8080, 2, "web#")))
     assert all(contract.parse_job_event(e) for e in events)   # contract 1.5 bodies
     for unit_id in ("s1-u0", "s1-u1"):
         assert node_states(events, unit_id) == ["creating", "created", "configuring",
                                                 "configured", "started"]
     assert node_states(events, "s1") == ["creating", "created", "configuring", "started"]
+    # the endpoints go as soon as the workflows set them (contract 1.15): the hostname
+    # with the first state, the address once the stack is up, before any command
+    for unit_id in ("s1-u0", "s1-u1"):
+        sent = [e["nodes"][unit_id] for e in events if unit_id in e.get("nodes", {})]
+        state = unit(model, unit_id)["state"]
+        assert sent[0]["state"] == "creating" and sent[0]["hostname"] == state["hostname"]
+        first = next(node for node in sent if "address" in node)
+        assert (first["state"], first["address"]) == ("created", state["address"])
+        assert sent[-1]["url"] == state["url"]
     # a redeployment: instances that exist are not "creating" again
     cloud.agents.plans.clear()
     model["services"][0]["port"] = 9000       # reconfigured, not recreated
@@ -325,7 +334,10 @@ def test_stop_and_start_move_the_node_state_and_check_sets_only_the_status() -> 
         '{"status": "error", "detail": "site: not running"}'   # a command's output line
     model, events = run_observed(cloud, model, "check")
     sent = [e["nodes"]["s1-u0"] for e in events if "s1-u0" in e.get("nodes", {})]
-    assert sent and sent[-1] == {"state": "started", "local": "error"}
+    state = unit(model, "s1-u0")["state"]
+    assert sent and sent[-1] == {"state": "started", "local": "error",
+                                 **{k: state[k] for k in ("hostname", "address", "url")
+                                    if state.get(k)}}
     assert unit(model, "s1-u0")["status"]["check"] == "site: not running"
 
 

@@ -24,7 +24,8 @@ its own session with ``PORT``, ``HOST`` (the unit's address, or ``0.0.0.0`` on
 a real VM), ``FORNACE_UNIT_HOSTNAME``, ``FORNACE_APP_NAME`` and ``env``, and the
 script waits until ``http://HOST:PORT<healthPath>`` answers with a 2xx or 3xx
 status.  Deploying again does the same, so it can run any number of times.
-On success it prints the health URL (with ``address``); on failure (missing folder, no git, git
+On success it prints the app's URL (``http://address:PORT/``, not its health
+URL); on failure (missing folder, no git, git
 error, the app exits or does not answer in time -- then it is stopped) it
 prints a clear message with the end of the app's log to stderr and exits 1.
 """
@@ -98,7 +99,7 @@ def deploy(args):
         raise unit.Failure(unit.with_tail("{} on {}: {}".format(
             name, hostname or "this unit", problem), log_path, offset))
     address = unit.argument(args, "address", probe)
-    return "http://{}:{}{}".format(unit.url_host(str(address)), port, health)
+    return "http://{}:{}/".format(unit.url_host(str(address)), port)   # the app, not its health
 
 
 # -- sources -----------------------------------------------------------------------------
