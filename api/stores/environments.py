@@ -21,6 +21,7 @@ from fornace.api.ids import could_be_id, lookup_id
 from fornace.api.jobstate import BUSY, busy_error, refuse_if_busy
 from fornace.api.namelocks import lock_names, refuse_taken_name
 from fornace.api.packages.usage import pinned_digests, pins_of
+from fornace.common.packages.layers import job_packages
 from fornace.api.trusts import Delegation
 from fornace.api.views import env_row_view, env_view
 from fornace.common import contract, notifications
@@ -195,6 +196,7 @@ class Environments:
                     raise busy_error(db, env)
                 deployment = Job(id=new_id(), environment_id=env.id,
                                         tenant_id=env.tenant_id, kind="delete", parameters={},
+                                        packages=job_packages(None),   # its task names none
                                         description=masked(
                                             env.description,
                                             keys=self.store.secret_keys(db, env.id)))

@@ -20,6 +20,7 @@ from fornace.api.errors import BadRequest, Conflict, Forbidden
 from fornace.api.jobsecrets import descriptions_secrets, remember
 from fornace.api.jobstate import BUSY, busy_error, refuse_if_busy
 from fornace.api.packages.usage import task_packages_and_pins
+from fornace.common.packages.layers import job_packages
 from fornace.api.trusts import Delegation
 from fornace.api.views import session_view
 from fornace.common import contract, notifications
@@ -118,7 +119,8 @@ class ConfigSessions:
             db.execute(insert(Job.__table__), {   # a plain INSERT: nothing to flush
                 "id": job_id, "environment_id": env.id, "tenant_id": env.tenant_id,
                 "session_id": session.id, "kind": "deploy", "parameters": parameters,
-                "description": masked(session.description, keys=keys), "started": now})
+                "description": masked(session.description, keys=keys), "started": now,
+                "packages": job_packages(packages)})
             secrets = descriptions_secrets([env.description, session.description], keys)
             self.store.keep_trust(env, delegation)
             body = contract.task_body(session.description, ctx.token, env.tenant_id,

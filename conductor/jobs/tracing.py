@@ -15,7 +15,13 @@ round, a list of short events (``e`` says which):
 * ``task``: the job task that action became (``n``, ``change``: its change id),
   so the job page links a task to the rule that queued it;
 * ``ended``: how action ``n`` ended (``outcome``, ``error``);
-* ``report``: a report of the job (``level``, ``text``).
+* ``report``: a report of the job (``level``, ``text``);
+* ``reconfigure``: change detection sends an object (``id``) to be
+  configured again before the workflows run, and why (``reason``: its
+  description changed, or a file its commands came from).
+
+The document also names the package versions the job ran (``packages``:
+``kvstore 1.1.0``, or ``data folder`` when the environment is pinned to none).
 
 Secrets -- the job's and any field named like one -- are masked as events are
 recorded.  Past :data:`TRACE_BYTES` of JSON nothing more is kept but a note,
@@ -62,6 +68,7 @@ class JobTrace(NullTrace):
         self._actions: list[Action | None] = []
         self._places: dict[str, str] = {}    # file:line as the conductor has it -> shown
         self._frozen: frozenset[str] = frozenset()
+        self.packages: list[str] | None = None   # what the job ran (job_packages)
 
     def _at(self, where: str) -> str:
         """``Deploy.xml:12``: the workflow file's name, not the conductor's folders."""
@@ -197,12 +204,17 @@ class JobTrace(NullTrace):
         self._add({"e": "report", "level": report.get("level"),
                    "text": self._text(str(report.get("text") or ""))})
 
+    def reconfigured(self, object_id: str, reason: str) -> None:
+        self._add({"e": "reconfigure", "id": object_id, "reason": self._text(reason)})
+
     # -- the result ----------------------------------------------------------------
     def document(self, environment_id: str, job_id: str, action: str) -> dict[str, Any]:
         """The whole trace as the API keeps it."""
         body: dict[str, Any] = {"version": 1, "environment_id": environment_id,
                                 "job_id": job_id, "action": action, "rounds": self.rounds,
                                 "truncated": self.truncated}
+        if self.packages is not None:
+            body["packages"] = self.packages
         if self.truncated:
             body["note"] = TRUNCATED.format(limit=self.max_bytes // 1024)
         return body
