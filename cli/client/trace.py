@@ -78,8 +78,6 @@ def event_line(event: dict[str, Any]) -> str:
         return f"  action #{event.get('n')} {event.get('outcome')}{error}"
     if kind == "report":
         return f"  report [{event.get('level')}] {event.get('text')}"
-    if kind == "reconfigure":
-        return f"  reconfigure {event.get('id')}: {event.get('reason')}"
     return f"  {json.dumps(event, ensure_ascii=False)}"
 
 
@@ -92,6 +90,9 @@ def trace_lines(document: dict[str, Any]) -> list[str]:
                 if size.get("json") is not None else "")]
     if document.get("packages"):
         lines.append(f"packages: {', '.join(document['packages'])}")
+    for entry in document.get("reconfigured") or []:
+        name = f" ({entry['name']})" if entry.get("name") else ""
+        lines.append(f"reconfigure {entry.get('id')}{name}: {entry.get('reason')}")
     for entry in document.get("rounds") or []:
         lines.append(f"== round {entry.get('round')}")
         lines.extend(event_line(event) for event in entry.get("events") or [])

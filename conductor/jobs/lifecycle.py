@@ -26,8 +26,8 @@ from fornace.common.catalog import (Catalog, Operation, declared_secrets, render
 from fornace.common.contract import Task, clean_model
 from fornace.common.errors import FornaceError
 from fornace.common.jsonlimits import JsonLimitError, loads
-from fornace.common.modelview import (hostname_of, iter_units, service_type, services_of,
-                                      unit_labels)
+from fornace.common.modelview import (find_object, hostname_of, iter_units, service_type,
+                                      services_of, unit_labels)
 from fornace.common.topology import build
 from fornace.conductor.dsl.workflows import Workflow
 from fornace.conductor.executors.base import (AgentExecutor, PlanRequest, StackExecutor,
@@ -173,9 +173,10 @@ def _prepared(job: Job, model: dict[str, Any], mode: str) -> dict[str, str]:
     """Change detection before the workflows run (:func:`changes.prepare`); each
     unit it sends to be configured again is in the trace with why."""
     reasons = changes.prepare(model, mode, job.sources)
-    if job.trace is not None and hasattr(job.trace, "reconfigured"):
+    if job.trace is not None and hasattr(job.trace, "reconfigure"):
         for object_id, reason in reasons.items():
-            job.trace.reconfigured(object_id, reason)
+            job.trace.reconfigure(object_id, hostname_of(find_object(model, object_id)),
+                                  reason)
     return reasons
 
 

@@ -15,13 +15,14 @@ round, a list of short events (``e`` says which):
 * ``task``: the job task that action became (``n``, ``change``: its change id),
   so the job page links a task to the rule that queued it;
 * ``ended``: how action ``n`` ended (``outcome``, ``error``);
-* ``report``: a report of the job (``level``, ``text``);
-* ``reconfigure``: change detection sends an object (``id``) to be
-  configured again before the workflows run, and why (``reason``: its
-  description changed, or a file its commands came from).
+* ``report``: a report of the job (``level``, ``text``).
 
-The document also names the package versions the job ran (``packages``:
-``kvstore 1.1.0``, or ``data folder`` when the environment is pinned to none).
+Before the rounds, the document names the package versions the job ran
+(``packages``: ``kvstore 1.1.0``, or ``data folder`` when the environment is
+pinned to none) and the units and services change detection sent to be
+configured again before the workflows ran (``reconfigured``: ``id``,
+``name`` (a unit's hostname), ``reason``: its description changed, or a file
+its commands came from).
 
 Secrets -- the job's and any field named like one -- are masked as events are
 recorded.  Past :data:`TRACE_BYTES` of JSON nothing more is kept but a note,
@@ -69,6 +70,7 @@ class JobTrace(NullTrace):
         self._places: dict[str, str] = {}    # file:line as the conductor has it -> shown
         self._frozen: frozenset[str] = frozenset()
         self.packages: list[str] | None = None   # what the job ran (job_packages)
+        self.reconfigured: list[dict[str, Any]] = []
 
     def _at(self, where: str) -> str:
         """``Deploy.xml:12``: the workflow file's name, not the conductor's folders."""
@@ -204,8 +206,15 @@ class JobTrace(NullTrace):
         self._add({"e": "report", "level": report.get("level"),
                    "text": self._text(str(report.get("text") or ""))})
 
-    def reconfigured(self, object_id: str, reason: str) -> None:
-        self._add({"e": "reconfigure", "id": object_id, "reason": self._text(reason)})
+    def reconfigure(self, object_id: str, name: str | None, reason: str) -> None:
+        """Change detection sends ``object_id`` to be configured again, for ``reason``."""
+        entry = {"id": object_id, "name": name, "reason": self._text(reason)}
+        size = 40 + len(object_id) + len(name or "") + len(entry["reason"])
+        if self.truncated or self.size + size > self.max_bytes:
+            self.truncated = True
+            return
+        self.size += size
+        self.reconfigured.append(entry)
 
     # -- the result ----------------------------------------------------------------
     def document(self, environment_id: str, job_id: str, action: str) -> dict[str, Any]:
@@ -215,6 +224,8 @@ class JobTrace(NullTrace):
                                 "truncated": self.truncated}
         if self.packages is not None:
             body["packages"] = self.packages
+        if self.reconfigured:
+            body["reconfigured"] = self.reconfigured
         if self.truncated:
             body["note"] = TRUNCATED.format(limit=self.max_bytes // 1024)
         return body

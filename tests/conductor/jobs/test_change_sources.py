@@ -146,8 +146,9 @@ def test_an_edited_script_reconfigures_each_unit_with_why(tmp_path) -> None:
     why = "script deploy_static_site.py changed in data folder"
     assert commands(recorder) == [("s1-u0", why, "ok"), ("s1-u1", why, "ok")]
     assert {p.unit for p in cloud.agents.plans} == {"s1-u0", "s1-u1"}
-    events = [e for r in trace.rounds for e in r["events"] if e["e"] == "reconfigure"]
-    assert sorted((e["id"], e["reason"]) for e in events) == [("s1-u0", why), ("s1-u1", why)]
+    shown = trace.document("envsim01", "job1", "deploy")["reconfigured"]
+    assert sorted((e["id"], e["name"], e["reason"]) for e in shown) == [
+        ("s1-u0", "web1", why), ("s1-u1", "web2", why)]
 
     cloud.run(model, data)                            # the new digests are recorded
     assert cloud.agents.plans == []
