@@ -109,7 +109,9 @@ def test_a_package_move_whose_script_changed_reconfigures_every_unit(box, tmp_pa
     assert versions(cli) == ["kvstore 1.0.0"] * 2
 
     ok(cli("package", "upload", str(kvstore(tmp_path, "1.1.0"))))
-    ok(cli("package", "use", "kv", "kvstore@1.1.0", "--yes"))
+    moved = ok(cli("package", "use", "kv", "kvstore@1.1.0", "--yes"))
+    assert "~ templates/agent/scripts/deploy_kv.py" in moved, moved
+    assert "configured again by the next deployment: fornace plan kv lists them" in moved
 
     why = "script deploy_kv.py changed in kvstore 1.1.0 (was kvstore 1.0.0)"
     plan = as_json(cli("plan", "kv", "--json"))
