@@ -21,13 +21,13 @@ from fornace.api.ids import could_be_id, lookup_id
 from fornace.api.jobstate import BUSY, busy_error, refuse_if_busy
 from fornace.api.namelocks import lock_names, refuse_taken_name
 from fornace.api.packages.usage import pinned_digests, pins_of
-from fornace.common.packages.layers import job_packages
 from fornace.api.trusts import Delegation
 from fornace.api.views import env_row_view, env_view
 from fornace.common import contract, notifications
 from fornace.common.db import locks
 from fornace.common.db.models import (ConfigSession, Job, Environment, JobLock, new_id,
                                       utcnow)
+from fornace.common.packages.layers import job_packages
 from fornace.common.secrets import masked
 
 if TYPE_CHECKING:

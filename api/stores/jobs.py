@@ -28,7 +28,6 @@ from fornace.api.jobviews import (JOB_VIEW, job_view, kept_parameters, services_
                                   task_view, tsv)
 from fornace.api.outputs import environment_outputs
 from fornace.api.packages.usage import task_packages
-from fornace.common.packages.layers import job_packages
 from fornace.api.stores.store import Store
 from fornace.api.traces import BadTrace, trace_view
 from fornace.api.trusts import Delegation
@@ -38,6 +37,7 @@ from fornace.common.catalog import Catalog, declared_secrets
 from fornace.common.db import locks
 from fornace.common.db.models import (Job, Environment, JobTask, JobTrace, Status,
                                       new_id, utcnow)
+from fornace.common.packages.layers import job_packages
 from fornace.common.secrets import masked
 
 # the actions users start through POST .../actions/{name}; deploy and delete

@@ -20,13 +20,13 @@ from fornace.api.errors import BadRequest, Conflict, Forbidden
 from fornace.api.jobsecrets import descriptions_secrets, remember
 from fornace.api.jobstate import BUSY, busy_error, refuse_if_busy
 from fornace.api.packages.usage import task_packages_and_pins
-from fornace.common.packages.layers import job_packages
 from fornace.api.trusts import Delegation
 from fornace.api.views import session_view
 from fornace.common import contract, notifications
 from fornace.common.actionparams import ActionError, check_parameters
 from fornace.common.db.models import ConfigSession, Job, Environment, new_id, utcnow
 from fornace.common.db.prepared import update_row
+from fornace.common.packages.layers import job_packages
 from fornace.common.secrets import masked
 
 if TYPE_CHECKING:
