@@ -20,8 +20,8 @@ TSV_COLUMNS = ("change_id", "job_id", "action", "status", "reason", "target", "t
 # what job_view reads of a job's row: not its description, nodes or the like (read on
 # first use, should a caller need them after all: the session's identity map hands
 # this very object to a later get of the same job)
-JOB_VIEW = [load_only(Job.id, Job.environment_id, Job.kind, Job.parameters, Job.state,
-                      Job.started, Job.finished, Job.created, Job.updated)]
+JOB_VIEW = [load_only(Job.id, Job.environment_id, Job.kind, Job.parameters, Job.packages,
+                      Job.state, Job.started, Job.finished, Job.created, Job.updated)]
 
 
 def job_view(job: Job, counts: dict[str, int] | None = None,
@@ -33,7 +33,7 @@ def job_view(job: Job, counts: dict[str, int] | None = None,
             "parameters": masked(job.parameters or {}, keys=secret_keys), "state": job.state,
             "started": iso(job.started), "finished": iso(job.finished),
             "created": iso(job.created), "updated": iso(job.updated),
-            "task_counts": counts or {}}
+            "packages": job.packages, "task_counts": counts or {}}
 
 
 def kept_parameters(parameters: dict[str, Any], description: Any,

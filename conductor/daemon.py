@@ -27,6 +27,7 @@ from fornace.common.catalog import Catalog, declared_secrets, load_catalog
 from fornace.common.db import queues
 from fornace.common.db.pool import Pool
 from fornace.common.modelview import iter_units
+from fornace.common.packages.layers import job_packages
 from fornace.common.resources import BUILTIN_DATA
 from fornace.common.secrets import find_secrets, mask_text
 from fornace.conductor.executors import agents_class
@@ -381,7 +382,9 @@ class Conductor:
                   stacks=FencedStacks(stacks, fence) if fence else stacks, agents=agents,
                   recorder=run.messages.recorder, engine=engine,
                   reporter=run.messages.report, plan_seed=run.task_id,
-                  halted=halted, trace=trace)
+                  halted=halted, trace=trace, sources=data.sources())
+        if trace is not None:
+            trace.packages = job_packages(task.packages)
         if run.problem is not None:
             LOG.warning("environment %s: %s", environment_id, run.problem)
             return failed(job, run.problem)

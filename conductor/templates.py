@@ -18,12 +18,14 @@ than ``[engine] max_template_bytes`` and templates nested deeper than
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 from pathlib import Path, PurePosixPath
 from typing import Any, Callable
 
 from fornace.common.errors import TemplateError
 from fornace.common.jsonlimits import JsonLimitError, loads, read_bounded
+from fornace.common.packages.layers import DATA_FOLDER
 from fornace.common.resources import BUILTIN_DATA
 from fornace.conductor.dsl.limits import Limits
 
@@ -53,8 +55,9 @@ class TemplateStore:
     """Reads (and caches) the templates of one catalog folder."""
 
     def __init__(self, data_dir: str | Path, fallback: Path | None = BUILTIN_DATA,
-                 limits: Limits | None = None) -> None:
+                 limits: Limits | None = None, origin: str = DATA_FOLDER) -> None:
         self.data_dir = Path(data_dir)
+        self.origin = origin   # "data folder", or the package version it is: "kv 1.1.0"
         self.fallback = fallback
         self.limits = limits or Limits()
         self._root = self.data_dir.resolve()
@@ -64,6 +67,7 @@ class TemplateStore:
         self._bytes: dict[str, bytes] = {}
         self._base64: dict[str, str] = {}
         self._support: dict[tuple[str, str], str] = {}
+        self._digests: dict[tuple[str, str], str] = {}
 
     @property
     def cf_dir(self) -> Path:
@@ -92,6 +96,17 @@ class TemplateStore:
         """A fresh copy of an execution plan template with ``mappings`` substituted."""
         return substitute(self._json(("agent", name), self.agent_path, "agent template"),
                           mappings or {})
+
+    def source(self, kind: str, name: str) -> tuple[str, str]:
+        """(digest of the file's bytes, origin) of an agent template (``kind``
+        ``template``) or a script (``script``), for change detection."""
+        key = (kind, name)
+        digest = self._digests.get(key)
+        if digest is None:
+            data = self.script(name) if kind == "script" else self._read_text(
+                self.agent_path(name), self._root).encode()
+            digest = self._digests[key] = hashlib.sha256(data).hexdigest()[:16]
+        return digest, self.origin
 
     def script(self, name: str) -> bytes:
         data = self._bytes.get(name)
@@ -236,6 +251,12 @@ class TemplateLayers:
     def agent_template(self, name: str, mappings: dict[str, Any] | None = None) -> dict:
         return self._holder(lambda s: s.agent_path(name).is_file()).agent_template(
             name, mappings)
+
+    def source(self, kind: str, name: str) -> tuple[str, str]:
+        if kind == "script":
+            return self._holder(lambda s: safe_join(s.scripts_dir, name).is_file()).source(
+                kind, name)
+        return self._holder(lambda s: s.agent_path(name).is_file()).source(kind, name)
 
     def script(self, name: str) -> bytes:
         return self._holder(lambda s: safe_join(s.scripts_dir, name).is_file()).script(name)

@@ -6,6 +6,7 @@ it, as a syntax error is.
 """
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 from fornace.common.errors import LocatedError, WorkflowError
@@ -30,7 +31,10 @@ def load_workflow(path: str | Path, errors: list[LocatedError] | None = None) ->
             raise
         errors.append(exc)
         return None
-    return compile_workflow(data, path, errors)
+    workflow = compile_workflow(data, path, errors)
+    if workflow is not None:
+        workflow.digest = hashlib.sha256(data).hexdigest()[:16]
+    return workflow
 
 
 def workflow_files(folder: str | Path) -> list[Path]:

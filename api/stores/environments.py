@@ -27,6 +27,7 @@ from fornace.common import contract, notifications
 from fornace.common.db import locks
 from fornace.common.db.models import (ConfigSession, Job, Environment, JobLock, new_id,
                                       utcnow)
+from fornace.common.packages.layers import job_packages
 from fornace.common.secrets import masked
 
 if TYPE_CHECKING:
@@ -197,6 +198,7 @@ class Environments:
                     raise busy_error(db, env)
                 deployment = Job(id=new_id(), environment_id=env.id,
                                         tenant_id=env.tenant_id, kind="delete", parameters={},
+                                        packages=job_packages(None),   # its task names none
                                         description=masked(
                                             env.description,
                                             keys=self.store.secret_keys(db, env.id)))

@@ -37,6 +37,7 @@ from fornace.common.catalog import Catalog, declared_secrets
 from fornace.common.db import locks
 from fornace.common.db.models import (Job, Environment, JobTask, JobTrace, Status,
                                       new_id, utcnow)
+from fornace.common.packages.layers import job_packages
 from fornace.common.secrets import masked
 
 # the actions users start through POST .../actions/{name}; deploy and delete
@@ -94,16 +95,18 @@ class Jobs:
                                f"before running {action}")
             previous = env.state
             self._claim(db, env)
+            packages = task_packages(db, env.id)
             job = Job(id=new_id(), environment_id=env.id, tenant_id=env.tenant_id,
                              kind=action,
                              parameters=kept_parameters(parameters, description, keys),
-                             description=masked(description, keys=keys))
+                             description=masked(description, keys=keys),
+                             packages=job_packages(packages))
             db.add(job)
             self.store.keep_trust(env, delegation)
             body = contract.task_body(description, ctx.token, env.tenant_id,
                                       job=contract.job_section(job.id, action, parameters),
                                       trust_id=delegation.trust_of(env),
-                                      packages=task_packages(db, env.id),
+                                      packages=packages,
                                       region=env.region)
             db.flush()
             view = job_view(job, secret_keys=keys)

@@ -26,6 +26,7 @@ from fornace.common import contract, notifications
 from fornace.common.actionparams import ActionError, check_parameters
 from fornace.common.db.models import ConfigSession, Job, Environment, new_id, utcnow
 from fornace.common.db.prepared import update_row
+from fornace.common.packages.layers import job_packages
 from fornace.common.secrets import masked
 
 if TYPE_CHECKING:
@@ -118,7 +119,8 @@ class ConfigSessions:
             db.execute(insert(Job.__table__), {   # a plain INSERT: nothing to flush
                 "id": job_id, "environment_id": env.id, "tenant_id": env.tenant_id,
                 "session_id": session.id, "kind": "deploy", "parameters": parameters,
-                "description": masked(session.description, keys=keys), "started": now})
+                "description": masked(session.description, keys=keys), "started": now,
+                "packages": job_packages(packages)})
             secrets = descriptions_secrets([env.description, session.description], keys)
             self.store.keep_trust(env, delegation)
             body = contract.task_body(session.description, ctx.token, env.tenant_id,

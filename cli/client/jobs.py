@@ -21,8 +21,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     jobs = add_command(
         subparsers, "jobs", "list the jobs of an environment, or one job's tasks",
         "Without JOB: the environment's jobs, newest first (action, state, task counts, "
-        "start and end). With JOB: its tasks, one per Heat round or unit command "
-        "(target, operation, reason, status, summary).",
+        "start and end, and the workflow package versions each ran: NAME VERSION, or "
+        "'data folder' when the environment was pinned to none). With JOB: its tasks, "
+        "one per Heat round or unit command (target, operation, reason, status, summary).",
         ["fornace jobs demo", "fornace jobs demo 3f2a9c0e41d84b7f9a56e1c2d3b4a5f6",
          "fornace jobs demo --json", "fornace jobs demo -f value | cut -f1,3"])
     jobs.add_argument("environment", metavar="ENV", help="environment id or name")
@@ -41,11 +42,17 @@ def jobs(command: Any, client: ApiClient) -> int:
     if command.job:
         return _one_job(command, client.get(f"{base}/{command.job}"))
     data = client.get(base)
-    headers = ("JOB", "ACTION", "STATE", "TASKS", "STARTED", "FINISHED")
+    headers = ("JOB", "ACTION", "STATE", "TASKS", "STARTED", "FINISHED", "PACKAGES")
     rows = [(j["id"], j["action"], j["state"], status_counts(j), local_time(j["started"]),
-             local_time(j["finished"])) for j in data["jobs"]]
+             local_time(j["finished"]), packages_text(j)) for j in data["jobs"]]
     emit(command, data, rows, lambda: print_table(headers, rows, empty="(no jobs yet)"))
     return OK
+
+
+def packages_text(job: dict[str, Any]) -> str:
+    """The package versions a job ran (``kvstore 1.1.0``, ``data folder``); ``-``
+    for a job from before Fornace kept them."""
+    return ", ".join(job.get("packages") or []) or "-"
 
 
 def _one_job(command: Any, job: dict[str, Any]) -> int:
@@ -58,6 +65,7 @@ def _one_job(command: Any, job: dict[str, Any]) -> int:
         print(f"job {job['id']}: {job['action']} {job['state']} (started "
               f"{local_time(job['started']) or '-'}, finished "
               f"{local_time(job['finished']) or '-'})")
+        print(f"packages: {packages_text(job)}")
         if job.get("parameters"):
             print(f"parameters: {json.dumps(job['parameters'])}")
         print_table(headers, rows, empty="(no tasks)")

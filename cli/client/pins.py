@@ -76,6 +76,9 @@ def use(command: Any, client: ApiClient) -> int:
     else:
         print(f"environment {env['name']} now uses {name} {plan['to']['version']}: its next "
               f"deployment or action runs with it")
+        if plan["from"] is not None and plan["files"]["changed"]:
+            print(f"its units configured by a changed file are configured again by the next "
+                  f"deployment: fornace plan {env['name']} lists them")
     return OK
 
 

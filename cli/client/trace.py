@@ -23,7 +23,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "The trace of a job (the environment's newest unless JOB is given): round by "
         "round, each rule that matched an object (its id, workflow file:line and the "
         "object's path and id), what it set, the actions it queued, the task each "
-        "became and how it ended, and the job's reports. Secrets are masked. Jobs run "
+        "became and how it ended, and the job's reports; first, the workflow package "
+        "versions the job ran and the units change detection sent to be configured "
+        "again, with why. Secrets are masked. Jobs run "
         "before Fornace kept traces have none.",
         ["fornace trace demo", "fornace trace demo 3f2a9c0e41d84b7f9a56e1c2d3b4a5f6",
          "fornace trace demo --json"])
@@ -86,6 +88,11 @@ def trace_lines(document: dict[str, Any]) -> list[str]:
              f"{document.get('state') or ''}, {len(document.get('rounds') or [])} round(s)"
              + (f", trace of {size['json']} bytes ({size['compressed']} compressed)"
                 if size.get("json") is not None else "")]
+    if document.get("packages"):
+        lines.append(f"packages: {', '.join(document['packages'])}")
+    for entry in document.get("reconfigured") or []:
+        name = f" ({entry['name']})" if entry.get("name") else ""
+        lines.append(f"reconfigure {entry.get('id')}{name}: {entry.get('reason')}")
     for entry in document.get("rounds") or []:
         lines.append(f"== round {entry.get('round')}")
         lines.extend(event_line(event) for event in entry.get("events") or [])

@@ -86,6 +86,8 @@ class Job(Base):
     state: Mapped[str] = mapped_column(String(32), default="running")
     description: Mapped[dict] = mapped_column(JSON)  # masked: no secrets stored here
     parameters: Mapped[dict | None] = mapped_column(JSON, nullable=True)  # masked too
+    # the package versions it ran (["kvstore 1.1.0"], ["data folder"]); null: before 0016
+    packages: Mapped[list | None] = mapped_column(JSON, nullable=True)
     # while it runs: the node states its conductor sent, {unit or service id: {state, local}}
     nodes: Mapped[dict | None] = mapped_column(JSON, nullable=True)
     started: Mapped[datetime.datetime] = mapped_column(DateTime, default=utcnow)

@@ -21,9 +21,20 @@ S = TypeVar("S")
 DATA_FOLDER = "data folder"
 
 
+def version_name(ref: Mapping[str, str]) -> str:
+    """A package version as jobs, traces and change detection name it: ``NAME VERSION``."""
+    return f"{ref['name']} {ref['version']}"
+
+
+def job_packages(refs: Sequence[Mapping[str, str]] | None) -> list[str]:
+    """What a job runs, as it and its trace record it: the versions of the
+    packages its environment is pinned to, or ``["data folder"]`` when none."""
+    return [version_name(ref) for ref in refs or ()] or [DATA_FOLDER]
+
+
 def package_source(ref: Mapping[str, str]) -> str:
     """How a version is named where its files show: ``package NAME VERSION``."""
-    return f"package {ref['name']} {ref['version']}"
+    return f"package {version_name(ref)}"
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ if TYPE_CHECKING:  # pragma: no cover
 class Workflow:
     path: Path
     root: Node
+    digest: str = ""   # of the file's bytes, set by its reader (change detection)
 
 
 def compile_workflow(data: bytes, path: Path,

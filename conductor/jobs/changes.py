@@ -5,15 +5,21 @@ When an agent command succeeds, the unit it configured keeps (in
 mappings), a digest of the unit's description (its service's fields and its
 own, ``state`` left out), its change id, its (masked) result and the
 ``state`` keys the workflow's ``<success>`` block set.  Sensitive values
-are left out of both digests (Unfurl does the same).
+are left out of both digests (Unfurl does the same).  It also keeps the
+command's *sources* (:mod:`fornace.conductor.jobs.sources`): the digests of
+the workflow file, agent template and scripts that configured the unit, and
+the package version (or ``data folder``) each came from.
 
 Before the next deployment, :func:`prepare` compares each unit's description
-digest with the one its commands used: where it differs, the ``state`` keys
-those commands set are removed, so the workflows -- which configure what is
-not marked configured -- configure the unit again (reason ``reconfigure``).
+digest with the one its commands used, and their sources with those the
+job's data would run now: where either differs, the ``state`` keys those
+commands set are removed, so the workflows -- which configure what is not
+marked configured -- configure the unit again (reason ``reconfigure``, or
+what changed: ``script deploy_kv.py changed in kvstore 1.1.0 (was kvstore
+1.0.0)``).  A config recorded without sources is not known to have changed.
 When a command is about to be sent, :func:`unchanged` tells whether the same
-template already ran on that unit with the same inputs: then it is not sent
-again; its recorded result is replayed to the workflow.
+template already ran on that unit with the same inputs (and sources): then
+it is not sent again; its recorded result is replayed to the workflow.
 
 Modes (``--change-detection``): ``evaluate`` (default; a unit whose status
 is ``customized`` is left alone), ``always`` (customized or not), ``skip``
@@ -28,6 +34,7 @@ from fornace.common.modelview import find_object, iter_units, services_of
 from fornace.common.canonicaljson import canonical_json
 from fornace.common.secrets import is_secret_key, masked, masked_json
 from fornace.conductor.jobs.nodestatus import flag, status_of
+from fornace.conductor.jobs.sources import RunSources, changed_sources
 
 _NOT_INPUTS = {"units", "state", "temp", "status", "created", "updated"}
 _NOT_UNIT_INPUTS = {"state", "temp", "status"}
@@ -74,10 +81,13 @@ def configs(unit: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
-def prepare(model: dict[str, Any], mode: str = "evaluate") -> dict[str, str]:
-    """Undo the ``configured`` marks of units whose description changed.
+def prepare(model: dict[str, Any], mode: str = "evaluate",
+            sources: RunSources | None = None) -> dict[str, str]:
+    """Undo the ``configured`` marks of units whose description changed, or
+    (``sources``: what the job runs) whose commands' sources did.
 
-    Returns ``{unit id: "reconfigure"}`` for those units.
+    Returns ``{unit id: reason}`` for those units: ``reconfigure`` (the
+    description changed) or the sources that changed.
     """
     reasons: dict[str, str] = {}
     if mode == "skip":
@@ -93,11 +103,19 @@ def prepare(model: dict[str, Any], mode: str = "evaluate") -> dict[str, str]:
             continue
         current = description_digest(service, unit)
         for config in known.values():
-            if isinstance(config, dict) and config.get("inputs") != current:
+            if not isinstance(config, dict):
+                continue
+            reason = "reconfigure" if config.get("inputs") != current else None
+            moved = changed_sources(config.get("sources"), sources.current) \
+                if sources is not None else None
+            if moved:
+                config["rerun"] = moved    # not replayed: its template or scripts differ
+                reason = reason or moved
+            if reason:
                 for mark in config.get("sets") or []:
                     _unset(model, mark)
                 config["stale"] = True
-                reasons[str(owner["id"])] = "reconfigure"
+                reasons.setdefault(str(owner["id"]), reason)
     return reasons
 
 
@@ -111,24 +129,29 @@ def unchanged(owner: dict[str, Any] | None, key: str, digest: str, mode: str) ->
     if owner is None or mode == "always":
         return None
     config = configs(owner).get(key)
-    if isinstance(config, dict) and config.get("digest") == digest and config.get("ok"):
+    if isinstance(config, dict) and config.get("digest") == digest and config.get("ok") \
+            and not config.get("rerun"):
         return config
     return None
 
 
 def record(owner: dict[str, Any], service: dict[str, Any], unit: dict[str, Any] | None,
            key: str, digest: str, change_id: str, sets: list[dict[str, str]], result: Any,
-           ok: bool, inputs: str | None = None) -> None:
+           ok: bool, inputs: str | None = None,
+           sources: dict[str, dict[str, str]] | None = None) -> None:
     """Remember a command that ran for ``owner`` (``unit``, or ``service`` when None);
-    ``inputs``: :func:`description_digest` of them, when the caller knows it."""
+    ``inputs``: :func:`description_digest` of them, when the caller knows it;
+    ``sources``: what the command came from (:meth:`RunSources.of_command`)."""
     previous = configs(owner).get(key)
     if isinstance(previous, dict) and not sets:
         sets = previous.get("sets") or []   # a replay sets the same marks again
     if inputs is None:
         inputs = description_digest(service, unit)
-    configs(owner)[key] = {"digest": digest, "inputs": inputs,
-                           "changeId": change_id, "sets": sets, "ok": ok,
-                           "result": masked(result)}
+    config = {"digest": digest, "inputs": inputs, "changeId": change_id, "sets": sets,
+              "ok": ok, "result": masked(result)}
+    if sources:
+        config["sources"] = sources
+    configs(owner)[key] = config
 
 
 def marks(model: dict[str, Any], paths: list[str]) -> list[dict[str, str]]:

@@ -33,6 +33,7 @@ from fornace.conductor.jobs import changes
 from fornace.conductor.jobs.nodestatus import (endpoint_changed, local, set_node, status_of,
                                                summarize)
 from fornace.conductor.jobs.records import JobRecorder, TaskRecord, result_summary
+from fornace.conductor.jobs.sources import RunSources
 
 
 def blocked_error(service_name: str, failed: list[str]) -> list[dict[str, Any]]:
@@ -87,8 +88,10 @@ def _runtime_only(path: str, owner_base: bool = False) -> bool:
 class JobHooks(NullHooks):
     def __init__(self, model: Callable[[], dict[str, Any]], recorder: JobRecorder,
                  catalog: Catalog | None, mode: str = "evaluate",
-                 reasons: dict[str, str] | None = None, dry_run: bool = False) -> None:
+                 reasons: dict[str, str] | None = None, dry_run: bool = False,
+                 sources: RunSources | None = None) -> None:
         self.model = model
+        self.sources = sources   # what the job runs: recorded with each command
         self.recorder = recorder
         self.catalog = catalog
         self.mode = mode
@@ -208,20 +211,22 @@ class JobHooks(NullHooks):
         task = self._became([action], self.recorder.task(
             action.unit, target_name, str(action.template), reason, digest=digest,
             status="planned" if self.dry_run else "running"))
+        sources = self.sources.of_command(action.where, str(action.template)) \
+            if self.sources is not None else None
         if self.dry_run:
-            return "run", (task, owner, key)
+            return "run", (task, owner, key, sources)
         self._plans[str(plan.get("ID"))] = task
         if unit is not None:
             set_node(unit, "configuring", change_id=task.change_id)
             service = self._indexed().service_of.get(id(unit))
             if service is not None and status_of(service).get("state") != "configuring":
                 set_node(service, "configuring")   # its units configure: so does it
-        return "run", (task, owner, key)
+        return "run", (task, owner, key, sources)
 
     def command_finished(self, token: Any, action: Action, ok: bool, value: Any) -> None:
         if token is None or self.dry_run:
             return
-        task, owner, key = token
+        task, owner, key, sources = token
         unit = self._unit(action.unit)
         if not ok:
             self.failed_services.add(str(action.service))
@@ -231,7 +236,7 @@ class JobHooks(NullHooks):
         elif unit is not None:
             set_node(unit, "configured", change_id=task.change_id)
         task.finish("ok" if ok else "error", result_summary(ok, value))
-        self._pending_record = (task, owner, key, ok, value)
+        self._pending_record = (task, owner, key, ok, value, sources)
 
     def callback_started(self, action: Action) -> None:
         """An action's ``<success>``/``<failure>`` block starts: what it marks is noted."""
@@ -241,7 +246,7 @@ class JobHooks(NullHooks):
         paths, self._capture = self._capture or [], None
         pending, self._pending_record = self._pending_record, None
         if pending is not None:
-            task, owner, key, ok, value = pending
+            task, owner, key, ok, value, sources = pending
             if owner is not None:
                 # what the owner's user described, as changes.prepare reads it
                 # again: a unit with its service's fields, or a service alone
@@ -251,7 +256,7 @@ class JobHooks(NullHooks):
                 service = service if service is not None else owner
                 changes.record(owner, service, unit, key, task.digest or "",
                                task.change_id, changes.marks(self.model(), paths) if ok else [],
-                               value, ok, self._description(service, unit))
+                               value, ok, self._description(service, unit), sources)
 
     def changed(self, path: str, base: Any = None) -> None:
         if self._capture is not None:

@@ -26,8 +26,8 @@ from fornace.common.catalog import (Catalog, Operation, declared_secrets, render
 from fornace.common.contract import Task, clean_model
 from fornace.common.errors import FornaceError
 from fornace.common.jsonlimits import JsonLimitError, loads
-from fornace.common.modelview import (hostname_of, iter_units, service_type, services_of,
-                                      unit_labels)
+from fornace.common.modelview import (find_object, hostname_of, iter_units, service_type,
+                                      services_of, unit_labels)
 from fornace.common.topology import build
 from fornace.conductor.dsl.workflows import Workflow
 from fornace.conductor.executors.base import (AgentExecutor, PlanRequest, StackExecutor,
@@ -37,6 +37,7 @@ from fornace.conductor.jobs import changes
 from fornace.conductor.jobs.hooks import JobHooks
 from fornace.conductor.jobs.nodestatus import flag, observing, set_node, status_of, summarize
 from fornace.conductor.jobs.records import JobRecorder, result_summary
+from fornace.conductor.jobs.sources import RunSources
 from fornace.conductor.plans import PlanIds, build_plan, read_reply
 from fornace.conductor.session import Outcome, Session, Settings
 from fornace.conductor.templates import TemplateStore
@@ -63,6 +64,8 @@ class Job:
     halted: Callable[[], str | None] | None = None   # why to stop now (the lock was lost)
     # what happened, rule by rule (a JobTrace; None: nothing recorded)
     trace: Any = None
+    # the files the job's data runs, for change detection (None: not compared)
+    sources: RunSources | None = None
 
     @property
     def model(self) -> dict[str, Any]:
@@ -126,9 +129,10 @@ def failed(job: Job, problem: Exception) -> Outcome:
 
 def _deploy(job: Job, reasons: dict[str, str] | None = None) -> Outcome:
     mode = (job.task.parameters or {}).get("change_detection", "evaluate")
-    found = changes.prepare(job.model, mode)
+    found = _prepared(job, job.model, mode)
     found.update(reasons or {})
-    hooks = JobHooks(lambda: job.model, job.recorder, job.catalog, mode, found)
+    hooks = JobHooks(lambda: job.model, job.recorder, job.catalog, mode, found,
+                     sources=job.sources)
     _wire(job, hooks)
     outcome = Session(job.model, job.workflows, job.store, job.stacks, job.agents, job.engine,
                       reporter=job.reporter, plan_seed=job.plan_seed, hooks=hooks,
@@ -149,8 +153,9 @@ def _plan(job: Job) -> Outcome:
     """The next deployment, simulated: its tasks are recorded as ``planned``."""
     model = copy.deepcopy(job.model)
     mode = (job.task.parameters or {}).get("change_detection", "evaluate")
-    reasons = changes.prepare(model, mode)
-    hooks = JobHooks(lambda: model, job.recorder, job.catalog, mode, reasons, dry_run=True)
+    reasons = _prepared(job, model, mode)
+    hooks = JobHooks(lambda: model, job.recorder, job.catalog, mode, reasons, dry_run=True,
+                     sources=job.sources)
     if job.trace is not None and hasattr(job.trace, "action_task"):
         hooks.on_task = job.trace.action_task
     stacks, agents = SimulatedCloud().executors()
@@ -162,6 +167,17 @@ def _plan(job: Job) -> Outcome:
                f"{rounds} stack update(s)"
                + ("" if outcome.status == "success" else f" (simulation ended: {outcome.status})"))
     return Outcome(clean_model(job.model), "success", outcome.rounds, [])
+
+
+def _prepared(job: Job, model: dict[str, Any], mode: str) -> dict[str, str]:
+    """Change detection before the workflows run (:func:`changes.prepare`); each
+    unit it sends to be configured again is in the trace with why."""
+    reasons = changes.prepare(model, mode, job.sources)
+    if job.trace is not None and hasattr(job.trace, "reconfigure"):
+        for object_id, reason in reasons.items():
+            job.trace.reconfigure(object_id, hostname_of(find_object(model, object_id)),
+                                  reason)
+    return reasons
 
 
 def _wire(job: Job, hooks: JobHooks) -> None:

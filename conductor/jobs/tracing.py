@@ -17,6 +17,13 @@ round, a list of short events (``e`` says which):
 * ``ended``: how action ``n`` ended (``outcome``, ``error``);
 * ``report``: a report of the job (``level``, ``text``).
 
+Before the rounds, the document names the package versions the job ran
+(``packages``: ``kvstore 1.1.0``, or ``data folder`` when the environment is
+pinned to none) and the units and services change detection sent to be
+configured again before the workflows ran (``reconfigured``: ``id``,
+``name`` (a unit's hostname), ``reason``: its description changed, or a file
+its commands came from).
+
 Secrets -- the job's and any field named like one -- are masked as events are
 recorded.  Past :data:`TRACE_BYTES` of JSON nothing more is kept but a note,
 so a workflow looping for hours keeps a bounded trace.  :func:`encode`
@@ -62,6 +69,8 @@ class JobTrace(NullTrace):
         self._actions: list[Action | None] = []
         self._places: dict[str, str] = {}    # file:line as the conductor has it -> shown
         self._frozen: frozenset[str] = frozenset()
+        self.packages: list[str] | None = None   # what the job ran (job_packages)
+        self.reconfigured: list[dict[str, Any]] = []
 
     def _at(self, where: str) -> str:
         """``Deploy.xml:12``: the workflow file's name, not the conductor's folders."""
@@ -197,12 +206,26 @@ class JobTrace(NullTrace):
         self._add({"e": "report", "level": report.get("level"),
                    "text": self._text(str(report.get("text") or ""))})
 
+    def reconfigure(self, object_id: str, name: str | None, reason: str) -> None:
+        """Change detection sends ``object_id`` to be configured again, for ``reason``."""
+        entry = {"id": object_id, "name": name, "reason": self._text(reason)}
+        size = 40 + len(object_id) + len(name or "") + len(entry["reason"])
+        if self.truncated or self.size + size > self.max_bytes:
+            self.truncated = True
+            return
+        self.size += size
+        self.reconfigured.append(entry)
+
     # -- the result ----------------------------------------------------------------
     def document(self, environment_id: str, job_id: str, action: str) -> dict[str, Any]:
         """The whole trace as the API keeps it."""
         body: dict[str, Any] = {"version": 1, "environment_id": environment_id,
                                 "job_id": job_id, "action": action, "rounds": self.rounds,
                                 "truncated": self.truncated}
+        if self.packages is not None:
+            body["packages"] = self.packages
+        if self.reconfigured:
+            body["reconfigured"] = self.reconfigured
         if self.truncated:
             body["note"] = TRUNCATED.format(limit=self.max_bytes // 1024)
         return body

@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +31,12 @@ from fornace.common.catalog import Catalog, CatalogError, load_catalog
 from fornace.common.errors import FornaceError
 from fornace.common.packages.archive import PackageError, PackageLimits
 from fornace.common.packages.layers import (DATA_FOLDER, Layer, in_effect, package_source,
-                                            template_order)
+                                            template_order, version_name)
 from fornace.common.packages.loader import (KEEP, ArchiveMissing, ArchiveReader,
                                             PackageLoader, Ref)
 from fornace.conductor.dsl.limits import Limits
 from fornace.conductor.dsl.workflows import Workflow
+from fornace.conductor.jobs.sources import RunSources
 from fornace.conductor.workflowfiles import load_workflows
 from fornace.conductor.templates import TemplateLayers, TemplateStore
 
@@ -52,6 +53,13 @@ class JobData:
     workflows: list[Workflow]
     store: Any                      # TemplateStore or TemplateLayers
     catalog: Catalog | None
+    # the package version each workflow file in effect comes from, by file name
+    # (``kvstore 1.1.0``; a file not named: the data folder's)
+    origins: dict[str, str] = field(default_factory=dict)
+
+    def sources(self) -> RunSources:
+        """The files this data runs, as change detection compares them."""
+        return RunSources(self.workflows, self.store, self.origins)
 
 
 @dataclass
@@ -113,7 +121,7 @@ class PackageData:
         loaded = [(ref, self._package(ref)) for ref in refs]
         files = in_effect(
             Layer(DATA_FOLDER, {w.path.name: w for w in self.base.workflows}),
-            [Layer(package_source(ref), {w.path.name: w for w in package.workflows})
+            [Layer(package_source(ref), {w.path.name: w for w in package.workflows}, ref=ref)
              for ref, package in loaded])
         catalog = self.base.catalog
         for ref, package in loaded:
@@ -121,9 +129,11 @@ class PackageData:
                 try:
                     catalog = load_catalog(package.types, base=catalog)
                 except CatalogError as exc:
-                    raise PackageUnavailable(f"package {_name(ref)}: {exc}") from None
+                    raise PackageUnavailable(f"package {version_name(ref)}: {exc}") from None
         store = TemplateLayers(template_order(self.base.store, [p.store for _r, p in loaded]))
-        return JobData([found.item for found in files], store, catalog)
+        origins = {found.name: version_name(found.layer.ref) for found in files
+                   if found.layer.ref is not None}
+        return JobData([found.item for found in files], store, catalog, origins)
 
     def close(self) -> None:
         self._versions.close()
@@ -131,7 +141,7 @@ class PackageData:
     # -- loading one version -------------------------------------------------------
 
     def _package(self, ref: dict[str, str]) -> _Loaded:
-        name = _name(ref)
+        name = version_name(ref)
         if self._read is None:
             raise PackageUnavailable(f"package {name}: this conductor has no database "
                                      f"(database_url) to read workflow packages from")
@@ -148,11 +158,8 @@ class PackageData:
         """A version unpacked in ``folder``, its workflows loaded."""
         workflows = load_workflows(folder / "workflows")
         types = folder / "types.json"
-        LOG.info("loaded workflow package %s: %d workflow file(s)", _name(ref), len(workflows))
+        LOG.info("loaded workflow package %s: %d workflow file(s)", version_name(ref), len(workflows))
         return _Loaded(folder, workflows,
-                       TemplateStore(folder, fallback=None, limits=self.limits),
+                       TemplateStore(folder, fallback=None, limits=self.limits,
+                                     origin=version_name(ref)),
                        types if types.is_file() else None)
-
-
-def _name(ref: Ref) -> str:
-    return f"{ref['name']} {ref['version']}"

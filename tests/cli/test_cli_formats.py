@@ -214,7 +214,7 @@ def test_jobs_deployments_and_plan_values_with_their_times(deployed):
                if r[0] == deploy["id"])
     assert row == [deploy["id"], "deploy", "success",
                    ", ".join(f"{n} {s}" for s, n in sorted(deploy["task_counts"].items())),
-                   _east(deploy["started"]), _east(deploy["finished"])]
+                   _east(deploy["started"]), _east(deploy["finished"]), "data folder"]
     one = ok(run("jobs", "cli-formats", deploy["id"], env=EAST))
     assert one.startswith(f"job {deploy['id']}: deploy success (started "
                           f"{_east(deploy['started'])}, finished "
