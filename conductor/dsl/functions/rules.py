@@ -100,7 +100,7 @@ def rule(ev: Evaluator, node: Node, frame: Frame) -> None:
             if context.is_muted(mute):
                 continue
             context.auto_mutes.add(mute)
-        context.trace.rule_matched(node, full_id, cursor)
+        context.trace.rule_matched(node, full_id, cursor, query)
         match_frame = Frame(frame, cursor)
         match_frame.object_key = key
         for child in body:
