@@ -63,10 +63,8 @@ def event_line(event: dict[str, Any], hosts: dict[str, str] | None = None) -> st
     kind = event.get("e")
     hosts = hosts or {}
     if kind == "rule":
-        cause = cause_text(event)
         return (f"  pass {event.get('pass')}: rule {event.get('rule') or '(top level)'} at "
-                f"{event.get('at')} matched {matched_text(event)}"
-                + (f"\n      because {cause}" if cause else ""))
+                f"{event.get('at')} matched {matched_text(event)}")
     if kind == "set":
         return f"    set {event.get('path')} = {_value(event.get('value'))}"
     if kind == "queued" and event.get("kind") == "operation":
@@ -98,7 +96,11 @@ def trace_lines(document: dict[str, Any]) -> list[str]:
                         for event in entry.get("events") or []])
     for entry in document.get("rounds") or []:
         lines.append(f"== round {entry.get('round')}")
-        lines.extend(event_line(event, hosts) for event in entry.get("events") or [])
+        for event in entry.get("events") or []:
+            lines.append(event_line(event, hosts))
+            cause = cause_text(event) if event.get("e") == "rule" else ""
+            if cause:
+                lines.append(f"      because {cause}")
     if document.get("truncated"):
         lines.append(document.get("note") or "trace truncated")
     return lines
