@@ -238,7 +238,9 @@ def _why_matched(ref: RuleRef, queries: list[Query], chain: list[Cursor]) -> lis
                 continue
             tested = cursor.up(depth - part.depth)
             clause = clause_tree(part.expression or "", part.values)
-            lines += [f"{tested.path_text()}: {line}" for line in holding(clause, tested.value)]
+            # an object above the match is named; the matched object is the row's own
+            above = f"{tested.path_text()}: " if tested is not chain[-1] else ""
+            lines += [f"{above}{line}" for line in holding(clause, tested.value)]
     return lines
 
 

@@ -1,6 +1,7 @@
 """Why a rule matches a unit, or not, in process (SQLite): ``GET
 /environments/{id}/why`` and the dashboard's rule page, reached from the
-"why?" link of a rule's line on its file page."""
+"why?" link of a rule's line on its file page; the trace page's hosts and
+causes (and an old trace's rows without them)."""
 from __future__ import annotations
 
 import html
@@ -74,7 +75,7 @@ def test_the_rule_page_says_per_unit_which_clause_refused_it(api, browser):
     assert ("no refused by [?(not @.state.hostname)] not @.state.hostname is false: "
             "state.hostname = 'web1'") in rows["services.0.units.0"]
     assert rows["services.0.units.1"].endswith(
-        "matches services.0.units.1: not @.state.hostname is true: state.hostname = absent")
+        "matches not @.state.hostname is true: state.hostname = absent")
     # one unit, by its hostname; a name that is no unit's: said, with the close ones
     one = browser.get(f"{files}/Common.xml/rules/5?unit=web1")
     assert list(cells(one)) == ["services.0.units.0"] and "of unit web1" in one
@@ -112,3 +113,55 @@ def test_the_json_route_and_who_may_ask(api, browser):
     browser.post("/login", {"tenant": "t2", "user": "u2"})
     response = api.client.get(f"/dashboard/environments/{env_id}/workflows/Common.xml/rules/5")
     assert response.status_code in (403, 404) and "web1" not in response.text
+
+
+def test_the_trace_page_names_hosts_and_causes(api, browser):
+    from fornace.conductor.jobs.tracing import encode
+
+    env_id = deployed(api, browser)
+    job_id = api.published.tasks[-1][1]
+    rule = {"e": "rule", "pass": 1, "rule": "line24", "at": "Common.xml:24",
+            "object": "services.0.units.0", "id": "u1", "host": "web1",
+            "cause": ["services.0.type: 'linuxWebServer'", "temp.instanceName: absent"]}
+    old = {"e": "rule", "pass": 1, "rule": "line5", "at": "Common.xml:5",
+           "object": "services.0.units.1", "id": "u2"}
+    queued = {"e": "queued", "n": 1, "kind": "update-cf-stack", "rule": "line24",
+              "at": "Common.xml:24", "template": "LinuxInstance", "unit": "u1"}
+    document = {"version": 1, "environment_id": env_id, "job_id": job_id, "action": "deploy",
+                "rounds": [{"round": 1, "events": [old, rule, queued]}], "truncated": False}
+    api.store.job_events.apply(contract.trace_event_body(env_id, job_id, encode(document)),
+                               f"{job_id}-trace")
+    page = html.unescape(browser.get(f"/environments/{env_id}/jobs/{job_id}/trace"))
+    text = " ".join(re.sub(r"<[^>]+>", " ", page).split()).replace(" ,", ",")
+    assert ("web1 services.0.units.0 id u1 because services.0.type: 'linuxWebServer', "
+            "temp.instanceName: absent") in text
+    assert "services.0.units.1 id u2 nothing" in text          # an old record: as before
+    assert "on unit u1 web1" in text                           # the action's unit by host
+
+
+def test_the_rule_page_in_chromium(api, browser):
+    from browserkit import chromium, log_in, overflow
+    from playwright.sync_api import expect
+    from serving import serving
+    from test_dashboard_workflows import SHOTS
+
+    deployed(api, browser)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    with serving(api.client.app) as url, chromium() as chrome:
+        page = chrome.new_page(viewport={"width": 1366, "height": 900})
+        log_in(page, url + "/dashboard", "t1", "u1")
+        page.click("a:has-text('why-env')")
+        page.goto(page.url.rstrip("/") + "/workflows/Common.xml")
+        page.locator("#L4").scroll_into_view_if_needed()
+        page.screenshot(path=str(SHOTS / "why-file-link.png"), full_page=False)
+        page.locator("#L4 a.why-link").click()
+        expect(page.locator("h1")).to_contain_text("Why: Units that have no hostname yet")
+        expect(page.locator('tr[data-object="services.0.units.0"]')).to_contain_text(
+            "not @.state.hostname is false: state.hostname = 'web1'")
+        page.screenshot(path=str(SHOTS / "why-rule.png"), full_page=True)
+        assert overflow(page) == []
+        page.fill("#in-unit", "web1")
+        page.click("#unit-form button")
+        expect(page.locator("#summary")).to_contain_text("of unit web1")
+        page.screenshot(path=str(SHOTS / "why-rule-unit.png"), full_page=True)
+        assert overflow(page) == []

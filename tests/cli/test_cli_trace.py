@@ -89,8 +89,11 @@ def test_why_answers_for_a_rule_that_fired_and_one_that_did_not(box, cli, traced
     answer = as_json(cli("why", "traced", "Common.xml:24", "--json"))
     [unit] = answer["objects"]
     assert (unit["host"], unit["matched"], answer["matched"]) == ("web1", True, 1)
-    assert unit["because"][-1] == ("services.0.units.0: not @.temp.instanceName is true: "
-                                   "temp.instanceName = absent")
+    assert unit["because"] == ["services.0: @.type in ('linuxWebServer', 'linuxApp', "
+                              "'linuxWebServerFarm', 'linuxAppFarm') is true: "
+                              "type = 'linuxWebServer'",
+                              "@.state.hostname is true: state.hostname = 'web1'",
+                              "not @.temp.instanceName is true: temp.instanceName = absent"]
     assert answer["does"][0] == "update-cf-stack template=LinuxInstance"
     error = one_line_error(cli("why", "traced", "line24"), 2)    # two files have one
     assert "2 rules are named 'line24': Common.xml:24 (" in error and "LinuxWebServer.xml:24" in error

@@ -88,8 +88,10 @@ def test_a_rule_explained_per_unit(workflows):
     answer = explain_rule(workflows, model(), "Deploy kv")
     assert answer["rule"]["at"] == "Kv.xml:6" and answer["matched"] == 1
     by_host = {o["host"]: o for o in answer["objects"]}
-    assert by_host["kv-2"]["matched"] and by_host["kv-2"]["because"][-1] == (
-        "services.0.units.1: not @.state.kvDeployed is true: state.kvDeployed = absent")
+    assert by_host["kv-2"]["matched"] and by_host["kv-2"]["because"] == [
+        "services.0: @.type == 'kv' is true: type = 'kv'",
+        "@.state.hostname is true: state.hostname = 'kv-2'",
+        "not @.state.kvDeployed is true: state.kvDeployed = absent"]
     refused = by_host["kv-1"]["refused"]
     assert refused["step"] == "[?(@.state.hostname and not @.state.kvDeployed)]"
     assert refused["because"] == ["not @.state.kvDeployed is false: state.kvDeployed = true"]
