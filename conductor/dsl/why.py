@@ -17,7 +17,6 @@ are not simulated: this is the rule's first look at that model.
 from __future__ import annotations
 
 import difflib
-import os
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -65,7 +64,7 @@ class RuleRef:
 
 
 def _at(node: Node) -> str:
-    return f"{os.path.basename(node.file)}:{node.line}"
+    return f"{str(node.file).rpartition('/')[2]}:{node.line}"
 
 
 def rules_of(workflows: Iterable[Workflow]) -> list[RuleRef]:
