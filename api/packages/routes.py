@@ -4,8 +4,7 @@
 ``?public=true`` for the cloud admin).  An environment's package versions
 are under ``/environments/{id}/packages``: list them, plan a move
 (``GET .../packages/{name}/plan?version=``), move (``PUT .../packages/{name}``
-with ``{"version": ...}``, or ``{}`` for the newest) and unpin; ask why a rule of the
-workflows in effect matches a unit or not (``GET .../why?rule=&unit=``).  The cloud
+with ``{"version": ...}``, or ``{}`` for the newest) and unpin.  The cloud
 admin gives a package name to another project with ``PUT
 /packages/names/{name}`` and ``{"project_id": ...}``.  The work is done by
 :class:`~fornace.api.packages.store.Packages`,
@@ -25,9 +24,7 @@ from fornace.api.ids import ID_LENGTH, could_be_id
 from fornace.api.packages.names import PackageNames
 from fornace.api.packages.pins import Pins
 from fornace.api.packages.store import Packages
-from fornace.api.packages.why import explain_rule
-from fornace.api.routing import JsonRoute, flag, parse_json, permitted, run, store_of
-from fornace.api.stores.store import Store
+from fornace.api.routing import JsonRoute, flag, parse_json, permitted, run
 from fornace.api.context import Context
 
 router = APIRouter(route_class=JsonRoute, responses=ERROR_RESPONSES)
@@ -163,17 +160,3 @@ async def remove_package(env_id: str, name: str,
                          pins: Pins = Depends(_pins)) -> Response:
     await run(pins.remove, ctx, env_id, name)
     return Response(status_code=204)
-
-
-@router.get("/environments/{env_id}/why")
-async def why(env_id: str, request: Request,
-              rule: str = Query(..., description="a rule: its desc, its id or its "
-                                                 "file:line (as traces name it)"),
-              unit: Optional[str] = Query(None, description="a unit's id, hostname or name "
-                                                            "(default: every object)"),
-              ctx: Context = Depends(permitted("environment:model")),
-              store: Store = Depends(store_of)) -> dict:
-    """Whether the rule matches each object of the environment's model its match
-    reaches (or those of the unit), and why (:mod:`fornace.api.packages.why`)."""
-    return await run(explain_rule, store, request.app.state.workflow_files, ctx, env_id,
-                     rule, unit)
