@@ -137,6 +137,8 @@ def test_the_trace_page_names_hosts_and_causes(api, browser):
             "temp.instanceName: absent") in text
     assert "services.0.units.1 id u2 nothing" in text          # an old record: as before
     assert "on unit u1 web1" in text                           # the action's unit by host
+    rules = f"/dashboard/environments/{env_id}/workflows/Common.xml/rules"
+    assert f'href="{rules}/24" title="does this rule match each unit now' in page
 
 
 def test_the_rule_page_in_chromium(api, browser):
