@@ -76,7 +76,8 @@ def why_lines(answer: dict[str, Any]) -> list[str]:
                  f"{answer.get('matched', 0)} of {len(objects) + answer.get('more', 0)} "
                  f"object(s) its match reaches")
     for entry in objects:
-        lines.append(f"  {matched_text(entry)}: "
+        within = f" (in the match of {entry['within']})" if entry.get("within") else ""
+        lines.append(f"  {matched_text(entry)}{within}: "
                      f"{'matches' if entry.get('matched') else 'does not match'}")
         refused = entry.get("refused")
         if refused:

@@ -277,6 +277,8 @@ def explain_rule(workflows: list[Workflow], model: dict[str, Any], rule: str,
                                  "host": hostname(found), "matched": refused is None}
         if isinstance(found.value, dict) and found.value.get("name") is not None:
             entry["name"] = str(found.value["name"])
+        if len(chain) > 1:     # a nested rule: which match of the enclosing rule it ran in
+            entry["within"] = chain[-2].path_text()
         if refused is None:
             entry["because"] = _why_matched(ref, queries, chain)
         else:

@@ -141,6 +141,14 @@ def test_the_trace_page_names_hosts_and_causes(api, browser):
     assert f'href="{rules}/24" title="does this rule match each unit now' in page
 
 
+def test_rule_places_skip_quoted_brackets():
+    from fornace.api.dashboard.workflowpages import rule_places
+
+    text = ['<workflow>', '  <rule match="$[?(@.n > 2)]"', '        desc="a > b">',
+            '    <rules-like/>', '  <rule match="x"/>', '</workflow>']
+    assert rule_places(text) == {2: 3, 5: 5}
+
+
 def test_the_rule_page_in_chromium(api, browser):
     from browserkit import chromium, log_in, overflow
     from playwright.sync_api import expect

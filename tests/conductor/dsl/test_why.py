@@ -123,3 +123,26 @@ def test_unknown_or_ambiguous_names_say_which_names_were_meant(workflows, tmp_pa
         explain_rule(both, model(), "line6")
     assert caught.value.close == ["Kv.xml:6", "Other.xml:6"]
     assert explain_rule(both, model(), "Other.xml:line6")["rule"]["at"] == "Other.xml:6"
+
+
+def test_a_match_given_as_a_parameter_is_evaluated_in_each_enclosing_match(tmp_path):
+    workflow = compile_workflow(b"""<workflow>
+  <rule id="svc" match="$.services[*]">
+    <rule id="peers">
+      <parameter name="match">/$.services[?(@.type == '<select path="type"/>' and @.id != '<select path="id"/>')]</parameter>
+    </rule>
+    <rule id="computed"><parameter name="match"><select-all path="units"/></parameter></rule>
+  </rule>
+</workflow>""", tmp_path / "P.xml")
+    model = {"services": [{"id": "a", "type": "kv"}, {"id": "b", "type": "kv"},
+                          {"id": "c", "type": "web"}]}
+    answer = explain_rule([workflow], model, "svc.peers")
+    found = {(o["within"], o["object"]): o.get("refused", {}).get("because")
+             for o in answer["objects"]}
+    assert found[("services.0", "services.1")] is None            # a's peer: b
+    assert found[("services.0", "services.0")] == ["@.id != 'a' is false: id = 'a'"]
+    assert found[("services.2", "services.0")] == ["@.type == 'web' is false: type = 'kv'"]
+    assert answer["matched"] == 2
+    computed = explain_rule([workflow], model, "svc.computed")
+    assert computed["objects"] == [] and "cannot be evaluated here" in computed["problem"]
+
