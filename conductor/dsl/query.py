@@ -59,7 +59,8 @@ class Query:
     """A compiled query: a prefix (root/up) and a list of steps.
 
     ``self_part`` and ``parts`` describe ``first_on_self`` and ``steps`` (one
-    part per step) for :mod:`fornace.conductor.dsl.explain`; evaluating a
+    part per step) for explanations (:mod:`fornace.conductor.dsl.clauses`,
+    :mod:`fornace.conductor.dsl.why`); evaluating a
     query never reads them."""
 
     __slots__ = ("text", "prefix", "first_on_self", "steps", "self_part", "parts")
@@ -76,7 +77,7 @@ class Query:
 
     @property
     def filters(self) -> tuple[Part, ...]:
-        """The filter parts (the self filter first), as the tests read them."""
+        """The filter parts (the self filter first), in the order they test."""
         every = ((self.self_part,) if self.self_part is not None else ()) + self.parts
         return tuple(part for part in every if part.expression is not None)
 
