@@ -158,6 +158,7 @@ def create_app(store: Store, auth: Any, max_body_size: int = 1024 * 1024,
     app.state.packages = packages if packages is not None else Packages(store.sessions)
     app.state.pins = Pins(store, app.state.packages)
     app.state.package_names = PackageNames(store.sessions)
+    app.state.workflow_files = workflow_files     # for /environments/{id}/why
     app.state.auth = auth
     app.state.policy = policy.Policy(enforcer if enforcer is not None else policy.enforcer())
     app.state.public_endpoint = public_endpoint

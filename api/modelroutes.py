@@ -14,6 +14,10 @@ the catalog, and their values wherever else they appear.
 ``PATCH /environments/{env_id}/model/`` edits a configuration session's
 model with a JSON patch, as later Murano clients' ``environment model edit``
 sends it (:mod:`fornace.api.modelpatch`), and answers the model it left.
+
+``GET /environments/{env_id}/why?rule=RULE[&unit=UNIT]`` (``fornace why``)
+says whether a workflow rule matches the model's units and why not
+(:mod:`fornace.api.packages.why`); it quotes the model, so it needs the same rule.
 """
 from __future__ import annotations
 
@@ -21,11 +25,12 @@ from typing import Any, Optional
 
 import json
 
-from fastapi import APIRouter, Body, Depends, Query
+from fastapi import APIRouter, Body, Depends, Query, Request
 
 from fornace.api import tree
 from fornace.api.errors import ERROR_RESPONSES, BadRequest, NotFound
 from fornace.api.modelpatch import CONTENT_TYPE
+from fornace.api.packages.why import explain_rule
 from fornace.api.routing import (SESSION_HEADER, JsonRoute, parse_json, permitted, run,
                                  store_of)
 from fornace.api.context import Context
@@ -85,6 +90,20 @@ async def edit_model(env_id: str,
             raise BadRequest(f"malformed JSON body: {exc.msg}") from None
     await run(store.services.patch_model, ctx, env_id, patch, session_id)
     return await run(environment_model, store, ctx, env_id, session_id)
+
+
+@router.get("/environments/{env_id}/why")
+async def why(env_id: str, request: Request,
+              rule: str = Query(..., description="a rule: its desc, its id or its "
+                                                 "file:line (as traces name it)"),
+              unit: Optional[str] = Query(None, description="a unit's id, hostname or name "
+                                                            "(default: every object)"),
+              ctx: Context = Depends(permitted("environment:model")),
+              store: Store = Depends(store_of)) -> dict:
+    """Whether the rule matches each object of the environment's model its match
+    reaches (or those of the unit), and why (:mod:`fornace.api.packages.why`)."""
+    return await run(explain_rule, store, request.app.state.workflow_files, ctx, env_id,
+                     rule, unit)
 
 
 def model_part(store: Store, ctx: Context, env_id: str, path: str,

@@ -99,8 +99,9 @@ API_RULES = [
     _call("environment:outputs", _READ, "Where the deployed services and units answer.",
           ("GET", _ENV + "/outputs")),
     _call("environment:model", _READ, "The object model a deployment is given (secrets "
-          "masked), or the one a past job was given, or a part of it.",
-          ("GET", _ENV + "/model"), ("GET", _ENV + "/model/{path}")),
+          "masked), or the one a past job was given, or a part of it; why a workflow rule "
+          "matches its units or not (it quotes the model's values).",
+          ("GET", _ENV + "/model"), ("GET", _ENV + "/model/{path}"), ("GET", _ENV + "/why")),
     _call("environment:model_edit", _WRITE, "Edit a configuration session's object model "
           "with a JSON patch (its services and defaultNetworks).",
           ("PATCH", _ENV + "/model"), ("PATCH", _ENV + "/model/")),

@@ -42,7 +42,7 @@ from fornace.common.consumer import BATCH_SIZE, Consumer, Delivery
 from fornace.common import options
 from fornace.common.catalog import load_catalog
 from fornace.common.db.engine import make_engine, session_factory, upgrade, wait_for_database
-from fornace.common.packages.checks import PackageCheck, WorkflowCheck
+from fornace.common.packages.checks import PackageCheck, RuleExplain, WorkflowCheck
 
 LOG = logging.getLogger(__name__)
 
@@ -93,11 +93,14 @@ class ApiService:
 
     def __init__(self, conf: cfg.ConfigOpts, db_url: str | None = None,
                  migrate: bool = True, package_check: PackageCheck | None = None,
-                 workflow_check: WorkflowCheck | None = None) -> None:
+                 workflow_check: WorkflowCheck | None = None,
+                 rule_explain: RuleExplain | None = None) -> None:
         """``package_check``: how uploaded workflow packages are checked (the
         command that starts the API passes the workflow checker; None: uploads
         are refused with 503).  ``workflow_check``: how the dashboard checks an
-        environment's workflow files (None: they are shown unchecked)."""
+        environment's workflow files (None: they are shown unchecked).
+        ``rule_explain``: how ``/environments/{id}/why`` explains a rule (None:
+        that route answers 503)."""
         url = db_url or options.database_url(conf)
         if migrate:  # worker processes leave it to their parent
             wait_for_database(url, options.database_retries(conf))
@@ -121,7 +124,8 @@ class ApiService:
         # the access rules: the defaults, and what a policy file changes of them
         self.packages = Packages(self.store.sessions, package_limits(conf), package_check)
         self.workflow_files = WorkflowFiles(self.store.sessions, options.data_folder(conf),
-                                            workflow_check, package_limits(conf))
+                                            workflow_check, package_limits(conf),
+                                            explain=rule_explain)
         self.app: FastAPI = create_app(self.store, auth, conf.api.max_body_size, self.jobs,
                                        allowed_origins=conf.api.allowed_origins,
                                        enforcer=policy.enforcer(conf), packages=self.packages,

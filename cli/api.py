@@ -13,6 +13,7 @@ from oslo_config import cfg
 
 from fornace.cli import argtypes, daemonlogs, db
 from fornace.common.options import database_url
+from fornace.common.packages.checks import RuleExplain
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -89,7 +90,7 @@ def _service(conf: cfg.ConfigOpts, db: str | None, migrate: bool = True):
     from fornace.api.server import ApiService
 
     service = ApiService(conf, db, migrate, package_check=package_check(conf),
-                         workflow_check=workflow_check(conf))
+                         workflow_check=workflow_check(conf), rule_explain=rule_explain())
     service.start_consumers()
     # What start-up made (modules, routes, SQLAlchemy's and pydantic's
     # structures: ~160,000 objects) lives as long as the process.  Left to the
@@ -134,3 +135,11 @@ def workflow_check(conf: cfg.ConfigOpts) -> Callable[[Path, Path], list[str]]:
     from fornace.conductor.packages.check import workflow_checker
 
     return workflow_checker(engine_limits(conf))
+
+
+def rule_explain() -> RuleExplain:
+    """How the API explains a rule on an environment's model (``fornace why``) --
+    handed over as :func:`package_check` is."""
+    from fornace.conductor.packages.why import rule_explainer
+
+    return rule_explainer()

@@ -44,6 +44,7 @@ COMMANDS = {
     "logs": "fornace.cli.client.logs",
     "deployments": "fornace.cli.client.deployments",
     "trace": "fornace.cli.client.trace",
+    "why": "fornace.cli.client.why",
     "package": "fornace.cli.client.package",
     "status": "fornace.cli.client.status",
     "topology": "fornace.cli.client.topology",
@@ -68,7 +69,7 @@ COMMAND_OPTIONS = {"agent": ("fornace.agent.config",)}
 GROUPS = (
     ("Run Fornace", ("up", "api", "conductor", "agent", "demo")),
     ("Use a running Fornace through its REST API (--url, default $FORNACE_URL)",
-     ("env", "service", "type", "deploy", "action", "plan", "jobs", "logs", "trace",
+     ("env", "service", "type", "deploy", "action", "plan", "jobs", "logs", "trace", "why",
       "deployments", "status", "topology", "outputs", "package")),
     ("Workflow files", ("workflow",)),
     ("Operators", ("db", "gc", "dead-letters")),

@@ -43,7 +43,7 @@ class OneBox:
         from fornace.common.options import database_pool, database_url
         from fornace.api.protocol import http_protocol
         from fornace.api.server import ApiService
-        from fornace.cli.api import package_check, workflow_check
+        from fornace.cli.api import package_check, rule_explain, workflow_check
 
         self.state_dir = Path(os.path.expanduser(conf.api.state_dir))
         self.broker_url = conf.broker.url
@@ -54,7 +54,7 @@ class OneBox:
         if host:   # the address listened on is a Host the API serves
             conf.set_override("host", host, group="api")
         self.api = ApiService(conf, db, package_check=package_check(conf),
-                              workflow_check=workflow_check(conf))
+                              workflow_check=workflow_check(conf), rule_explain=rule_explain())
         settings = ConductorSettings(
             broker_url=self.broker_url, broker_queue_type=conf.broker.queue_type,
             data_dir=Path(conf.data_dir),

@@ -61,3 +61,12 @@ class ExpressionError(WorkflowError):
 
 class TemplateError(LocatedError):
     """A Heat or agent template is missing, unsafe to load or malformed."""
+
+
+class UnknownName(FornaceError):
+    """A name (a rule, a unit) that names nothing, or more than one thing;
+    ``close``: the names meant, perhaps."""
+
+    def __init__(self, message: str, close: list[str] | None = None) -> None:
+        super().__init__(message)
+        self.close = list(close or [])

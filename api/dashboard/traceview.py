@@ -16,6 +16,7 @@ from fornace.api.stores.jobs import Jobs
 from fornace.api.context import Context
 from fornace.api.stores.store import Store
 from fornace.api.packages.workflows import plain_name
+from fornace.common.tracetext import unit_hosts
 
 
 def _shown(value: Any, limit: int = 120) -> str:
@@ -116,5 +117,7 @@ def trace_page(store: Store, jobs: Jobs, ctx: Context, env_id: str,
     env = store.environments.get(ctx, env_id)
     job = jobs.get_job(ctx, env_id, job_id)   # 404 for a job that is not there
     document = trace_of(jobs, ctx, env_id, job_id)
-    return {"env": env, "job": job, "trace": document,
+    events = [event for entry in (document or {}).get("rounds") or []
+              for event in entry.get("events") or []]
+    return {"env": env, "job": job, "trace": document, "hosts": unit_hosts(events),
             "rounds": timeline(document) if document is not None else []}

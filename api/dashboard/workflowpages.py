@@ -1,13 +1,16 @@
 """The dashboard's pages of an environment's workflow files: the files in
 effect (from the data folder or a pinned package, what replaces what, how
-many problems, how often their rules fired) and one file's XML line by line,
+many problems, how often their rules fired), one file's XML line by line,
 with the check's problems and the rule firings of the environment's last
-traced job shown at their lines.
+traced job shown at their lines, and a rule's page: does it match each unit
+of the environment's model now, and if not, which step and clause refused it
+(:mod:`fornace.api.packages.why`, as ``fornace why`` says it).
 
 The files are read by :class:`~fornace.api.packages.workflows.WorkflowFiles`; the
 firings come from the job's trace as the API serves it
-(:meth:`~fornace.api.stores.jobs.Jobs.trace`: masked).  Both pages need
-``environment:show`` on the environment, as its own page does.
+(:meth:`~fornace.api.stores.jobs.Jobs.trace`: masked).  The file pages
+need ``environment:show`` on the environment, as its own page does; a rule's
+page quotes the model's values, so it needs ``environment:model`` too.
 """
 from __future__ import annotations
 
@@ -21,7 +24,8 @@ from fornace.api.routing import run
 from fornace.api.dashboard.access import caller
 from fornace.api.dashboard.pages import render
 from fornace.api.dashboard.traceview import place, trace_of
-from fornace.api.errors import Unavailable
+from fornace.api.errors import NotFound, Unavailable
+from fornace.api.packages.why import explain_rule
 from fornace.api.stores.jobs import Jobs
 from fornace.api.context import Context
 from fornace.api.stores.store import Store
@@ -125,12 +129,54 @@ def file_page(store: Store, jobs: Jobs, files: WorkflowFiles, ctx: Context, env_
     for problem in problems or []:
         if problem.line is not None:
             at.setdefault(problem.line, []).append(problem)
-    lines = [{"number": n, "text": line, "problems": at.get(n, []), "firing": here.get(n)}
-             for n, line in enumerate(text, start=1)]
+    rules = rule_places(text)
+    lines = [{"number": n, "text": line, "problems": at.get(n, []), "firing": here.get(n),
+              "rule": rules.get(n)} for n, line in enumerate(text, start=1)]
     elsewhere = sorted(n for n in set(at) | set(here) if n > len(lines))
     return {"env": env, "file": found, "lines": lines, "cut": cut, "problems": problems,
             "job": job, "fired": sum(f.count for f in here.values()),
             "fired_lines": len(here), "beyond": elsewhere}
+
+
+def rule_places(text: list[str]) -> dict[int, int]:
+    """line where a ``<rule`` starts -> the line where its start tag ends (the
+    rule's place, as the engine and the traces number it)."""
+    places: dict[int, int] = {}
+    for number, line in enumerate(text, start=1):
+        start = line.find("<rule")
+        if start < 0 or line[start + 5:start + 6] not in ("", " ", "\t", ">", "/"):
+            continue
+        quote = None
+        for at, piece in enumerate(text[number - 1:number + 49], start=number):
+            for char in piece[start:] if at == number else piece:
+                if quote:
+                    quote = None if char == quote else quote
+                elif char in "'\"":
+                    quote = char
+                elif char == ">":
+                    places[number] = at
+                    break
+            if number in places:
+                break
+    return places
+
+
+def rule_page(store: Store, jobs: Jobs, files: WorkflowFiles, ctx: Context, env_id: str,
+              name: str, line: int, unit: str | None) -> dict[str, Any]:
+    """A rule's page values: the file, the rule and, per object, whether it matches
+    (an unknown unit: the answer for every object and the error)."""
+    env = store.environments.get(ctx, env_id)
+    found, _ = files.file(env["id"], name)
+    error = None
+    try:
+        answer = explain_rule(store, files, ctx, env["id"], f"{found.name}:{line}", unit)
+    except NotFound as exc:
+        if unit is None:
+            raise
+        error = exc.message
+        answer = explain_rule(store, files, ctx, env["id"], f"{found.name}:{line}")
+    return {"env": env, "file": found, "line": line, "answer": answer, "unit": unit,
+            "error": error}
 
 
 @router.get("/environments/{env_id}/workflows")
@@ -147,3 +193,12 @@ async def workflow_file(env_id: str, name: str, request: Request) -> Response:
     page = await _run(file_page, request.app.state.store, request.app.state.jobs,
                       _files(request), ctx, env_id, name)
     return render(request, "workflow_file.html", **page)
+
+
+@router.get("/environments/{env_id}/workflows/{name}/rules/{line}")
+async def workflow_rule(env_id: str, name: str, line: int, request: Request,
+                        unit: str | None = None) -> Response:
+    ctx = await caller(request, "environment:show", "environment:model", env_id=env_id)
+    page = await _run(rule_page, request.app.state.store, request.app.state.jobs,
+                      _files(request), ctx, env_id, name, line, unit or None)
+    return render(request, "workflow_rule.html", status=404 if page["error"] else 200, **page)

@@ -30,7 +30,7 @@ from fornace.api.errors import NotFound
 from fornace.api.packages.usage import task_packages
 from fornace.common.db.models import Job, JobTrace, Package
 from fornace.common.packages.archive import PackageError, PackageLimits
-from fornace.common.packages.checks import WorkflowCheck
+from fornace.common.packages.checks import RuleExplain, WorkflowCheck
 from fornace.common.packages.layers import (DATA_FOLDER, InEffect, Layer, in_effect,
                                             package_source, workflow_paths)
 from fornace.common.packages.loader import KEEP, PackageLoader
@@ -80,12 +80,16 @@ class WorkflowFiles:
     """Lists, reads and checks the workflow files of environments."""
 
     def __init__(self, sessions: Any, data_dir: Path, check: WorkflowCheck | None,
-                 limits: PackageLimits = PackageLimits(), keep: int = KEEP) -> None:
+                 limits: PackageLimits = PackageLimits(), keep: int = KEEP,
+                 explain: RuleExplain | None = None) -> None:
         """``sessions``: the API's database sessions; ``check``: None when there is
-        no checker (the pages then say the files were not checked)."""
+        no checker (the pages then say the files were not checked); ``explain``:
+        how a rule is explained on a model (:mod:`fornace.api.packages.why`;
+        None: it is not)."""
         self.sessions = sessions
         self.data_dir = Path(data_dir)
         self.check = check
+        self.explain = explain
         self.keep = keep
         self._versions: PackageLoader[Path] = PackageLoader(
             limits, keep, prefix="fornace-workflowfiles-")

@@ -15,6 +15,7 @@ from typing import Any
 from fornace.cli.client.common import OK, add_command, dispatch, find_environment, find_job
 from fornace.cli.client.http import ApiClient
 from fornace.cli.client.formats import print_json
+from fornace.common.tracetext import cause_text, matched_text, unit_hosts
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -53,22 +54,27 @@ def _value(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
-def event_line(event: dict[str, Any]) -> str:
-    """One event of a trace, for operators (an unknown kind is shown as JSON)."""
+def _unit(unit: Any, hosts: dict[str, str]) -> str:
+    host = hosts.get(str(unit))
+    return f"{unit} ({host})" if host else str(unit)
+
+
+def event_line(event: dict[str, Any], hosts: dict[str, str] | None = None) -> str:
+    """One event of a trace, for operators (an unknown kind is shown as JSON);
+    ``hosts``: unit id -> host, naming the units actions ran on."""
     kind = event.get("e")
+    hosts = hosts or {}
     if kind == "rule":
-        what = f" ({event['id']})" if event.get("id") is not None else ""
-        desc = f"  -- {event['desc']}" if event.get("desc") else ""
         return (f"  pass {event.get('pass')}: rule {event.get('rule') or '(top level)'} at "
-                f"{event.get('at')} matched {event.get('object')}{what}{desc}")
+                f"{event.get('at')} matched {matched_text(event)}")
     if kind == "set":
         return f"    set {event.get('path')} = {_value(event.get('value'))}"
     if kind == "queued" and event.get("kind") == "operation":
         return (f"  operation #{event.get('n')} {event.get('operation')} "
-                f"({event.get('template')}) on unit {event.get('unit')}, "
+                f"({event.get('template')}) on unit {_unit(event.get('unit'), hosts)}, "
                 f"{event.get('reason')}: run by the action, not by a workflow")
     if kind == "queued":
-        unit = f" on unit {event['unit']}" if event.get("unit") else ""
+        unit = f" on unit {_unit(event['unit'], hosts)}" if event.get("unit") else ""
         return (f"    queued #{event.get('n')} {event.get('kind')} "
                 f"{event.get('template') or ''}{unit}")
     if kind == "task":
@@ -93,9 +99,15 @@ def trace_lines(document: dict[str, Any]) -> list[str]:
     for entry in document.get("reconfigured") or []:
         name = f" ({entry['name']})" if entry.get("name") else ""
         lines.append(f"reconfigure {entry.get('id')}{name}: {entry.get('reason')}")
+    hosts = unit_hosts([event for entry in document.get("rounds") or []
+                        for event in entry.get("events") or []])
     for entry in document.get("rounds") or []:
         lines.append(f"== round {entry.get('round')}")
-        lines.extend(event_line(event) for event in entry.get("events") or [])
+        for event in entry.get("events") or []:
+            lines.append(event_line(event, hosts))
+            cause = cause_text(event) if event.get("e") == "rule" else ""
+            if cause:
+                lines.append(f"      because {cause}")
     if document.get("truncated"):
         lines.append(document.get("note") or "trace truncated")
     return lines

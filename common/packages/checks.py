@@ -9,10 +9,15 @@ would; the command that starts the API passes it functions of these shapes
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 # an unpacked package's folder -> its problems (empty: it may be stored)
 PackageCheck = Callable[[Path], list[str]]
 
 # (workflow file, the catalog folder its templates are looked for in) -> problems
 WorkflowCheck = Callable[[Path, Path], list[str]]
+
+# (the workflow files in effect, the environment's model, a rule's name, a unit's
+# name or None) -> what ``fornace why`` answers (fornace.conductor.dsl.why);
+# raises fornace.common.errors.UnknownName for a rule or unit that names nothing
+RuleExplain = Callable[[list[Path], dict[str, Any], str, "str | None"], dict[str, Any]]

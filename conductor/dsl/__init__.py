@@ -1,5 +1,6 @@
 """The XML workflow language of Murano 0.2: parsing, evaluation, scopes, queries,
-limits on data, the fixpoint's pending actions, its trace and the checker.
+limits on data, the fixpoint's pending actions, its trace, the checker, and
+explanations of why a rule matches or not (``clauses``, ``why``).
 
 The rule of this layer (checked by ``tests/common/test_import_rules.py``):
 no I/O -- no files, sockets, processes, logging or clocks -- and no import

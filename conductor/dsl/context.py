@@ -44,8 +44,10 @@ class Templates(Protocol):
 class RuleTrace(Protocol):
     """Where a deployment's rule matches are recorded (``NullTrace``: nowhere)."""
 
-    def rule_matched(self, node: Node, rule_id: str, cursor: Cursor) -> None:
-        """``rule_id`` (the element ``node``) matched the object at ``cursor``."""
+    def rule_matched(self, node: Node, rule_id: str, cursor: Cursor,
+                     query: Query | None = None) -> None:
+        """``rule_id`` (the element ``node``) matched the object at ``cursor``
+        (found by ``query``: what its filters read is the match's cause)."""
 
 
 @runtime_checkable

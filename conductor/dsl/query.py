@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, NamedTuple
 
 from jsonpath_ng import parse as jsonpath_parse
 from jsonpath_ng.exceptions import JsonPathLexerError, JsonPathParserError
@@ -42,17 +42,49 @@ from fornace.conductor.dsl.slots import Slots
 Step = Callable[[list[Cursor]], list[Cursor]]
 
 
-class Query:
-    """A compiled query: a prefix (root/up) and a list of steps."""
+class Part(NamedTuple):
+    """What one step of a query is, for explanations (never used to evaluate):
+    its text (``.services``, ``[?(@.type == 'x')]``), the filter expression of
+    a filter step (None: navigation) with the values bound to its markers, and
+    how many levels below the query's start the objects it yields (or, for a
+    filter, tests) are (None: it cannot be said, after a ``..``)."""
 
-    __slots__ = ("text", "prefix", "first_on_self", "steps")
+    text: str
+    expression: str | None
+    values: tuple[str, ...]
+    depth: int | None
+
+
+class Query:
+    """A compiled query: a prefix (root/up) and a list of steps.
+
+    ``self_part`` and ``parts`` describe ``first_on_self`` and ``steps`` (one
+    part per step) for explanations (:mod:`fornace.conductor.dsl.clauses`,
+    :mod:`fornace.conductor.dsl.why`); evaluating a
+    query never reads them."""
+
+    __slots__ = ("text", "prefix", "first_on_self", "steps", "self_part", "parts")
 
     def __init__(self, text: str, prefix: str, first_on_self: Step | None,
-                 steps: list[Step]) -> None:
+                 steps: list[Step], self_part: Part | None = None,
+                 parts: tuple[Part, ...] = ()) -> None:
         self.text = text
         self.prefix = prefix
         self.first_on_self = first_on_self
         self.steps = steps
+        self.self_part = self_part
+        self.parts = parts
+
+    @property
+    def filters(self) -> tuple[Part, ...]:
+        """The filter parts (the self filter first), in the order they test."""
+        every = ((self.self_part,) if self.self_part is not None else ()) + self.parts
+        return tuple(part for part in every if part.expression is not None)
+
+    @property
+    def depth(self) -> int | None:
+        """How many levels below the start the matches are (None: unknown)."""
+        return self.parts[-1].depth if self.parts else 0
 
     def find(self, cursor: Cursor) -> list[Cursor]:
         """All matches of the query run at ``cursor``, in document order."""
@@ -100,11 +132,28 @@ def _compile(text: str, wrap: bool, slots: Slots | None) -> Query:
             raise ExpressionError("empty JSONPath", text)
         body = "$." + body if not body.startswith("[") else "$" + body
     segments = _segments(body[1:], text, slots)
-    first_on_self = None
+    first_on_self, self_part = None, None
     if wrap and segments and segments[0].startswith("["):
-        first_on_self = _self_step(segments.pop(0), text, slots)
+        first = segments.pop(0)
+        first_on_self = _self_step(first, text, slots)
+        self_part = _part(first, 0, slots)
+    parts: list[Part] = []
+    steps = _steps(segments, text, slots, parts)
     return Query(text if slots is None else slots.render(text), prefix, first_on_self,
-                 _steps(segments, text, slots))
+                 steps, self_part, tuple(parts))
+
+
+def _part(segment: str, depth: int | None, slots: Slots | None) -> Part:
+    shown = segment if slots is None else slots.render(segment)
+    if _is_filter(segment):
+        bound = holds_values(segment, slots)
+        return Part(shown, segment[3:-2], slots.values if bound else (), depth)
+    return Part(shown, None, (), depth)
+
+
+def _levels(segment: str) -> int | None:
+    """How many levels down one navigation segment goes (None: ``..``, any)."""
+    return None if segment.startswith("..") else 1
 
 
 def _column(rest: str, index: int, slots: Slots | None) -> int:
@@ -196,25 +245,41 @@ def _self_step(segment: str, text: str, slots: Slots | None = None) -> Step:
     raise ExpressionError(f"unsupported selector {segment} after '$'", text)
 
 
-def _steps(segments: list[str], text: str, slots: Slots | None = None) -> list[Step]:
+def _steps(segments: list[str], text: str, slots: Slots | None = None,
+           parts: list[Part] | None = None) -> list[Step]:
+    """The steps of ``segments``; ``parts`` (given) gets one :class:`Part` per step."""
     steps: list[Step] = []
     navigation: list[str] = []
+    found: list[Part] = [] if parts is None else parts
+    depth: int | None = 0
+
+    def down(levels: int | None) -> int | None:
+        return None if depth is None or levels is None else depth + levels
+
+    def flush() -> None:
+        nonlocal navigation, depth
+        if navigation:
+            steps.append(_navigation_step(navigation, text))
+            for segment in navigation:
+                depth = down(_levels(segment))
+            found.append(_part("".join(navigation), depth, slots))
+            navigation = []
+
     for segment in segments:
         if segment.startswith("[?") or segment.startswith("[("):
-            if navigation:
-                steps.append(_navigation_step(navigation, text))
-                navigation = []
+            flush()
             steps.append(_filter_step(_filter_predicate(segment, text, slots)))
+            depth = down(1)
+            found.append(_part(segment, depth, slots))
         elif holds_values(segment, slots):
-            if navigation:
-                steps.append(_navigation_step(navigation, text))
-                navigation = []
+            flush()
             steps.append(_bound_step(segment, text, slots))
+            depth = down(_levels(segment))
+            found.append(_part(segment, depth, slots))
         else:
             _check_digits(segment, text)
             navigation.append(segment)
-    if navigation:
-        steps.append(_navigation_step(navigation, text))
+    flush()
     return steps
 
 

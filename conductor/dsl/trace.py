@@ -13,15 +13,27 @@ from typing import Any, Callable
 
 from fornace.common.cursor import Cursor
 from fornace.common.jsonlimits import JsonLimitError, measure
-from fornace.common.secrets import masked
+from fornace.common.secrets import mask_text, masked
+from fornace.common.tracetext import cause_text, matched_text
+from fornace.conductor.dsl.clauses import match_cause
 from fornace.conductor.dsl.pending import Action
+from fornace.conductor.dsl.query import Query
 from fornace.conductor.dsl.xmlload import Node
+
+
+def hostname(cursor: Cursor) -> str | None:
+    """The ``state.hostname`` of a matched object (a unit), when it has one."""
+    value = cursor.value
+    state = value.get("state") if isinstance(value, dict) else None
+    host = state.get("hostname") if isinstance(state, dict) else None
+    return host if isinstance(host, str) and host else None
 
 
 class NullTrace:
     def round_started(self, number: int) -> None: ...
     def pass_started(self, number: int) -> None: ...
-    def rule_matched(self, node: Node, rule_id: str, cursor: Cursor) -> None: ...
+    def rule_matched(self, node: Node, rule_id: str, cursor: Cursor,
+                     query: Query | None = None) -> None: ...
     def changed(self, rule_id: str, where: str, path: str, value: Any) -> None: ...
     def action_queued(self, action: Action) -> None: ...
     def action_finished(self, action: Action, outcome: str, value: Any) -> None: ...
@@ -78,10 +90,14 @@ class RecordingTrace(NullTrace):
         self.rounds.append(entry)
         self.events.append(("round", entry))
 
-    def rule_matched(self, node: Node, rule_id: str, cursor: Cursor) -> None:
+    def rule_matched(self, node: Node, rule_id: str, cursor: Cursor,
+                     query: Query | None = None) -> None:
+        """``query``: the rule's match, whose filters' reads are kept as the cause."""
+        cause = [mask_text(line, self.secrets) for line in match_cause(query, cursor)]
         self._add("rules", {"rule": rule_id, "where": node.where,
                             "desc": node.attrs.get("desc"), "object": cursor.path_text(),
-                            "id": cursor.object_id})
+                            "id": cursor.object_id, "host": hostname(cursor),
+                            "cause": cause})
 
     def changed(self, rule_id: str, where: str, path: str, value: Any) -> None:
         room = self.round_bytes - self._kept
@@ -129,9 +145,9 @@ def _line(kind: str, entry: dict[str, Any]) -> str:
     if kind == "round":
         return f"== round {entry['round']}"
     if kind == "rules":
-        what = f" ({entry['id']})" if entry.get("id") is not None else ""
-        desc = f"  -- {entry['desc']}" if entry.get("desc") else ""
-        return f"  rule {entry['rule']} at {entry['where']} matched {entry['object']}{what}{desc}"
+        cause = cause_text(entry)
+        return (f"  rule {entry['rule']} at {entry['where']} matched {matched_text(entry)}"
+                + (f"\n      because {cause}" if cause else ""))
     if kind == "changes":
         return f"    set {entry['path']} = {_short(entry['value'])}"
     if kind == "actions":

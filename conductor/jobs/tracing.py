@@ -6,7 +6,9 @@ events, made small enough to send to the API and keep with the job.  Per
 round, a list of short events (``e`` says which):
 
 * ``rule``: a rule matched an object (``pass``, ``rule``, ``at`` its workflow file:line,
-  ``object`` path, ``id``, ``desc``);
+  ``object`` path, ``id``, ``desc``; ``host``: the object's ``state.hostname``
+  when it has one; ``cause``: what the match's filters read, such as
+  ``state.kvDeployed: absent`` -- traces kept before these two have neither);
 * ``set``: what a rule wrote (``path``, ``value``; masked, long ones cut);
 * ``queued``: an action a rule queued (``n`` its number in the job, ``kind``,
   ``template``, ``unit``, ``rule``, ``at``), or a catalog operation a lifecycle
@@ -40,7 +42,9 @@ from typing import Any
 from fornace.common.cursor import Cursor
 from fornace.common.secrets import MASK, is_secret_key, mask_text, masked
 from fornace.conductor.dsl.pending import Action
-from fornace.conductor.dsl.trace import NullTrace
+from fornace.conductor.dsl.clauses import match_cause
+from fornace.conductor.dsl.query import Query
+from fornace.conductor.dsl.trace import NullTrace, hostname
 from fornace.conductor.dsl.xmlload import Node
 
 TRACE_BYTES = 4 * 1024 * 1024   # JSON kept per job, then "trace truncated"
@@ -138,7 +142,8 @@ class JobTrace(NullTrace):
     def pass_started(self, number: int) -> None:
         self._pass = number
 
-    def rule_matched(self, node: Node, rule_id: str, cursor: Cursor) -> None:
+    def rule_matched(self, node: Node, rule_id: str, cursor: Cursor,
+                     query: Query | None = None) -> None:
         if self.truncated:
             return
         where, path, object_id = self._at(node.where), cursor.path_text(), cursor.object_id
@@ -150,6 +155,16 @@ class JobTrace(NullTrace):
         if desc:
             event["desc"] = desc
             size += len(desc) + 10
+        host = hostname(cursor)
+        if host:
+            event["host"] = host = _short(host, VALUE_CHARS)
+            size += len(host) + 10
+        cause = match_cause(query, cursor)
+        if cause:
+            if self.secrets:
+                cause = [mask_text(line, self._secrets()) for line in cause]
+            event["cause"] = cause
+            size += sum(len(line) + 3 for line in cause) + 10
         self._add(event, size)
 
     def changed(self, rule_id: str, where: str, path: str, value: Any) -> None:

@@ -47,7 +47,7 @@ def test_help_groups_every_command_and_explains_the_exit_codes(capsys):
     ["env"], ["env", "list"], ["env", "create"], ["env", "show"], ["env", "delete"],
     ["service"], ["service", "add"], ["service", "update"], ["service", "list"],
     ["service", "remove"], ["deploy"], ["action"], ["plan"], ["jobs"], ["logs"],
-    ["deployments"], ["trace"], ["status"], ["topology"], ["outputs"]])
+    ["deployments"], ["trace"], ["why"], ["status"], ["topology"], ["outputs"]])
 def test_each_client_command_has_a_description_and_examples(capsys, args):
     with pytest.raises(SystemExit) as done:
         main([*args, "--help"])

@@ -164,10 +164,11 @@ CONDUCTOR_FLOORS = [
     ("service", set()),
 ]
 # what dsl/ may import besides itself: pure libraries and pure parts of common
-DSL_MAY_IMPORT = ("__future__", "base64", "collections", "dataclasses", "functools",
-                  "keyword", "operator", "random", "re", "string", "typing", "urllib.parse",
-                  "lxml", "jsonpath_ng", "fornace.common.contract", "fornace.common.cursor",
-                  "fornace.common.errors", "fornace.common.jsonlimits", "fornace.common.secrets")
+DSL_MAY_IMPORT = ("__future__", "base64", "collections", "dataclasses", "difflib",
+                  "functools", "json", "keyword", "operator", "random", "re", "string",
+                  "typing", "urllib.parse", "lxml", "jsonpath_ng", "fornace.common.contract",
+                  "fornace.common.cursor", "fornace.common.errors", "fornace.common.jsonlimits",
+                  "fornace.common.secrets", "fornace.common.tracetext")
 
 
 def floor_of(module: str) -> int:

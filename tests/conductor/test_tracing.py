@@ -83,6 +83,12 @@ def test_a_deployment_sends_its_trace_before_its_result_secrets_masked():
     rules = [e for e in events if e["e"] == "rule"]
     assert rules and all(":" in e["at"] and e["pass"] >= 1 for e in rules)
     assert any(e["id"] == "u1" for e in rules)                # which object it matched
+    # named by hostname once it has one, and why: what the match's filters read
+    assert {e.get("host") for e in rules if e["id"] == "u1"} >= {None, "web1"}
+    named = next(e for e in rules if e["at"] == "Common.xml:5" and e["id"] == "u1")
+    assert named["cause"] == ["state.hostname: absent"] and "host" not in named
+    created = next(e for e in rules if e["at"] == "Common.xml:24" and e["id"] == "u1")
+    assert created["host"] == "web1" and "services.0.type: 'linuxWebServer'" in created["cause"]
     sets = [e for e in events if e["e"] == "set"]
     assert sets and all(e["path"] for e in sets)
     queued = {e["n"]: e for e in events if e["e"] == "queued"}
@@ -151,3 +157,39 @@ def test_an_action_without_workflows_traces_the_operations_it_ran():
     assert {e["n"] for e in events if e["e"] == "task"} == numbers
     assert {e["n"] for e in events if e["e"] == "ended"} == numbers
     assert document["action"] == "check"
+
+
+def test_a_match_cause_is_bounded_masked_and_absent_from_old_records():
+    from fornace.cli.client.trace import trace_lines
+    from fornace.common.cursor import Cursor
+    from fornace.conductor.dsl.query import compile_query
+    from fornace.conductor.dsl.xmlload import Node
+
+    trace = JobTrace(secrets={SECRET})
+    unit = {"id": "u1", "state": {"hostname": "kv-1", "token": "t0k", "note": SECRET},
+            "adminPassword": SECRET}
+    root = Cursor({"services": [{"type": "kv", "units": [unit]}]})
+    at = Cursor(unit, 0, Cursor([unit], "units", Cursor(root.value["services"][0], 0,
+                                                        Cursor(root.value["services"],
+                                                               "services", root))))
+    clauses = " and ".join(f"not @.f{n}" for n in range(20))
+    query = compile_query("$.services[?(@.type == 'kv')].units[?(@.state.token and "
+                          f"@.adminPassword and @.state.note and {clauses})]")
+    trace.rule_matched(Node("rule", {"desc": "kv units"}, "/x/Kv.xml", 3), "line3", at, query)
+    event = trace.rounds[0]["events"][0]
+    assert event["host"] == "kv-1"
+    assert event["cause"][:4] == ["services.0.type: 'kv'", "state.token: '***'",
+                                  "adminPassword: '***'", "state.note: '***'"]
+    assert len(event["cause"]) == 12 and event["cause"][-1] == "f7: absent"   # bounded
+    assert SECRET not in json.dumps(trace.rounds)
+    lines = trace_lines({"job_id": "j", "action": "deploy", "rounds": trace.rounds})
+    assert lines[2] == "  pass 1: rule line3 at Kv.xml:3 matched services.0.units.0 (u1, host kv-1)  -- kv units"
+    assert lines[3].startswith("      because services.0.type: 'kv', state.token: '***'")
+    # a trace kept before hosts and causes were recorded reads as it did
+    old = {"job_id": "j", "action": "deploy", "rounds": [{"round": 1, "events": [
+        {"e": "rule", "pass": 1, "rule": "line3", "at": "Kv.xml:3", "object": "services.0",
+         "id": "s1"},
+        {"e": "queued", "n": 1, "kind": "send-command", "template": "T", "unit": "u1"}]}]}
+    assert trace_lines(old)[2:] == [
+        "  pass 1: rule line3 at Kv.xml:3 matched services.0 (s1)",
+        "    queued #1 send-command T on unit u1"]

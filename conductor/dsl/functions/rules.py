@@ -73,16 +73,7 @@ def rule(ev: Evaluator, node: Node, frame: Frame) -> None:
     context = ev.context
     full_id = f"{frame.rule_id}.{info.id}" if frame.rule_id else info.id
     frame.rule_id = full_id
-    query = info.query
-    if query is None:
-        match = ev.arg(node, frame, "match") if info.text is None \
-            else evaluate(ev, frame, info.text)
-        if isinstance(match, Query):
-            query = match
-        elif not isinstance(match, str) or not match.strip():
-            raise WorkflowError(f"<rule>: match parameter evaluated to {match!r}")
-        else:
-            query = compile_query(match)
+    query = rule_query(ev, node, frame)
     limit = int(ev.arg(node, frame, "limit") or 0)
     matches = context.find(query, frame.cursor)
     if not matches:
@@ -100,7 +91,7 @@ def rule(ev: Evaluator, node: Node, frame: Frame) -> None:
             if context.is_muted(mute):
                 continue
             context.auto_mutes.add(mute)
-        context.trace.rule_matched(node, full_id, cursor)
+        context.trace.rule_matched(node, full_id, cursor, query)
         match_frame = Frame(frame, cursor)
         match_frame.object_key = key
         for child in body:
@@ -109,6 +100,21 @@ def rule(ev: Evaluator, node: Node, frame: Frame) -> None:
                 break  # the rest of this body waits for the next pass (0.2)
         if context.stop_requested:
             break
+
+
+def rule_query(ev: Evaluator, node: Node, frame: Frame) -> Query:
+    """The query of a rule's match: compiled at load time, or its ``<parameter>``
+    evaluated in ``frame``."""
+    info: RuleInfo = node.extra
+    if info.query is not None:
+        return info.query
+    match = ev.arg(node, frame, "match") if info.text is None \
+        else evaluate(ev, frame, info.text)
+    if isinstance(match, Query):
+        return match
+    if not isinstance(match, str) or not match.strip():
+        raise WorkflowError(f"<rule>: match parameter evaluated to {match!r}")
+    return compile_query(match)
 
 
 def object_key(value: object, parent_key: object) -> object:
