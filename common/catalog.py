@@ -14,13 +14,13 @@
   is that domain): the topology's dependencies besides ``dependsOn``;
 * ``instance``: how the units of its services get their instances, inherited
   key by key along ``extends``: ``template`` (the Heat template of one unit's
-  instance), ``image`` (the kind of image it boots, ``linux``: the Linux
+  instance), ``image`` (the kind of image it boots: ``linux``, the Linux
   instance rules of ``data/workflows/Common.xml`` create the instances of
-  such a type's units) and ``loadBalancer`` (true: ``LinuxFarm.xml`` puts a
-  load balancer instance of the same template in front of the units).  The
-  conductor shows it to the workflows as each service's ``temp.instance``
-  (:func:`with_type_views`), so a type that extends ``linuxService`` needs no
-  instance rule of its own;
+  such a type's units; ``windows``, those of ``Windows.xml``) and
+  ``loadBalancer`` (true: ``LinuxFarm.xml`` puts a load balancer instance of
+  the same template in front of the units).  The conductor shows them to the
+  workflows as each service's ``temp.instance`` (:func:`with_type_views`), so
+  a type that extends ``linuxService`` needs no instance rule of its own;
 * ``schema``: the create spec of its services, JSON Schema inherited along
   ``extends`` (:mod:`fornace.common.typeschema`; the API validates with it and
   the dashboard's service form is made from it).  A mistake in a schema is
