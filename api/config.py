@@ -11,7 +11,6 @@ from oslo_config import cfg
 
 from fornace.common import notifications, options
 from fornace.common.packages.archive import PackageLimits
-from fornace.common.resources import BUILTIN_DATA
 
 api_opts = [
     cfg.HostAddressOpt("host", default="127.0.0.1", help="Address the API listens on."),
@@ -94,8 +93,9 @@ def catalog_file(conf: cfg.ConfigOpts) -> Path:
     """The type catalog the conductor uses: ``types.json`` of the data folder
     (``data_dir``), or the built-in one when that folder has none -- as
     templates fall back."""
-    path = options.data_folder(conf) / "types.json"
-    return path if path.exists() else BUILTIN_DATA / "types.json"
+    from fornace.common.catalog import catalog_file   # the catalog's imports: when used
+
+    return catalog_file(options.data_folder(conf))
 
 
 def list_opts() -> list[tuple[str, list[cfg.Opt]]]:

@@ -97,6 +97,11 @@ class TypeDetail(BaseModel):
     max_units: Optional[int] = None
     references: dict[str, dict[str, str]] = Field(
         description="fields naming another service: {field: {type, key}}")
+    instance: dict[str, Any] = Field(
+        default_factory=dict,
+        description="how its units get their instances, inherited along extends: "
+                    "{template (Heat), image (linux or windows: the instance rules "
+                    "serving it), loadBalancer}; empty: the workflows make them")
 
 
 # -- the routes -------------------------------------------------------------------------
@@ -181,7 +186,7 @@ def type_detail(catalog: Catalog, name: str) -> dict[str, Any]:
             "unit_fields": field_hints(unit_schema),
             "min_units": units.get("minItems", 1 if schema else None),
             "max_units": units.get("maxItems"),
-            "references": holder.references(name)}
+            "references": holder.references(name), "instance": holder.instance(name)}
 
 
 def resolved_schema(catalog: Catalog, name: str) -> dict[str, Any] | None:

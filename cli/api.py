@@ -119,22 +119,24 @@ def worker_app():
 
 def package_check(conf: cfg.ConfigOpts) -> Callable[[Path], list[str]]:
     """How the API checks uploaded workflow packages: as ``fornace workflow check``
-    does, with the ``[engine]`` limits (the API may not import the conductor: the
-    command that starts it hands it over)."""
+    does, with the ``[engine]`` limits, over the data folder (``data_dir``) -- the
+    API may not import the conductor: the command that starts it hands it over."""
+    from fornace.common.options import data_folder
     from fornace.conductor.config import engine_limits
     from fornace.conductor.packages.check import package_checker
 
-    return package_checker(engine_limits(conf))
+    return package_checker(engine_limits(conf), data_folder(conf))
 
 
 def workflow_check(conf: cfg.ConfigOpts) -> Callable[[Path, Path], list[str]]:
     """How the dashboard checks an environment's workflow files (one file, its
     catalog folder): as ``fornace workflow check`` does, with the ``[engine]``
     limits -- handed over as :func:`package_check` is."""
+    from fornace.common.options import data_folder
     from fornace.conductor.config import engine_limits
     from fornace.conductor.packages.check import workflow_checker
 
-    return workflow_checker(engine_limits(conf))
+    return workflow_checker(engine_limits(conf), data_folder(conf))
 
 
 def rule_explain() -> RuleExplain:

@@ -41,7 +41,9 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                          help="workflow files or folders of *.xml files")
     checker.add_argument("--data", metavar="DIR",
                          help="catalog folder with templates/ (default: the folder above "
-                              "each file's workflows/ folder)")
+                              "each file's workflows/ folder, then the data_dir option's "
+                              "folder for what it lacks, as a job of a workflow package "
+                              "looks for templates and scripts)")
     checker.add_argument("--json", action="store_true",
                          help='print one JSON document: {"problems": [{"file", "line", '
                               '"message"}], "warnings": [...]}')
@@ -130,11 +132,13 @@ def _add_connection_options(parser: argparse.ArgumentParser) -> None:
 def run(conf: cfg.ConfigOpts) -> int:
     command = conf.command
     if command.action == "check":
+        from fornace.common.options import data_folder
         from fornace.conductor.config import engine_limits
         from fornace.conductor.workflowcheck import inspect
 
         readable_paths(command.paths)
-        found = inspect(command.paths, command.data, engine_limits(conf))
+        found = inspect(command.paths, command.data, engine_limits(conf),
+                        beneath=None if command.data else data_folder(conf))
         problems, warnings = found.problems, found.warnings
         if command.json:
             json.dump({"problems": [_located(p) for p in problems],
@@ -322,9 +326,16 @@ def run_session(found: Engine, model: dict[str, Any], cloud: SimulatedCloud,
                 trace: Any, secret_keys: frozenset[str] = frozenset()) -> Any:
     """Run the workflows on ``model`` with ``cloud``, recording into ``trace``:
     the session's Outcome (final model, status, rounds, reports); the values of
-    ``secret_keys`` fields (the catalog's declared secrets) masked in them."""
+    ``secret_keys`` fields (the catalog's declared secrets) masked in them.  Each
+    service sees its type's ``temp.instance`` as in a job (the catalog of the
+    data folder, else the built-in one, as the conductor's)."""
+    from fornace.common.catalog import CatalogError, catalog_file, load_catalog, with_type_views
     from fornace.conductor.session import Session
 
+    try:
+        with_type_views(model, load_catalog(catalog_file(found.data)))
+    except CatalogError as exc:
+        raise FornaceError(str(exc)) from None
     stacks, agents = cloud.executors()
     return Session(model, found.workflows, found.store, stacks, agents, found.settings,
                    trace=trace, secret_keys=secret_keys).run()

@@ -12,6 +12,15 @@
 * ``references``: service fields whose value names another service,
   ``{field: {type, key}}`` (``domain`` -> the activeDirectory whose ``domain``
   is that domain): the topology's dependencies besides ``dependsOn``;
+* ``instance``: how the units of its services get their instances, inherited
+  key by key along ``extends``: ``template`` (the Heat template of one unit's
+  instance), ``image`` (the kind of image it boots: ``linux``, the Linux
+  instance rules of ``data/workflows/Common.xml`` create the instances of
+  such a type's units; ``windows``, those of ``Windows.xml``) and
+  ``loadBalancer`` (true: ``LinuxFarm.xml`` puts a load balancer instance of
+  the same template in front of the units).  The conductor shows them to the
+  workflows as each service's ``temp.instance`` (:func:`with_type_views`), so
+  a type that extends ``linuxService`` needs no instance rule of its own;
 * ``schema``: the create spec of its services, JSON Schema inherited along
   ``extends`` (:mod:`fornace.common.typeschema`; the API validates with it and
   the dashboard's service form is made from it).  A mistake in a schema is
@@ -81,13 +90,18 @@ class TypeInfo:
     references: dict[str, dict[str, str]] = field(default_factory=dict)
     doc: str = ""
     schema: dict[str, Any] | None = None   # its own part of the create spec
+    instance: dict[str, Any] = field(default_factory=dict)   # its own instance keys
 
 
 class Catalog:
     def __init__(self, types: dict[str, TypeInfo]) -> None:
         self.types = types
         for name in types:
-            self.ancestry(name)  # reports unknown parents and cycles now
+            try:
+                self.ancestry(name)  # reports unknown parents and cycles now
+            except CatalogError as exc:
+                exc.steps = ["types", name, "extends"]
+                raise
         try:
             # concrete type -> its create spec ({} when the catalog has no schema)
             self.service_types: dict[str, TypeSpec] = resolve(types, self.ancestry)
@@ -149,6 +163,16 @@ class Catalog:
     def unlink(self, type_name: str) -> list[Operation]:
         return [op for name in self.ancestry(type_name) for op in self.types[name].unlink]
 
+    def instance(self, type_name: str) -> dict[str, Any]:
+        """The ``instance`` keys of a type, its ancestors' overridden by its own
+        ({} when none of them has any; an unknown type has none)."""
+        if type_name not in self.types:
+            return {}
+        found: dict[str, Any] = {}
+        for name in reversed(self.ancestry(type_name)):
+            found.update(self.types[name].instance)
+        return found
+
     def references(self, type_name: str) -> dict[str, dict[str, str]]:
         found: dict[str, dict[str, str]] = {}
         for name in reversed(self.ancestry(type_name)):
@@ -166,6 +190,44 @@ def load_catalog(path: str | Path, base: Catalog | None = None,
     types, and one of the same name replaces the base's.  A file nested
     deeper than ``max_depth`` is refused."""
     path = Path(path)
+    text, types = _read_types(path, max_depth)
+    try:
+        return catalog_with(base, types)
+    except CatalogError as exc:
+        raise _located(exc, path, text) from None
+
+
+def catalog_problems(path: str | Path, base: Catalog | None = None,
+                     max_depth: int = DEFAULT_MAX_DEPTH) -> list[str]:
+    """Every problem :func:`load_catalog` would refuse the file for, not only the
+    first: each ``file:line: message`` (a type with a problem is left out and
+    the others tried again; a type extending one left out is not reported
+    again for that)."""
+    path = Path(path)
+    try:
+        text, types = _read_types(path, max_depth)
+    except CatalogError as exc:
+        return [str(exc)]
+    types = dict(types)
+    problems: list[str] = []
+    left_out: set[str] = set()
+    while True:
+        try:
+            catalog_with(base, types)
+            return problems
+        except CatalogError as exc:
+            name = exc.steps[1] if exc.steps and len(exc.steps) > 1 else None
+            entry = types.get(name) if isinstance(name, str) else None
+            if not isinstance(name, str) or name not in types:
+                return [*problems, str(_located(exc, path, text))]
+            if not (isinstance(entry, dict) and entry.get("extends") in left_out):
+                problems.append(str(_located(exc, path, text)))
+            left_out.add(name)
+            del types[name]
+
+
+def _read_types(path: Path, max_depth: int) -> tuple[str, dict[str, Any]]:
+    """A catalog file's text and its ``types`` object."""
     try:
         text = path.read_text(encoding="utf-8")
         document = loads(text, max_depth=max_depth, source=str(path))
@@ -180,11 +242,12 @@ def load_catalog(path: str | Path, base: Catalog | None = None,
     types = document.get("types") if isinstance(document, dict) else None
     if not isinstance(types, dict):
         raise CatalogError(f"{path}: the catalog must be an object with a 'types' object")
-    try:
-        return catalog_with(base, types)
-    except CatalogError as exc:
-        line = line_of(text, exc.steps) if exc.steps is not None else None
-        raise CatalogError(exc.message, str(path), line, exc.steps) from None
+    return text, types
+
+
+def _located(exc: CatalogError, path: Path, text: str) -> CatalogError:
+    line = line_of(text, exc.steps) if exc.steps is not None else None
+    return CatalogError(exc.message, str(path), line, exc.steps)
 
 
 def catalog_with(base: Catalog | None, types: dict[str, Any]) -> Catalog:
@@ -195,8 +258,7 @@ def catalog_with(base: Catalog | None, types: dict[str, Any]) -> Catalog:
         try:
             own[name] = _type(name, entry)
         except CatalogError as exc:
-            if exc.steps is None:
-                exc.steps = ["types", name]
+            exc.steps = ["types", name, *(exc.steps or [])]
             raise
     return Catalog({**base.types, **own} if base is not None else own)
 
@@ -216,12 +278,41 @@ def builtin_catalog() -> Catalog:
     return load_catalog(BUILTIN_DATA / "types.json")
 
 
+def catalog_file(data_dir: str | Path) -> Path:
+    """The type catalog of a data folder: its ``types.json``, or the built-in one
+    when it has none -- as templates fall back."""
+    path = Path(data_dir) / "types.json"
+    return path if path.exists() else BUILTIN_DATA / "types.json"
+
+
+def with_type_views(model: dict[str, Any], catalog: Catalog | None) -> dict[str, Any]:
+    """Give each service of ``model`` whose type has ``instance`` keys in
+    ``catalog`` a copy of them as ``temp.instance`` (what the instance rules of
+    the workflows match), replacing whatever was there; in place, returns
+    ``model``.  ``temp`` is never stored: the view lasts one job."""
+    services = model.get("services")
+    if catalog is None or not isinstance(services, list):
+        return model
+    for service in services:
+        if not isinstance(service, dict) or not isinstance(service.get("type"), str):
+            continue
+        instance = catalog.instance(service["type"])
+        temp = service.get("temp")
+        if instance:
+            if not isinstance(temp, dict):
+                temp = service["temp"] = {}
+            temp["instance"] = dict(instance)
+        elif isinstance(temp, dict):
+            temp.pop("instance", None)
+    return model
+
+
 def _type(name: str, entry: Any) -> TypeInfo:
     where = f"type {name!r}"
     if not isinstance(entry, dict):
         raise CatalogError(f"{where} must be an object")
     unknown = set(entry) - {"extends", "abstract", "operations", "unlink", "references",
-                            "doc", "schema"}
+                            "doc", "schema", "instance"}
     if unknown:
         raise CatalogError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
     operations = entry.get("operations") or {}
@@ -244,7 +335,30 @@ def _type(name: str, entry: Any) -> TypeInfo:
                     for op, spec in operations.items()},
         unlink=[_operation(f"{where} unlink[{i}]", "unlink", spec, required=True)
                 for i, spec in enumerate(unlink)],
-        references=references, doc=str(entry.get("doc") or ""), schema=entry.get("schema"))
+        references=references, doc=str(entry.get("doc") or ""), schema=entry.get("schema"),
+        instance=_instance(where, entry.get("instance")))
+
+
+_INSTANCE_KEYS = {"template": str, "image": str, "loadBalancer": bool}
+
+
+def _instance(where: str, spec: Any) -> dict[str, Any]:
+    """A type's own ``instance`` keys (see the module docstring), checked."""
+    if spec is None:
+        return {}
+    if not isinstance(spec, dict):
+        raise CatalogError(f"{where}: 'instance' must be an object", steps=["instance"])
+    for key, value in spec.items():
+        kind = _INSTANCE_KEYS.get(key)
+        if kind is None:
+            raise CatalogError(f"{where}: 'instance' has an unknown key {key!r} "
+                               f"(known: {', '.join(sorted(_INSTANCE_KEYS))})",
+                               steps=["instance", key])
+        if not isinstance(value, kind) or (kind is str and not value.strip()):
+            noun = "true or false" if kind is bool else "a non-empty string"
+            raise CatalogError(f"{where}: 'instance' {key!r} must be {noun}",
+                               steps=["instance", key])
+    return dict(spec)
 
 
 def _operation(where: str, name: str, spec: Any, required: bool = False) -> Operation | None:

@@ -23,12 +23,11 @@ from fornace.common import contract, requestcontext
 from fornace.common.broker import Broker
 from fornace.common.consumer import Consumer, Delivery, Requeue
 from fornace.common.db.outages import described, retried, transient
-from fornace.common.catalog import Catalog, declared_secrets, load_catalog
+from fornace.common.catalog import Catalog, catalog_file, declared_secrets, load_catalog
 from fornace.common.db import queues
 from fornace.common.db.pool import Pool
 from fornace.common.modelview import iter_units
 from fornace.common.packages.layers import job_packages
-from fornace.common.resources import BUILTIN_DATA
 from fornace.common.secrets import find_secrets, mask_text
 from fornace.conductor.executors import agents_class
 from fornace.conductor.historypurge import HistoryPurge
@@ -98,10 +97,8 @@ class Conductor:
         # a bad workflow file refuses the start (WorkflowError, every file's problems):
         # a conductor running the other files would deploy environments half-way
         self.workflows = load_workflows(Path(settings.data_dir) / "workflows")
-        types = Path(settings.data_dir) / "types.json"
-        if not types.exists():   # a 0.2 data folder: the built-in catalog, as the API does
-            types = BUILTIN_DATA / "types.json"
-        self.catalog: Catalog | None = load_catalog(types)
+        # a 0.2 data folder (no types.json): the built-in catalog, as the API does
+        self.catalog: Catalog | None = load_catalog(catalog_file(settings.data_dir))
         # who holds a lock: this process (a pid may come again after a restart)
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.locks = None

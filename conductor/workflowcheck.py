@@ -3,9 +3,11 @@ and given to the DSL's checker (:mod:`fornace.conductor.dsl.checker`) with
 the templates of its catalog.
 
 A workflow file's templates are those of its catalog (``data_dir``, else the
-folder above its ``workflows/``), read within the ``[engine]`` limits, then
-those of the built-in catalog, as a job's are; ``builtin=False`` looks in
-the catalog only (a workflow package must hold the templates it names).
+folder above its ``workflows/``), read within the ``[engine]`` limits; with
+``beneath`` (a data folder), those its catalog lacks are looked for there,
+as a job pinned to a workflow package looks for its templates and scripts in
+the package first, then in the conductor's data folder
+(:class:`~fornace.conductor.templates.TemplateLayers`).
 """
 from __future__ import annotations
 
@@ -14,8 +16,9 @@ from typing import Callable
 
 from fornace.common.errors import LocatedError
 from fornace.conductor.dsl.checker import Findings, check_source
+from fornace.conductor.dsl.context import Templates
 from fornace.conductor.dsl.limits import Limits
-from fornace.conductor.templates import TemplateStore
+from fornace.conductor.templates import TemplateLayers, TemplateStore
 from fornace.conductor.workflowfiles import read_workflow_file
 
 
@@ -43,15 +46,18 @@ def catalog_of(workflow_file: Path) -> Path:
 
 
 def catalog_templates(data_dir: str | Path | None = None, limits: Limits | None = None,
-                      builtin: bool = True) -> Callable[[Path], TemplateStore]:
-    """A workflow file -> the :class:`TemplateStore` of its catalog (one per catalog)."""
-    stores: dict[Path, TemplateStore] = {}
+                      beneath: str | Path | None = None) -> Callable[[Path], Templates]:
+    """A workflow file -> the templates of its catalog (one store per catalog),
+    over those of ``beneath`` when given."""
+    stores: dict[Path, Templates] = {}
+    under = None if beneath is None else TemplateStore(beneath, limits=limits)
 
-    def templates(path: Path) -> TemplateStore:
+    def templates(path: Path) -> Templates:
         catalog = Path(data_dir) if data_dir else catalog_of(path)
         if catalog not in stores:
-            stores[catalog] = (TemplateStore(catalog, limits=limits) if builtin else
-                               TemplateStore(catalog, fallback=None, limits=limits))
+            stores[catalog] = (TemplateStore(catalog, limits=limits) if under is None else
+                               TemplateLayers([TemplateStore(catalog, fallback=None,
+                                                             limits=limits), under]))
         return stores[catalog]
     return templates
 
@@ -63,11 +69,12 @@ def check(paths: list[str | Path], data_dir: str | Path | None = None,
 
 
 def inspect(paths: list[str | Path], data_dir: str | Path | None = None,
-            limits: Limits | None = None, builtin: bool = True) -> Findings:
-    """Problems and warnings of workflow files (``file:line: [warning: ]message``)."""
+            limits: Limits | None = None, beneath: str | Path | None = None) -> Findings:
+    """Problems and warnings of workflow files (``file:line: [warning: ]message``);
+    ``beneath``: see :func:`catalog_templates`."""
     files, problems = expand(paths)
     found = Findings(problems)
-    templates = catalog_templates(data_dir, limits, builtin)
+    templates = catalog_templates(data_dir, limits, beneath)
     for path in files:
         try:
             data = read_workflow_file(path)

@@ -175,6 +175,10 @@ def type_lines(document: dict[str, Any]) -> list[str]:
     operations = [op.get("name") + ("" if op.get("implemented") else " (does nothing)")
                   for op in document.get("operations") or []]
     lines.append(f"operations: {', '.join(operations) or 'none'}")
+    instance = document.get("instance") or {}
+    if instance:
+        lines.append("instance: " + ", ".join(f"{key} {json.dumps(value).strip(chr(34))}"
+                                              for key, value in instance.items()))
     low, high = document.get("min_units"), document.get("max_units")
     if low is not None:
         lines.append(f"units: {low}..{high if high is not None else 'any'}")

@@ -119,6 +119,9 @@ def _check_tree(root: Node, store: Templates) -> list[str]:
 
 
 def _template_problems(tag: str, name: str, store: Templates) -> list[str]:
+    """What is wrong with a template a call names: the template itself, else each
+    script of its plan that cannot be had (all of them, not only the first)."""
+    problems = []
     try:
         if tag == UPDATE_STACK:
             store.heat_template(name)
@@ -126,7 +129,10 @@ def _template_problems(tag: str, name: str, store: Templates) -> list[str]:
             plan = store.agent_template(name)
             for script in plan.get("Scripts") or []:
                 if isinstance(script, str) and not script.startswith("$"):
-                    store.script(script)
+                    try:
+                        store.script(script)
+                    except LocatedError as exc:
+                        problems.append(f"template {name!r}: {exc}")
     except LocatedError as exc:
         return [f"template {name!r}: {exc}"]
-    return []
+    return problems

@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from fornace.common.actionparams import check_parameters, operation_mappings, select_units
 from fornace.common.catalog import (Catalog, Operation, declared_secrets, render, truthy,
-                                    unit_cursor)
+                                    unit_cursor, with_type_views)
 from fornace.common.contract import Task, clean_model
 from fornace.common.errors import FornaceError
 from fornace.common.jsonlimits import JsonLimitError, loads
@@ -103,6 +103,7 @@ def run_job(job: Job) -> Outcome:
         if handler is None:
             raise FornaceError(f"unknown action {action!r}")
         job.engine.limits.check_model(job.model, "the environment's model")
+        with_type_views(job.model, job.catalog)   # temp.instance of each service
         if action not in ("deploy", "delete"):
             job.task.parameters = check_parameters(action, job.task.parameters or {},
                                                    job.model, job.catalog)

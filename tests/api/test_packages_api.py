@@ -109,13 +109,65 @@ def test_a_package_with_workflow_problems_is_refused_with_each_file_and_line(api
     assert api.client.get("/packages").json() == {"packages": []}
 
 
-def test_a_template_of_the_builtin_catalog_must_be_in_the_package(api):
+def test_the_data_folders_templates_and_scripts_serve_a_package(api):
+    """A package's workflow may name the data folder's Heat template, agent
+    template and script (the package's own come first), as its jobs find them;
+    a template neither has is refused."""
     workflow = ('<workflow>\n<rule match="$">\n'
+                '<update-cf-stack template="LinuxInstance"/>\n'
                 '<send-command template="Linux/DeployStaticSite" service="s" unit="u"/>\n'
+                '<send-command template="Hello" service="s" unit="u"/>\n'
                 '</rule>\n</workflow>\n')
-    problems = upload(api, zip_of(package_files(workflow=workflow))).json()["error"]["problems"]
-    assert len(problems) == 1 and problems[0].startswith(
-        "workflows/hello.xml:3: template 'Linux/DeployStaticSite': ")
+    files = {**package_files(workflow=workflow),
+             "templates/agent/Hello.template": json.dumps(
+                 {"Scripts": ["deploy_static_site.py"], "Commands": []}).encode(),
+             "types.json": json.dumps({"types": {"linuxHello": {
+                 "extends": "linuxService", "instance": {"template": "LinuxInstance"}}}}).encode()}
+    assert uploaded(api, zip_of(files))["name"] == "hello"
+    workflow = workflow.replace('"LinuxInstance"', '"NoSuchInstance"')
+    problems = upload(api, zip_of(package_files("other", workflow=workflow))).json()[
+        "error"]["problems"]
+    assert problems == ["workflows/hello.xml:3: template 'NoSuchInstance': "
+                        "templates/cf/NoSuchInstance.template: "
+                        "Heat template 'NoSuchInstance' not found"]
+
+
+def test_every_problem_of_a_package_is_reported_at_once(api):
+    """Template missing, every missing script of a plan, bad XML, bad types (each
+    of them), a type's missing instance template: one answer, each naming its
+    file and what."""
+    workflow = ('<workflow>\n<rule match="$">\n'
+                '<update-cf-stack template="Nope"/>\n'
+                '<send-command template="Hello" service="s" unit="u"/>\n'
+                '</rule>\n</workflow>\n')
+    types = ('{"types": {\n'
+             ' "a": {"extends": "nowhere"},\n'
+             ' "b": {"colour": 1},\n'
+             ' "c": {"extends": "a"},\n'
+             ' "d": {"extends": "linuxService", "instance": {"image": ""}}\n'
+             '}}\n')
+    files = {**package_files(workflow=workflow),
+             "templates/agent/Hello.template": json.dumps(
+                 {"Scripts": ["one.sh", "two.sh"], "Commands": []}).encode(),
+             "workflows/broken.xml": b"<workflow>\n<rule>", "types.json": types.encode()}
+    problems = upload(api, zip_of(files)).json()["error"]["problems"]
+    assert problems[0].startswith("workflows/broken.xml:2: XML syntax error: "), problems
+    assert problems[1:] == [
+        "workflows/hello.xml:3: template 'Nope': templates/cf/Nope.template: "
+        "Heat template 'Nope' not found",
+        "workflows/hello.xml:4: template 'Hello': templates/agent/scripts/one.sh: "
+        "script 'one.sh': No such file or directory",
+        "workflows/hello.xml:4: template 'Hello': templates/agent/scripts/two.sh: "
+        "script 'two.sh': No such file or directory",
+        "types.json:3: type 'b': unknown key(s) colour",
+        "types.json:5: type 'd': 'instance' 'image' must be a non-empty string",
+        "types.json:2: type 'a' extends unknown type 'nowhere'",
+    ], problems
+    missing = {"types.json": json.dumps({"types": {"e": {
+        "extends": "linuxService", "instance": {"template": "Gone"}}}}, indent=1).encode()}
+    problems = upload(api, zip_of({**package_files(), **missing})).json()["error"]["problems"]
+    assert problems == ["types.json:6: type 'e': instance template 'Gone': "
+                        "templates/cf/Gone.template: Heat template 'Gone' not found"]
 
 
 def test_unsafe_archives_and_bad_manifests_are_400s_naming_the_member(api):

@@ -121,6 +121,8 @@ def test_a_type_the_data_folder_adds_is_served_and_checks_as_the_api_does(note_a
     assert listed["linuxNote"]["doc"] == "Writes a note on each unit."
     note = note_api.get("/types/linuxNote").json()
     assert note["parents"] == ["linuxService", "service"]
+    # its instances come from the Linux instance rules: linuxService's keys, inherited
+    assert note["instance"] == {"template": "LinuxInstance", "image": "linux"}
     properties = note["schema"]["properties"]
     assert {"text", "copies", "signature", "osImage", "name"} <= set(properties)
     assert properties["units"]["maxItems"] == 3 and note["max_units"] == 3

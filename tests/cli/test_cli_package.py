@@ -3,6 +3,7 @@ and delete against a running Fornace, as a script runs them."""
 from __future__ import annotations
 
 import hashlib
+import json
 import tarfile
 
 import pytest
@@ -50,15 +51,27 @@ def test_a_folder_is_packed_uploaded_shown_downloaded_and_deleted(cli, tmp_path)
 
 
 def test_an_archive_with_problems_lists_each_with_file_and_line(cli, tmp_path):
-    files = package_files("cli-broken", workflow="<workflow>\n<rule match='$'>\n"
-                                                 "<frobnicate/>\n</rule>\n</workflow>\n")
+    """Every problem at once: the XML's, each missing script, each bad type."""
+    files = package_files("cli-broken", workflow=(
+        "<workflow>\n<rule match='$'>\n<frobnicate/>\n"
+        "<send-command template='Hello' service='s' unit='u'/>\n</rule>\n</workflow>\n"))
+    files["templates/agent/Hello.template"] = json.dumps(
+        {"Scripts": ["hello.sh", "gone.sh", "lost.sh"], "Commands": []}).encode()
+    files["types.json"] = b'{"types": {\n "a": {"extends": "nowhere"},\n "b": {"x": 1}}}'
     archive = tmp_path / "broken.zip"
     archive.write_bytes(zip_of(files))
     done = cli("package", "upload", str(archive))
     assert done.returncode == 2, done.stderr
     lines = done.stderr.splitlines()
-    assert lines[0] == f"fornace: {archive}: the package is refused (1 problem(s)):"
-    assert lines[1:] == ["  workflows/hello.xml:3: unknown function <frobnicate>"]
+    assert lines[0] == f"fornace: {archive}: the package is refused (5 problem(s)):"
+    assert lines[1:] == [
+        "  workflows/hello.xml:3: unknown function <frobnicate>",
+        "  workflows/hello.xml:4: template 'Hello': templates/agent/scripts/gone.sh: "
+        "script 'gone.sh': No such file or directory",
+        "  workflows/hello.xml:4: template 'Hello': templates/agent/scripts/lost.sh: "
+        "script 'lost.sh': No such file or directory",
+        "  types.json:3: type 'b': unknown key(s) x",
+        "  types.json:2: type 'a' extends unknown type 'nowhere'"]
 
 
 def test_two_versions_are_named_with_their_version(cli, tmp_path):

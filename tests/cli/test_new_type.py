@@ -2,17 +2,27 @@
 
 The test makes a data folder (a copy of the built-in one, as an operator's
 would be) and adds a type ``linuxNote`` to it without any Python of
-Fornace's: its create spec as JSON Schema in ``types.json``, a workflow
-creating its instances and running its plan, the plan's template and
-script.  Fornace started on that folder (``data_dir``) validates the type's
-services with that schema, deploys it on the local cloud and masks its
-declared secret; the built-in catalog does not know it.  (The dashboard's
-form of such a type: ``tests/api/test_dashboard_forms.py``.)
+Fornace's: its create spec as JSON Schema in ``types.json``, a workflow with
+only its configuration rule (its instances come from the Linux instance
+rules of ``Common.xml``: it extends ``linuxService``, whose ``instance``
+keys it inherits), the plan's template and script.  Fornace started on that
+folder (``data_dir``) validates the type's services with that schema,
+deploys it on the local cloud and masks its declared secret; the built-in
+catalog does not know it.  (The dashboard's form of such a type:
+``tests/api/test_dashboard_forms.py``.)
+
+On the same Fornace, the authors' walk-through
+(``doc/source/authors/new-type.rst``) runs as written: a type shipped as a
+workflow package holding no instance rule, no instance template and not the
+data folder's helper script, checked, uploaded, used, deployed and shown
+through the command line; its units' pages answer.
 """
 from __future__ import annotations
 
 import json
+import re
 import shutil
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -23,9 +33,11 @@ from fornace.cli.demo import Demo
 from fornace.cli.main import build_conf
 from fornace.common.resources import BUILTIN_DATA
 from clikit import as_json, ok, runner
+from dockit import ROOT, file_blocks, literal_block_after, shell
 from localkit import running_onebox
 
 TIMEOUT = 120.0
+WALK_THROUGH = ROOT / "doc" / "source" / "authors" / "new-type.rst"
 
 NOTE_TYPE = {
     "extends": "linuxService",
@@ -46,39 +58,9 @@ NOTE_TYPE = {
 }
 
 WORKFLOW = """<?xml version="1.0"?>
-<!-- linuxNote: each unit writes the service's text into note.txt (plan Notes/WriteNote). -->
+<!-- linuxNote: each unit writes the service's text into note.txt (plan Notes/WriteNote);
+     its instances come from Common.xml's Linux instance rules (it extends linuxService). -->
 <workflow>
-    <rule match="$.services[?(@.type == 'linuxNote')].units[?(@.state.hostname and not @.temp.instanceName)]"
-          desc="Note units without an instance in this deployment">
-        <update-cf-stack template="LinuxInstance" error="exception" result="outputs">
-            <parameter name="mappings">
-                <map>
-                    <mapping name="instanceName"><select path="state.hostname"/></mapping>
-                    <mapping name="flavor"><select path="::flavor" default="m1.small"/></mapping>
-                    <mapping name="imageName"><select path="::osImage.name"/></mapping>
-                    <mapping name="userData">
-                        <prepare-user-data initFile="init.sh" template="Default">
-                            <parameter name="hostname"><select path="state.hostname"/></parameter>
-                            <parameter name="unit"><select path="id"/></parameter>
-                            <parameter name="service"><select path="::id"/></parameter>
-                        </prepare-user-data>
-                    </mapping>
-                </map>
-            </parameter>
-            <success>
-                <set path="temp.instanceName"><select path="name"/></set>
-                <set path="state.address"><select source="outputs"><parameter name="path"><select path="state.hostname"/></parameter></select></set>
-            </success>
-            <failure>
-                <report entity="unit" level="error">
-                    <parameter name="id"><select path="id"/></parameter>
-                    <parameter name="text">No instance for <select path="state.hostname"/></parameter>
-                </report>
-                <stop/>
-            </failure>
-        </update-cf-stack>
-    </rule>
-
     <rule match="$.services[?(@.type == 'linuxNote')].units[?(@.temp.instanceName and not @.state.noted)]"
           desc="Note units that have not written the note">
         <set path="state.noted"><true/></set>
@@ -147,12 +129,13 @@ def note_data_folder(root: Path) -> Path:
     return data
 
 
-@pytest.fixture
-def box(tmp_path):
+@pytest.fixture(scope="module")
+def box(tmp_path_factory):
+    root = tmp_path_factory.mktemp("new-type")
     conf = build_conf()
     conf(["up"], project="fornace", default_config_files=[], default_config_dirs=[])
-    conf.set_override("data_dir", str(note_data_folder(tmp_path)))
-    yield from running_onebox(tmp_path / "state", max_environments=1, conf=conf)
+    conf.set_override("data_dir", str(note_data_folder(root)))
+    yield from running_onebox(root / "state", max_environments=2, conf=conf)
 
 
 def refused(call) -> str:
@@ -212,3 +195,44 @@ def test_a_type_added_as_data_is_validated_and_deployed(box):
     assert ready["services"][0]["signature"] == "***"
 
     demo.delete()
+
+
+def test_the_authors_walk_through_runs_as_written(box, tmp_path):
+    text = WALK_THROUGH.read_text()
+    files = file_blocks(text, "greeting")
+    assert sorted(files) == [
+        "greeting/package.json", "greeting/templates/agent/Greeting/Serve.template",
+        "greeting/templates/agent/scripts/serve_greeting.py", "greeting/types.json",
+        "greeting/workflows/Greeting.xml"]
+    # data only, built from the catalog's parts: no instance rule, no instance
+    # template, not the data folder's helper script
+    assert "update-cf-stack" not in files["greeting/workflows/Greeting.xml"]
+    assert not any(path.startswith("greeting/templates/cf/") or
+                   path.endswith("fornace_unit.py") for path in files)
+    for path, content in files.items():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text(content)
+
+    commands = literal_block_after(text, "from the folder")
+    assert [command.split()[:3] for command in commands] == [
+        ["fornace", "workflow", "check"], ["fornace", "package", "upload"],
+        ["fornace", "env", "create"], ["fornace", "package", "use"],
+        ["fornace", "service", "add"], ["fornace", "deploy", "hello"],
+        ["fornace", "outputs", "hello"], ["fornace", "env", "delete"]]
+    home = tmp_path / "home"
+    home.mkdir()
+    for command in commands:
+        done = shell(command, box.url, home, cwd=tmp_path)
+        assert done.returncode == 0, (command, done.stdout, done.stderr)
+        if command.startswith("fornace deploy"):
+            assert "deploy succeeded" in done.stdout, done.stdout
+            assert "Instance greet1 (greeter_instance_" in done.stdout, done.stdout
+            assert "Greeting served on greet2: http://" in done.stdout, done.stdout
+        if command.startswith("fornace outputs"):
+            urls = re.findall(r"http://[0-9.]+:8080/", done.stdout)
+            assert len(urls) == 2 and "greet1" in done.stdout, done.stdout
+            for url in urls:
+                with urllib.request.urlopen(url, timeout=10) as answer:
+                    assert answer.read() == b"<h1>Bonjour</h1>\n"
+    assert "hello" not in [e["name"] for e in
+                           ApiClient(box.url).get("/environments")["environments"]]

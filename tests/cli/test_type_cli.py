@@ -113,6 +113,7 @@ def test_types_are_listed_and_shown_as_the_api_has_them(box, tmp_path):
     shown = ok(cli("type", "show", "linuxNote"))
     assert shown.startswith("type linuxNote\n") and "extends: linuxService > service" in shown
     assert "operations: monitor (does nothing), run" in shown
+    assert "instance: template LinuxInstance, image linux" in shown
     assert any(line.split()[:3] == ["text", "string", "yes"] for line in shown.splitlines())
     assert any(line.startswith("signature ") and "secret" in line
                for line in shown.splitlines())

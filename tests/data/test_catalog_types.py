@@ -165,6 +165,10 @@ def _types_in(match: str) -> set[str] | None:
     found = set()
     for clause in re.findall(r"@\.type\s*(?:==\s*'[^']*'|in\s*\([^)]*\))", match):
         found.update(re.findall(r"'([^']*)'", clause))
+    # the types' instance keys (temp.instance, what the conductor shows each service)
+    for key, value in re.findall(r"@\.temp\.instance\.(\w+)(?:\s*==\s*'([^']*)')?", match):
+        found.update(name for name in CONCRETE
+                     if CATALOG.instance(name).get(key) == (value or True))
     return found or None
 
 

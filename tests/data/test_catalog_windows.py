@@ -23,6 +23,7 @@ import pytest
 
 import pscheck
 from fornace.api.specs import validate_create
+from fornace.common.catalog import load_catalog, with_type_views
 from fornace.conductor.dsl.trace import RecordingTrace
 from fornace.conductor.executors.simulator import Fault, SimulatedCloud
 from fornace.conductor.session import Outcome, Session, Settings
@@ -122,6 +123,7 @@ def deploy(model: dict[str, Any], *, fail: tuple[str, ...] = (),
                            failures=[Fault.parse(f) for f in fail])
     stacks, agents = cloud.executors()
     trace = RecordingTrace()
+    with_type_views(model, load_catalog(DATA / "types.json"))   # as run_job does
     outcome = Session(model, load_workflows(DATA / "workflows"), TemplateStore(DATA),
                       stacks, agents, Settings(), trace=trace).run()
     return Deployment(outcome, trace, stacks, agents)
@@ -640,6 +642,17 @@ def test_agent_template_calls_real_functions_with_their_parameters(name):
                     todo.append(call)
 
 
+def named_template(element: ET.Element) -> str:
+    """The template a call names: its attribute, else the Windows types' instance
+    template (``temp.instance.template``, what the catalog shows the workflows)."""
+    name = element.get("template")
+    if name is None:
+        [given] = [p for p in element.findall("parameter") if p.get("name") == "template"]
+        assert [s.get("path") for s in given.iter("select")] == ["::temp.instance.template"]
+        name = load_catalog(DATA / "types.json").instance("windowsService")["template"]
+    return name
+
+
 def test_workflows_give_every_placeholder_of_their_templates():
     store = TemplateStore(DATA)
     placeholder = re.compile(r'"\$([A-Za-z_]\w*)"')
@@ -649,7 +662,7 @@ def test_workflows_give_every_placeholder_of_their_templates():
         for element in root.iter():
             if element.tag not in ("send-command", "update-cf-stack"):
                 continue
-            template = element.get("template")
+            template = named_template(element)
             used.add(template)
             path = store.agent_path(template) if element.tag == "send-command" \
                 else store.heat_path(template)

@@ -12,16 +12,15 @@ two commands are the ones the docs and CI give.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
 import pytest
 
 from browserkit import chromium, log_in
+from dockit import literal_block_after, shell as run_shell
 from fornace.cli.client.http import ApiClient
 from localkit import running_onebox
 from waiting import wait_for
@@ -35,20 +34,6 @@ TEST_COMMAND = ("python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && 
                 ".venv/bin/python -m pytest -q")
 
 
-def literal_block_after(text: str, marker: str) -> list[str]:
-    """The lines of the ``::`` block that follows the paragraph holding ``marker``
-    (continuation lines ending in a backslash joined)."""
-    start = text.index(marker)
-    block_start = text.index("::\n\n", start) + 4
-    lines = []
-    for line in text[block_start:].splitlines():
-        if line and not line.startswith("    "):
-            break
-        lines.append(line[4:])
-    joined = "\n".join(lines).replace("\\\n", " ")
-    return [line for line in joined.splitlines() if line.strip()]
-
-
 @pytest.fixture(scope="module")
 def box(tmp_path_factory):
     yield from running_onebox(tmp_path_factory.mktemp("readme") / "state",
@@ -56,10 +41,7 @@ def box(tmp_path_factory):
 
 
 def shell(command: str, box, home: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HOME": str(home), "FORNACE_URL": box.url,
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    return subprocess.run(["bash", "-euo", "pipefail", "-c", command], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return run_shell(command, box.url, home)
 
 
 def ready_environment(box, name: str) -> dict:
