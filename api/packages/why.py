@@ -39,11 +39,12 @@ def explain_rule(store: Store, files: WorkflowFiles | None, ctx: Context, env_id
         env = store.environment(db, ctx, env_id)
         keys = store.secret_keys(db, env.id)
         model = env.description
+        catalog = store.catalog_of(db, env.id)
         environment = {"id": env.id, "name": env.name}
     secrets = find_secrets(model, keys=keys)
     paths = [found.path for found in files.listing(environment["id"]).files]
     try:
-        answer = files.explain(paths, model, rule.strip(), unit)
+        answer = files.explain(paths, model, rule.strip(), unit, catalog)
     except UnknownName as exc:
         raise NotFound(mask_text(str(exc), secrets),
                        close=[mask_text(name, secrets) for name in exc.close]) from None

@@ -18,6 +18,6 @@ PackageCheck = Callable[[Path], list[str]]
 WorkflowCheck = Callable[[Path, Path], list[str]]
 
 # (the workflow files in effect, the environment's model, a rule's name, a unit's
-# name or None) -> what ``fornace why`` answers (fornace.conductor.dsl.why);
+# name or None, the environment's catalog) -> what ``fornace why`` answers (fornace.conductor.dsl.why);
 # raises fornace.common.errors.UnknownName for a rule or unit that names nothing
-RuleExplain = Callable[[list[Path], dict[str, Any], str, "str | None"], dict[str, Any]]
+RuleExplain = Callable[[list[Path], dict[str, Any], str, "str | None", Any], dict[str, Any]]

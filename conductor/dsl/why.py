@@ -205,6 +205,16 @@ _VALUES = frozenset({"select", "select-all", "select-single", "true", "false", "
 _SAID = ("template", "path", "target", "level", "rule", "entity")
 
 
+def _computed(param: Node) -> str:
+    """How a parameter's value is computed, when it is one ``<select path=...>``
+    (``template=(select ::temp.instance.template)``), else ``computed``."""
+    if param.blank and len(param.children) == 1 and param.children[0].tag == "select":
+        path = param.children[0].attrs.get("path")
+        if path and set(param.children[0].attrs) == {"path"}:
+            return f"select {path}"
+    return "computed"
+
+
 def _does(node: Node) -> list[str]:
     """The calls of a rule's body (nested rules named, not entered; value calls
     left out), as what it would do: ``update-cf-stack template=LinuxInstance``,
@@ -220,7 +230,9 @@ def _does(node: Node) -> list[str]:
             elif child.tag in ("success", "failure"):
                 visit(child, f"on {child.tag}: ")
             elif child.tag not in _VALUES and child.tag != "empty":
-                said = " ".join(f"{k}={v}" for k, v in child.attrs.items() if k in _SAID)
+                said = " ".join([f"{k}={v}" for k, v in child.attrs.items() if k in _SAID]
+                                + [f"{k}=({_computed(v)})" for k, v in child.params.items()
+                                   if k in _SAID and k not in child.attrs])
                 found.append(f"{label}{child.tag}{' ' + said if said else ''}")
                 visit(child, label)
     visit(node, "")

@@ -5,6 +5,7 @@ The API may not import the conductor; the command that starts it hands it
 looked for in the workflow files in effect for the environment (the data
 folder's with its pinned packages', as a job runs them), and evaluated on the
 model the environment's next deployment would start from: its ``temp`` cleared
+but for its types' views (``temp.instance``, from the environment's catalog),
 and the marks of changed units undone by change detection (the default
 ``evaluate`` mode), as the conductor does before the first round
 (:func:`fornace.conductor.jobs.changes.prepare`).
@@ -16,6 +17,7 @@ import functools
 from pathlib import Path
 from typing import Any
 
+from fornace.common.catalog import Catalog, with_type_views
 from fornace.common.contract import clean_model
 from fornace.common.errors import LocatedError, UnknownName
 from fornace.common.packages.checks import RuleExplain
@@ -48,20 +50,23 @@ def _workflows(paths: list[Path]) -> tuple[list[Workflow], list[str]]:
     return found, skipped
 
 
-def starting_model(model: dict[str, Any], mode: str = "evaluate") -> dict[str, Any]:
-    """The model a deployment starts from (a copy): no ``temp``, changed units'
+def starting_model(model: dict[str, Any], mode: str = "evaluate",
+                   catalog: Catalog | None = None) -> dict[str, Any]:
+    """The model a deployment starts from (a copy): no ``temp`` but the views of
+    the services' types (``temp.instance``, from ``catalog``), changed units'
     marks undone."""
-    prepared = clean_model(copy.deepcopy(model))
+    prepared = with_type_views(clean_model(copy.deepcopy(model)), catalog)
     changes.prepare(prepared, mode)
     return prepared
 
 
 def explain(paths: list[Path], model: dict[str, Any], rule: str,
-            unit: str | None = None) -> dict[str, Any]:
-    """What ``fornace why`` answers (see the module's docstring)."""
+            unit: str | None = None, catalog: Catalog | None = None) -> dict[str, Any]:
+    """What ``fornace why`` answers (see the module's docstring); ``catalog``: the
+    environment's (its types' views are given to the services as a job gives them)."""
     workflows, skipped = _workflows(paths)
     try:
-        answer = explain_rule(workflows, starting_model(model), rule, unit)
+        answer = explain_rule(workflows, starting_model(model, catalog=catalog), rule, unit)
     except UnknownName as exc:
         if skipped:
             raise UnknownName(f"{exc} (not read, they do not compile: "

@@ -101,9 +101,9 @@ def test_the_json_route_and_who_may_ask(api, browser):
     [unit] = answer.json()["objects"]
     assert unit["refused"]["because"] == ["not @.state.hostname is false: "
                                           "state.hostname = 'web1'"]
-    missing = api.client.get(f"/environments/{env_id}/why", params={"rule": "Common.xml:55x"})
+    missing = api.client.get(f"/environments/{env_id}/why", params={"rule": "Common.xml:69x"})
     assert missing.status_code == 404
-    assert missing.json()["error"]["close"][0] == "Common.xml:55"
+    assert missing.json()["error"]["close"][0] == "Common.xml:69"
     assert api.client.get(f"/environments/{env_id}/why",
                           params={"rule": " "}).status_code == 400
     other = api.client.get(f"/environments/{env_id}/why", params={"rule": "Common.xml:5"},

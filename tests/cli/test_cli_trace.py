@@ -40,9 +40,9 @@ def test_a_real_deployment_keeps_the_trace_of_the_rules_that_fired(box, cli, tra
     # the workflow rules that fired, where they are, and on which object
     assert any(re.fullmatch(r".+\.xml:\d+", e["at"]) and "units" in e["object"] for e in rules)
     # units by hostname too, and why a rule matched: the values its filter read
-    created = [e for e in rules if e["at"] == "Common.xml:24"]
+    created = [e for e in rules if e["at"] == "Common.xml:37"]
     assert created and all(e["host"] == "web1" for e in created)
-    assert created[0]["cause"] == ["services.0.type: 'linuxWebServer'",
+    assert created[0]["cause"] == ["services.0.temp.instance.image: 'linux'",
                                    "state.hostname: 'web1'", "temp.instanceName: absent"]
     commands = {e["n"]: e for e in events if e["e"] == "queued" and e["kind"] == "send-command"}
     assert any(e.get("template") == "Linux/DeployStaticSite" for e in commands.values())
@@ -58,9 +58,9 @@ def test_a_real_deployment_keeps_the_trace_of_the_rules_that_fired(box, cli, tra
     assert re.search(r"^  pass 1: rule \S+ at \S+\.xml:\d+ matched \S+", printed, re.M), printed
     assert re.search(r"queued #\d+ send-command Linux/DeployStaticSite on unit \S+ \(web1\)",
                      printed)
-    assert re.search(r"^  pass \d: rule line24 at Common.xml:24 matched services.0.units.0 "
-                     r"\(\w+, host web1\)  -- Linux units .*\n      because services.0.type: "
-                     r"'linuxWebServer', state.hostname: 'web1', temp.instanceName: absent$",
+    assert re.search(r"^  pass \d: rule line37 at Common.xml:37 matched services.0.units.0 "
+                     r"\(\w+, host web1\)  -- Linux units .*\n      because services.0.temp.instance.image: "
+                     r"'linux', state.hostname: 'web1', temp.instanceName: absent$",
                      printed, re.M)
     assert as_json(cli("trace", "traced", job["id"], "--json")) == document
 
@@ -86,17 +86,16 @@ def test_why_answers_for_a_rule_that_fired_and_one_that_did_not(box, cli, traced
         f"  services.0.units.0 ({unit_id}, host web1): does not match",
         "      failed: [?(not @.state.hostname)] of rule line5",
         "        not @.state.hostname is false: state.hostname = 'web1'"]
-    answer = as_json(cli("why", "traced", "Common.xml:24", "--json"))
+    answer = as_json(cli("why", "traced", "Common.xml:37", "--json"))
     [unit] = answer["objects"]
     assert (unit["host"], unit["matched"], answer["matched"]) == ("web1", True, 1)
-    assert unit["because"] == ["services.0: @.type in ('linuxWebServer', 'linuxApp', "
-                              "'linuxWebServerFarm', 'linuxAppFarm') is true: "
-                              "type = 'linuxWebServer'",
+    assert unit["because"] == ["services.0: @.temp.instance.image == 'linux' is true: "
+                              "temp.instance.image = 'linux'",
                               "@.state.hostname is true: state.hostname = 'web1'",
                               "not @.temp.instanceName is true: temp.instanceName = absent"]
-    assert answer["does"][0] == "update-cf-stack template=LinuxInstance"
-    error = one_line_error(cli("why", "traced", "line24"), 2)    # two files have one
-    assert "2 rules are named 'line24': Common.xml:24 (" in error and "LinuxWebServer.xml:24" in error
+    assert answer["does"][0] == "update-cf-stack template=(select ::temp.instance.template)"
+    error = one_line_error(cli("why", "traced", "LinuxWebServer.xml:68", "web1x"), 2)
+    assert "no unit has the id, hostname or name 'web1x'; close names: 'web1'" in error
     error = one_line_error(cli("why", "traced", "Units that have no hostnam"), 2)
     assert "no rule is named 'Units that have no hostnam'" in error
     assert "close names: 'Units that have no hostname yet'" in error
