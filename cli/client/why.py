@@ -29,8 +29,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "values but its types' views, temp.instance; change detection has undone the "
         "marks of changed units), before any rule has run. For each object the rule's "
         "match reaches (or those of UNIT: a unit's id, hostname or name, and the "
-        "service above it), it says whether the rule matches; if not, the step of the match that refused it (a filter such as "
-        "the type test) and the clauses of that filter that were false, with the values "
+        "service above it), it says whether the rule matches; if not, the step of the "
+        "match that refused it (a filter such as the type test) and the clauses of that filter that were false, with the values "
         "they read; if it does, the clauses that held and what the rule does. Values "
         "named like secrets are masked. An unknown rule or unit is an error naming close "
         "names (exit status 2).",
