@@ -23,17 +23,17 @@ from fornace.common.tracetext import matched_text
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
     why = add_command(
         subparsers, "why", "say why a workflow rule matches a unit, or which clause does not",
-        "Evaluate RULE (its desc, its id or its file:line, as 'fornace trace' names rules) "
-        "of the workflow files in effect for ENV (the data folder's and its pinned "
-        "packages') on ENV's model as its next deployment would start from it (no temp "
+        "Evaluate RULE (its desc, its id or its file:line, as 'fornace trace' names "
+        "rules) of the workflow files in effect for ENV (the data folder's and its pinned"
+        " packages') on ENV's model as its next deployment would start from it (no temp "
         "values but its types' views, temp.instance; change detection has undone the "
         "marks of changed units), before any rule has run. For each object the rule's "
-        "match reaches (or those of UNIT: a unit's id, hostname or name, and the "
-        "service above it), it says whether the rule matches; if not, the step of the "
-        "match that refused it (a filter such as the type test) and the clauses of that filter that were false, with the values "
-        "they read; if it does, the clauses that held and what the rule does. Values "
-        "named like secrets are masked. An unknown rule or unit is an error naming close "
-        "names (exit status 2).",
+        "match reaches (or those of UNIT: a unit's id, hostname or name, and the service "
+        "above it), it says whether the rule matches; if not, the step of the match that "
+        "refused it (a filter such as the type test) and the clauses of that filter that "
+        "were false, with the values they read; if it does, the clauses that held and "
+        "what the rule does. Values named like secrets are masked. An unknown rule or "
+        "unit is an error naming close names (exit status 2).",
         ["fornace why demo Common.xml:37",
          "fornace why demo 'Units that have no hostname yet' web1",
          "fornace why demo line37 --json"])
