@@ -91,6 +91,10 @@ def test_the_trace_page_shows_each_round_s_rules_and_changes(api, browser):
         assert f'id="task-{change}"' in page and f"<b>{rule}</b>" in page
     assert "Model changes of round 1" in page
     assert SECRET not in page and SECRET not in job_page
+    # the workflows it ran: the data folder's (no package pinned)
+    assert '<p class="packages" id="job-packages">Ran with: <code>data folder</code></p>' in job_page
+    assert '<p id="trace-packages">Workflows of: <code>data folder</code></p>' in page
+    assert 'id="reconfigured"' not in page                 # a first deployment: none again
 
 
 def test_a_job_without_a_trace_says_so_and_another_project_is_refused(api, browser):

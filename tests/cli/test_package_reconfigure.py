@@ -1,12 +1,14 @@
 """A package move whose script changed reaches every unit (the must-show of issue 32).
 
 An environment pinned to ``kvstore 1.0.0`` -- a package holding a Linux type
-``kvStore``, its workflow, its instance and plan templates and a script that
-answers its package's version -- is deployed on the local cloud.  ``1.1.0``
+``kvStore``, its configuration rule, its plan template and a script that
+answers its package's version (its instances are the catalog's: the type
+extends ``linuxService``) -- is deployed on the local cloud.  ``1.1.0``
 changes only the script.  After ``fornace package use ENV kvstore@1.1.0``,
 ``fornace plan`` lists a reconfigure task per unit saying which script
 changed in which version; ``deploy`` runs them, and the units answer 1.1.0.
-The jobs and the trace name the versions they ran.
+The jobs and the trace name the versions they ran, in the command line and
+in the dashboard.
 """
 from __future__ import annotations
 
@@ -14,12 +16,12 @@ import json
 import re
 from pathlib import Path
 
+import httpx
 import pytest
 
 from clikit import as_json, ok, runner
 from localkit import running_onebox
 from packagekit import write_folder
-from fornace.common.resources import BUILTIN_DATA
 
 KV_TYPE = {"types": {"kvStore": {
     "extends": "linuxService",
@@ -29,30 +31,6 @@ KV_TYPE = {"types": {"kvStore": {
 
 WORKFLOW = """<?xml version="1.0"?>
 <workflow>
-    <rule match="$.services[?(@.type == 'kvStore')].units[?(@.state.hostname and not @.temp.instanceName)]"
-          desc="kvStore units without an instance in this deployment">
-        <update-cf-stack template="KvInstance" error="exception" result="outputs">
-            <parameter name="mappings">
-                <map>
-                    <mapping name="instanceName"><select path="state.hostname"/></mapping>
-                    <mapping name="flavor"><select path="::flavor" default="m1.small"/></mapping>
-                    <mapping name="imageName"><select path="::osImage.name"/></mapping>
-                    <mapping name="userData">
-                        <prepare-user-data initFile="init.sh" template="Default">
-                            <parameter name="hostname"><select path="state.hostname"/></parameter>
-                            <parameter name="unit"><select path="id"/></parameter>
-                            <parameter name="service"><select path="::id"/></parameter>
-                        </prepare-user-data>
-                    </mapping>
-                </map>
-            </parameter>
-            <success>
-                <set path="temp.instanceName"><select path="name"/></set>
-            </success>
-            <failure><stop/></failure>
-        </update-cf-stack>
-    </rule>
-
     <rule match="$.services[?(@.type == 'kvStore')].units[?(@.temp.instanceName and not @.state.kvDeployed)]"
           desc="kvStore units whose store is not deployed">
         <send-command template="Kv/Deploy" error="exception" result="outcome">
@@ -81,8 +59,6 @@ def kvstore(root: Path, version: str) -> Path:
                                     "description": "a store answering its version"}).encode(),
         "types.json": json.dumps(KV_TYPE).encode(),
         "workflows/Kv.xml": WORKFLOW.encode(),
-        "templates/cf/KvInstance.template":
-            (BUILTIN_DATA / "templates" / "cf" / "LinuxInstance.template").read_bytes(),
         "templates/agent/Kv/Deploy.template": json.dumps(PLAN).encode(),
         "templates/agent/scripts/deploy_kv.py": SCRIPT.format(version=version).encode()})
 
@@ -146,3 +122,21 @@ def test_a_package_move_whose_script_changed_reconfigures_every_unit(box, tmp_pa
 
     again = as_json(cli("deploy", "kv", "--json"))        # recorded: nothing runs again
     assert [t for t in again["job"]["tasks"] if t["target"] and t["status"] != "skipped"] == []
+
+    dashboard = dashboard_page(box.url, f"/environments/{second['job']['environment_id']}"
+                                        f"/jobs/{second['job']['id']}/trace")
+    assert '<p id="trace-packages">Workflows of: <code>kvstore 1.1.0</code></p>' in dashboard
+    assert re.findall(r"<li><b class=\"host\">(kv\d)</b> <code>\w+</code>: ([^<]+)</li>",
+                      dashboard) == [("kv1", why), ("kv2", why)], dashboard
+
+
+def dashboard_page(url: str, path: str) -> str:
+    """A page of the dashboard at ``url``, logged in as the command line's tenant."""
+    with httpx.Client(base_url=url, headers={"Origin": url}) as client:
+        token = re.search(r'name="csrf_token" value="([^"]+)"',
+                          client.get("/dashboard/login").text).group(1)
+        client.post("/dashboard/login", data={"csrf_token": token, "tenant": "demo",
+                                               "user": "demo"})
+        page = client.get("/dashboard" + path)
+        assert page.status_code == 200, page.text
+        return page.text
