@@ -143,7 +143,7 @@ def environment_overview(store: Store, jobs: Jobs, ctx: Context,
     running = history[0] if history and history[0]["finished"] is None else None
     services = _shown_services(store, ctx, env, session_id, running)
     status = jobs.status(ctx, env_id, session_id)
-    statuses = _status_by_id(status["services"])
+    statuses, sent = _status_by_id(status["services"])
     view = topology_model.build({"services": services},
                                 store.environment_catalog(env_id)).view()
     last = history[0] if history else None
@@ -152,12 +152,13 @@ def environment_overview(store: Store, jobs: Jobs, ctx: Context,
     return {"env": env, "busy": busy, "session": session,
             "outcome": None if busy else outcome(last),
             "changes": pending_changes(env["services"], services) if session else [],
-            "services": _service_rows(services, statuses),
+            "services": _service_rows(services, statuses, sent),
             "deployments": kinds["deployments"][:RECENT_JOBS],
             "actions": kinds["actions"][:RECENT_JOBS],
             "job_counts": {name: len(found) for name, found in kinds.items()},
             "running": running, "topology": graph.render(view, statuses),
-            "problems": view["problems"], "outputs": environment_outputs(env),
+            "problems": view["problems"],
+            "outputs": jobs.outputs(ctx, env_id) if running else environment_outputs(env),
             "reports": (shown_reports(store.reports.of_deployment(ctx, env_id, last["id"],
                                                                   [])[-15:])
                         if last else [])}
@@ -176,17 +177,26 @@ def _shown_services(store: Store, ctx: Context, env: dict[str, Any], session_id:
     return env["services"]
 
 
-def _status_by_id(services: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+_ENDPOINTS = ("hostname", "address")
+
+
+def _status_by_id(services: list[dict[str, Any]],
+                  ) -> tuple[dict[str, dict[str, Any]], dict[str, dict[str, Any]]]:
+    """Each node's status, and its endpoints as the status shows them (a running
+    job's as it sends them), by id."""
     found: dict[str, dict[str, Any]] = {}
-    for service in services:
-        found[service["id"]] = service["status"]
-        for unit in service["units"]:
-            found[unit["id"]] = unit["status"]
-    return found
+    sent: dict[str, dict[str, Any]] = {}
+    for node in [n for service in services for n in (service, *service["units"])]:
+        found[node["id"]] = node["status"]
+        sent[node["id"]] = {key: node.get(key) for key in _ENDPOINTS if node.get(key)}
+    return found, sent
 
 
 def _service_rows(services: list[Any], statuses: dict[str, dict[str, Any]],
-                  ) -> list[dict[str, Any]]:
+                  sent: dict[str, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """The rows of the services table; ``sent``: endpoints by id (a running job's)
+    shown where the model has none yet."""
+    sent = sent or {}
     rows = []
     for service in services:
         if not isinstance(service, dict):
@@ -195,14 +205,16 @@ def _service_rows(services: list[Any], statuses: dict[str, dict[str, Any]],
         for unit in service.get("units") or []:
             if isinstance(unit, dict):
                 state = unit.get("state") if isinstance(unit.get("state"), dict) else {}
+                known = sent.get(unit.get("id")) or {}
                 units.append({"id": unit.get("id"), "name": unit.get("name"),
-                              "hostname": state.get("hostname"),
-                              "address": state.get("address"),
+                              "hostname": state.get("hostname") or known.get("hostname"),
+                              "address": state.get("address") or known.get("address"),
                               "status": statuses.get(unit.get("id"), {})})
         state = service.get("state") if isinstance(service.get("state"), dict) else {}
         rows.append({"id": service.get("id"), "name": service.get("name"),
                      "type": service.get("type"), "units": units,
-                     "address": state.get("address"),   # a farm's load balancer
+                     "address": (state.get("address")      # a farm's load balancer
+                                 or (sent.get(service.get("id")) or {}).get("address")),
                      "status": statuses.get(service.get("id"), {})})
     return rows
 

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
 from typing import Callable
+
+import httpx
 
 Runner = Callable[..., subprocess.CompletedProcess]
 
@@ -52,3 +55,16 @@ def site(name: str, port: int, units: int = 1) -> dict:
     return {"name": name, "type": "linuxWebServer", "port": port,
             "unitNamingPattern": f"{name}#", "osImage": {"name": "local", "type": "linux"},
             "units": [{} for _ in range(units)]}
+
+
+def dashboard_page(url: str, path: str) -> str:
+    """A page of the dashboard of the API at ``url``, logged in (noauth) as the
+    tenant and user the commands are, without ``--tenant``."""
+    with httpx.Client(base_url=url, headers={"Origin": url}) as client:
+        token = re.search(r'name="csrf_token" value="([^"]+)"',
+                          client.get("/dashboard/login").text).group(1)
+        client.post("/dashboard/login", data={"csrf_token": token, "tenant": "demo",
+                                               "user": "demo"})
+        page = client.get("/dashboard" + path)
+        assert page.status_code == 200, page.text
+        return page.text

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from apikit import free_port
-from clikit import as_json, ok, one_line_error, site
+from clikit import as_json, dashboard_page, ok, one_line_error, site
 from fornace.cli.client.deploy import with_ids
 from fornace.cli.client.http import ApiClient
 from fornace.cli.client.service import load_services
@@ -259,6 +259,12 @@ def test_a_first_deployment_shows_its_units_as_it_goes_and_is_busy_for_changes(b
         busy = one_line_error(cli("service", "update", "cli-held", "held", "--set", "port=1"), 3)
         assert f"is busy: job {job['id']} (deploy)" in busy
         assert "held_instance_0" in ok(cli("service", "list", "cli-held"))
+        page = dashboard_page(box.url, f"/environments/{env_id}")     # the dashboard too
+        [row] = re.findall(rf'<tr class="unit-row" data-unit="{unit["id"]}">(.*?)</tr>', page,
+                           re.S)
+        assert "<td>held1</td>" in row and f"<td>{unit['address']}</td>" in row, row
+        assert re.search(rf'<tr class="output-unit" data-unit="{unit["id"]}">.*?<td>held1</td>'
+                         rf'\s*<td>{re.escape(unit["address"])}</td>', page, re.S), page
     finally:
         go.write_text("")   # the app starts: the job ends
     assert "deploy succeeded" in ok(cli("logs", "cli-held", job["id"], "--follow"))

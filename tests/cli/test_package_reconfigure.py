@@ -16,10 +16,9 @@ import json
 import re
 from pathlib import Path
 
-import httpx
 import pytest
 
-from clikit import as_json, ok, runner
+from clikit import as_json, dashboard_page, ok, runner
 from localkit import running_onebox
 from packagekit import write_folder
 
@@ -129,14 +128,3 @@ def test_a_package_move_whose_script_changed_reconfigures_every_unit(box, tmp_pa
     assert re.findall(r"<li><b class=\"host\">(kv\d)</b> <code>\w+</code>: ([^<]+)</li>",
                       dashboard) == [("kv1", why), ("kv2", why)], dashboard
 
-
-def dashboard_page(url: str, path: str) -> str:
-    """A page of the dashboard at ``url``, logged in as the command line's tenant."""
-    with httpx.Client(base_url=url, headers={"Origin": url}) as client:
-        token = re.search(r'name="csrf_token" value="([^"]+)"',
-                          client.get("/dashboard/login").text).group(1)
-        client.post("/dashboard/login", data={"csrf_token": token, "tenant": "demo",
-                                               "user": "demo"})
-        page = client.get("/dashboard" + path)
-        assert page.status_code == 200, page.text
-        return page.text
