@@ -84,7 +84,7 @@ def revoke(auth: KeystoneAuth, token: str) -> None:
 
 
 def flash_of(page: str) -> str | None:
-    found = re.search(r'<div class="flash flash-\w+" role="status">(.*?)</div>', page, re.S)
+    found = re.search(r'<div class="flash flash-\w+" role="status"[^>]*>(.*?)</div>', page, re.S)
     return html.unescape(found.group(1).strip()) if found else None
 
 
