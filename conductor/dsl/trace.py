@@ -43,7 +43,9 @@ class NullTrace:
 RoundSink = Callable[[dict[str, Any], list[tuple[str, dict[str, Any]]]], None]
 
 
-ROUND_BYTES = 16 * 1024 * 1024   # model changes a trace keeps in full per round
+ROUND_BYTES = 16 * 1024 * 1024   # rule matches and model changes a trace keeps per round
+#: what an entry costs the round's budget besides its strings (keys, quotes, commas)
+_ENTRY_BYTES = 60
 
 
 class RecordingTrace(NullTrace):
@@ -51,21 +53,38 @@ class RecordingTrace(NullTrace):
                  round_bytes: int = ROUND_BYTES) -> None:
         """``on_round(round, events)``: called with each finished round (see flush).
 
-        ``round_bytes``: past that many bytes of changed values in one round
-        (a workflow rewriting a big value pass after pass), a change is kept
-        with a note of its size instead of its value, so the trace's memory
-        stays bounded whatever the workflow does."""
+        ``round_bytes``: past that many bytes of rule matches and changed
+        values in one round (a workflow rewriting a big value pass after pass,
+        or a rule that never settles), a change is kept with a note instead of
+        its value, and later matches and changes are only counted (the
+        round's ``dropped``), so the trace's memory and what ``simulate``
+        prints stay bounded whatever the workflow does."""
         self.on_round = on_round
         self.round_bytes = round_bytes
         self.rounds: list[dict[str, Any]] = []
         self.events: list[tuple[str, dict[str, Any]]] = []  # chronological
         self.secrets: set[str] = set()
         self._actions: dict[int, dict[str, Any]] = {}
-        self._kept = 0   # bytes of changed values kept in this round
+        self._kept = 0   # bytes of rule matches and changed values kept in this round
 
     def _add(self, kind: str, entry: dict[str, Any]) -> None:
         self._current()[kind].append(entry)
         self.events.append((kind, entry))
+
+    def _room(self, kind: str, entry: dict[str, Any]) -> bool:
+        """Whether the round's budget still has room for ``entry`` (its strings);
+        if not, it is counted in the round's ``dropped`` instead."""
+        size = _ENTRY_BYTES + sum(len(v) for v in entry.values() if isinstance(v, str))
+        size += sum(len(line) for line in entry.get("cause") or ())
+        if self._kept + size <= self.round_bytes:
+            self._kept += size
+            return True
+        current = self._current()
+        if "dropped" not in current:
+            current["dropped"] = {"rules": 0, "changes": 0, "kept_bytes": self.round_bytes}
+            self.events.append(("dropped", current))
+        current["dropped"][kind] += 1
+        return False
 
     def _current(self) -> dict[str, Any]:
         if not self.rounds:
@@ -94,12 +113,15 @@ class RecordingTrace(NullTrace):
                      query: Query | None = None) -> None:
         """``query``: the rule's match, whose filters' reads are kept as the cause."""
         cause = [mask_text(line, self.secrets) for line in match_cause(query, cursor)]
-        self._add("rules", {"rule": rule_id, "where": node.where,
-                            "desc": node.attrs.get("desc"), "object": cursor.path_text(),
-                            "id": cursor.object_id, "host": hostname(cursor),
-                            "cause": cause})
+        entry = {"rule": rule_id, "where": node.where, "desc": node.attrs.get("desc"),
+                 "object": cursor.path_text(), "id": cursor.object_id,
+                 "host": hostname(cursor), "cause": cause}
+        if self._room("rules", entry):
+            self._add("rules", entry)
 
     def changed(self, rule_id: str, where: str, path: str, value: Any) -> None:
+        if not self._room("changes", {"rule": rule_id, "where": where, "path": path}):
+            return
         room = self.round_bytes - self._kept
         try:
             size = measure(value, max_bytes=max(room, 0), max_depth=1 << 20)
@@ -150,6 +172,11 @@ def _line(kind: str, entry: dict[str, Any]) -> str:
                 + (f"\n      because {cause}" if cause else ""))
     if kind == "changes":
         return f"    set {entry['path']} = {_short(entry['value'])}"
+    if kind == "dropped":
+        dropped = entry["dropped"]
+        return (f"  ... {dropped['rules']} more rule match(es) and {dropped['changes']} more "
+                f"model change(s) of round {entry['round']} not shown: a round's trace keeps "
+                f"{dropped['kept_bytes'] // 1024} KiB")
     if kind == "actions":
         return f"    queued {entry['kind']} {entry['template'] or ''}{_target(entry)}"
     if kind == "finished":

@@ -87,8 +87,9 @@ def test_a_deployment_sends_its_trace_before_its_result_secrets_masked():
     assert {e.get("host") for e in rules if e["id"] == "u1"} >= {None, "web1"}
     named = next(e for e in rules if e["at"] == "Common.xml:5" and e["id"] == "u1")
     assert named["cause"] == ["state.hostname: absent"] and "host" not in named
-    created = next(e for e in rules if e["at"] == "Common.xml:24" and e["id"] == "u1")
-    assert created["host"] == "web1" and "services.0.type: 'linuxWebServer'" in created["cause"]
+    created = next(e for e in rules if e["at"] == "Common.xml:37" and e["id"] == "u1")
+    assert created["host"] == "web1"
+    assert "services.0.temp.instance.image: 'linux'" in created["cause"]
     sets = [e for e in events if e["e"] == "set"]
     assert sets and all(e["path"] for e in sets)
     queued = {e["n"]: e for e in events if e["e"] == "queued"}
