@@ -326,6 +326,21 @@ def actions(doc: dict[str, Any]) -> list[list[tuple]]:
             for r in doc["rounds"] if r["actions"]]
 
 
+@pytest.mark.parametrize("example", ["linux-web.json", "linux-farm.json"])
+def test_an_os_image_given_by_name_alone_is_the_instances_image(capsys, tmp_path, example):
+    """``osImage`` may be a name (the schema takes a string or an object): the
+    instances boot from it as from ``{"name": ...}``."""
+    model = json.loads((EXAMPLES / example).read_text())
+    for service in model["services"]:
+        service["osImage"] = "debian-12"
+    given = tmp_path / example
+    given.write_text(json.dumps(model))
+    doc = simulate(capsys, given, "--result", 'Linux/DeployProxy="http://lb/"')
+    images = {a["mappings"]["instanceName"]: a["mappings"]["imageName"]
+              for r in doc["rounds"] for a in r["actions"] if a["kind"] == "update-cf-stack"}
+    assert images and set(images.values()) == {"debian-12"}, images
+
+
 def test_simulated_linux_app_example(capsys, tmp_path):
     doc = simulate(capsys, EXAMPLES / "linux-app.json",
                    "--result", 'Linux/DeployApp="http://10.0.0.1:8000/"')
