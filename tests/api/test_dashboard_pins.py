@@ -25,6 +25,7 @@ def test_pin_plan_move_and_unpin_from_the_dashboard(api):
 
     plan = mia.get(f"/environments/{env['id']}/packages/plan?name=greet")
     assert "Use greet 1.0.0" in plan and "+ workflows/Greet.xml" in plan
+    assert 'id="reconfigure-note"' not in plan   # a first use: nothing was configured by it
     moved = mia.client.post(f"{DASH}/environments/{env['id']}/packages/greet",
                             data={"csrf_token": mia.token(), "version": "1.0.0"},
                             follow_redirects=False, headers=OWN)
@@ -38,6 +39,7 @@ def test_pin_plan_move_and_unpin_from_the_dashboard(api):
     assert "Move to 1.1.0" in page
     plan = mia.get(f"/environments/{env['id']}/packages/greet/plan?version=1.1.0")
     assert "Move greet from 1.0.0 to 1.1.0" in plan
+    assert 'id="reconfigure-note"' in plan       # a file changed: its units configure again
     assert re.search(r'<span class="del">-\s+&lt;parameter name=&#34;text&#34;&gt;one', plan), plan
     assert re.search(r'<span class="add">\+\s+&lt;parameter name=&#34;text&#34;&gt;two', plan)
 
