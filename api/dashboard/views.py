@@ -141,7 +141,8 @@ def environment_overview(store: Store, jobs: Jobs, ctx: Context,
     session_id = session["id"] if session else None
     history = jobs.list_jobs(ctx, env_id)
     running = history[0] if history and history[0]["finished"] is None else None
-    services = _shown_services(store, ctx, env, session_id, running)
+    services = (store.environments.get(ctx, env_id, session_id)["services"] if session_id
+                else env["services"])   # during a first deployment, those it deploys
     status = jobs.status(ctx, env_id, session_id)
     statuses, sent = _status_by_id(status["services"])
     view = topology_model.build({"services": services},
@@ -162,19 +163,6 @@ def environment_overview(store: Store, jobs: Jobs, ctx: Context,
             "reports": (shown_reports(store.reports.of_deployment(ctx, env_id, last["id"],
                                                                   [])[-15:])
                         if last else [])}
-
-
-def _shown_services(store: Store, ctx: Context, env: dict[str, Any], session_id: str | None,
-                    running: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """The session's services when one is open; while a first deployment runs,
-    the services it deploys; else the deployed ones."""
-    if session_id:
-        return store.environments.get(ctx, env["id"], session_id)["services"]
-    if env["version"] == 0 and running is not None:
-        for deployment in store.reports.deployments(ctx, env["id"]):
-            if deployment["id"] == running["id"]:
-                return (deployment["description"] or {}).get("services") or []
-    return env["services"]
 
 
 _ENDPOINTS = ("hostname", "address")
