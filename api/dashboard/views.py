@@ -143,7 +143,7 @@ def environment_overview(store: Store, jobs: Jobs, ctx: Context,
     running = history[0] if history and history[0]["finished"] is None else None
     services = (store.environments.get(ctx, env_id, session_id)["services"] if session_id
                 else env["services"])   # during a first deployment, those it deploys
-    status = jobs.status(ctx, env_id, session_id)
+    status, outputs = jobs.status_and_outputs(ctx, env_id, session_id)
     statuses, sent = _status_by_id(status["services"])
     view = topology_model.build({"services": services},
                                 store.environment_catalog(env_id)).view()
@@ -159,7 +159,7 @@ def environment_overview(store: Store, jobs: Jobs, ctx: Context,
             "job_counts": {name: len(found) for name, found in kinds.items()},
             "running": running, "topology": graph.render(view, statuses),
             "problems": view["problems"],
-            "outputs": jobs.outputs(ctx, env_id) if running else environment_outputs(env),
+            "outputs": outputs if running else environment_outputs(env),
             "reports": (shown_reports(store.reports.of_deployment(ctx, env_id, last["id"],
                                                                   [])[-15:])
                         if last else [])}

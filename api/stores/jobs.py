@@ -219,16 +219,7 @@ class Jobs:
         """
         with self._sessions() as db:
             env = self.store.environment(db, ctx, env_id)
-            running = running_job(db, env.id)
-            description, deployed, live = env.description, env.version > 0, None
-            if session_id:
-                description = self.store.config_session(db, ctx, env, session_id,
-                                                        editable=False).description
-            elif running is not None:   # what the job works on, as it moves
-                description, deployed, live = running.description, False, running.nodes
-            return {"environment_id": env.id, "version": env.version, "state": env.state,
-                    "job": running.id if running is not None else None,
-                    "services": services_status(description, deployed, live, details)}
+            return self._status(db, ctx, env, running_job(db, env.id), session_id, details)
 
     def outputs(self, ctx: Context, env_id: str) -> dict[str, Any]:
         """The endpoints of the environment (:mod:`fornace.api.outputs`): while a
@@ -237,14 +228,39 @@ class Jobs:
         :meth:`status` shows them."""
         with self._sessions() as db:
             env = self.store.environment(db, ctx, env_id)
+            return self._outputs(env, running_job(db, env.id))
+
+    def status_and_outputs(self, ctx: Context, env_id: str, session_id: str | None = None,
+                           ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """:meth:`status` and :meth:`outputs` from one read of the environment and
+        its running job (the dashboard's environment page shows both)."""
+        with self._sessions() as db:
+            env = self.store.environment(db, ctx, env_id)
             running = running_job(db, env.id)
-            if running is not None:
-                found = environment_outputs(running.description or {}, running.nodes)
-            else:
-                found = environment_outputs(env.description or {})
-            found["job"] = running.id if running is not None else None
-            found["environment"] = {"id": env.id, "name": env.name}
-            return found
+            return (self._status(db, ctx, env, running, session_id, False),
+                    self._outputs(env, running))
+
+    def _status(self, db: DbSession, ctx: Context, env: Environment, running: Job | None,
+                session_id: str | None, details: bool) -> dict[str, Any]:
+        description, deployed, live = env.description, env.version > 0, None
+        if session_id:
+            description = self.store.config_session(db, ctx, env, session_id,
+                                                    editable=False).description
+        elif running is not None:   # what the job works on, as it moves
+            description, deployed, live = running.description, False, running.nodes
+        return {"environment_id": env.id, "version": env.version, "state": env.state,
+                "job": running.id if running is not None else None,
+                "services": services_status(description, deployed, live, details)}
+
+    @staticmethod
+    def _outputs(env: Environment, running: Job | None) -> dict[str, Any]:
+        if running is not None:
+            found = environment_outputs(running.description or {}, running.nodes)
+        else:
+            found = environment_outputs(env.description or {})
+        found["job"] = running.id if running is not None else None
+        found["environment"] = {"id": env.id, "name": env.name}
+        return found
 
     # -- abandoning a job -------------------------------------------------------------
     def abandon(self, ctx: Context, env_id: str) -> dict[str, Any]:
