@@ -184,18 +184,8 @@ async def delete_environment(env_id: str, request: Request) -> Response:
     ctx = await caller(request, "environment:delete", env_id=env_id)
     form = await read_form(request)
     forget = form.get("abandon") == "true"
-    store = _store(request)
-
-    def delete() -> bool:
-        """Whether the environment is gone already (never deployed, or forgotten)."""
-        store.environments.delete(ctx, env_id, forget)
-        try:
-            store.environments.get(ctx, env_id)
-        except NotFound:
-            return True
-        return False
-    try:
-        gone = await _run(delete)
+    try:   # gone: never deployed, or forgotten
+        gone = await _run(_store(request).environments.delete, ctx, env_id, forget)
     except Unauthorized:
         raise
     except ApiError as exc:

@@ -150,8 +150,9 @@ class Environments:
             db.flush()
             return env_view(env, _status(db, env))
 
-    def delete(self, ctx: Context, env_id: str, abandon: bool = False) -> None:
-        """Tear down (send a deletion task) or, never deployed, just forget.
+    def delete(self, ctx: Context, env_id: str, abandon: bool = False) -> bool:
+        """Tear down (send a deletion task) or, never deployed, just forget;
+        whether the environment is gone already (no deletion job runs).
 
         With ``abandon`` the environment is forgotten at once, whatever runs:
         its running job's lock is revoked (its conductor stops it at its next
@@ -163,7 +164,7 @@ class Environments:
         with self.store.delegated(ctx, env_id, deleting=True) as delegation:
             env, deployment = self._delete(ctx, env_id, abandon, delegation)
         if not self.store.notifications.enabled:
-            return
+            return deployment is None
         if deployment is not None:   # a deletion job: it ends when its result is stored
             self.store.notify(ctx, notifications.ENVIRONMENT_DELETE_START,
                               notifications.job_payload(env, deployment, ctx.user_id))
@@ -171,6 +172,7 @@ class Environments:
             self.store.notify(ctx, notifications.ENVIRONMENT_DELETE_END,
                               notifications.deleted_payload(env, ctx.user_id, utcnow(),
                                                             abandoned=abandon))
+        return deployment is None
 
     def _delete(self, ctx: Context, env_id: str, abandon: bool,
                 delegation: Delegation) -> tuple[Environment, Job | None]:
