@@ -12,7 +12,7 @@ import datetime
 import functools
 from typing import Any, Sequence
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import Select, bindparam, select, update
 from sqlalchemy.orm import Session as DbSession
 
 from fornace.api.errors import Conflict
@@ -23,12 +23,17 @@ BUSY = ("deploying", "deleting")
 UNSETTLED = ("pending", "running")
 
 
+def _latest_unfinished(query: Select, env_id: str) -> Select:
+    """``query`` (of jobs) narrowed to the environment's jobs that have not ended,
+    the latest first (should there be two)."""
+    return query.where(Job.environment_id == env_id, Job.finished.is_(None)).order_by(
+        Job.started.desc())
+
+
 def running_job(db: DbSession, env_id: str, options: Sequence[Any] = ()) -> Job | None:
     """The environment's job that has not ended (the latest, should there be two);
     ``options``: loader options (:data:`fornace.api.jobfacts.LIGHT_JOB`: not its JSON)."""
-    return db.scalars(select(Job).where(
-        Job.environment_id == env_id, Job.finished.is_(None)).order_by(
-        Job.started.desc()).options(*options)).first()
+    return db.scalars(_latest_unfinished(select(Job), env_id).options(*options)).first()
 
 
 def first_deployment_model(db: DbSession, env_id: str, version: int,
@@ -40,9 +45,7 @@ def first_deployment_model(db: DbSession, env_id: str, version: int,
     if version != 0 or state != "deploying":
         return None
     # its column only (no ORM object: the environment's view reads rows, not objects)
-    found = db.execute(select(Job.description).where(
-        Job.environment_id == env_id, Job.finished.is_(None)).order_by(
-        Job.started.desc()).limit(1)).scalar()
+    found = db.execute(_latest_unfinished(select(Job.description), env_id).limit(1)).scalar()
     return found if isinstance(found, dict) else None
 
 
