@@ -212,10 +212,10 @@ class JobHooks(NullHooks):
         task = self._became([action], self.recorder.task(
             action.unit, target_name, str(action.template), reason, digest=digest,
             status="planned" if self.dry_run else "running"))
+        if self.dry_run:
+            return "run", (task, owner, key, None)   # nothing is recorded: no sources
         sources = self.sources.of_command(action.where, str(action.template)) \
             if self.sources is not None else None
-        if self.dry_run:
-            return "run", (task, owner, key, sources)
         self._plans[str(plan.get("ID"))] = task
         if unit is not None:
             set_node(unit, "configuring", change_id=task.change_id)
