@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from fornace.common.cursor import Cursor, get_path, start_cursor
+from fornace.common.cursor import Cursor, get_path, start_cursor, unit_cursors
 from fornace.common.errors import LocatedError
 from fornace.common.jsonlimits import DEFAULT_MAX_DEPTH, JsonLimitError, line_of, loads
 from fornace.common.resources import BUILTIN_DATA
@@ -380,18 +380,9 @@ def _operation(where: str, name: str, spec: Any, required: bool = False) -> Oper
 
 def unit_cursor(model: dict[str, Any], service_id: str, unit_id: str) -> Cursor | None:
     """The cursor of a unit in the model (root -> services -> i -> units -> j)."""
-    root = Cursor(model)
-    services = model.get("services")
-    if not isinstance(services, list):
-        return None
-    for i, service in enumerate(services):
-        if isinstance(service, dict) and service.get("id") == service_id:
-            service_cursor = Cursor(service, i, Cursor(services, "services", root))
-            units = service.get("units") or []
-            for j, unit in enumerate(units):
-                if isinstance(unit, dict) and unit.get("id") == unit_id:
-                    return Cursor(unit, j, Cursor(units, "units", service_cursor))
-    return None
+    return next((cursor for cursor in unit_cursors(model)
+                 if cursor.value.get("id") == unit_id
+                 and cursor.up(2).value.get("id") == service_id), None)
 
 
 def read(cursor: Cursor, path: str) -> Any:

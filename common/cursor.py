@@ -55,6 +55,23 @@ class Cursor:
         return value.get("id") if isinstance(value, dict) else None
 
 
+def unit_cursors(model: dict[str, Any]) -> list[Cursor]:
+    """The cursor of every unit of the model (root -> services -> i -> units -> j),
+    in model order."""
+    root = Cursor(model)
+    services = model.get("services")
+    found: list[Cursor] = []
+    if not isinstance(services, list):
+        return found
+    for i, service in enumerate(services):
+        units = service.get("units") if isinstance(service, dict) else None
+        if isinstance(units, list):
+            above = Cursor(units, "units", Cursor(service, i, Cursor(services, "services", root)))
+            found += [Cursor(unit, j, above) for j, unit in enumerate(units)
+                      if isinstance(unit, dict)]
+    return found
+
+
 def split_prefix(path: str) -> tuple[str, int, str]:
     """Split ``'::a.b'`` into (``'up'``, 2, ``'a.b'``), ``'/a'`` into (``'root'``, 0, ``'a'``)."""
     if path.startswith("/"):

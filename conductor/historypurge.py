@@ -14,9 +14,8 @@ from __future__ import annotations
 import datetime
 import logging
 import threading
-from typing import Any
 
-from sqlalchemy import Interval, literal, update
+from sqlalchemy import update
 from sqlalchemy.engine import Engine
 
 from fornace.common.db import locks
@@ -86,17 +85,9 @@ class HistoryPurge:
             if first is not None:
                 connection.execute(first.values(environment_id=TURN, acquired=_NEVER,
                                                  heartbeat=_NEVER, token=0))
-            due = _before(now, self.every)
+            due = locks.before(now, self.every)
             return connection.execute(update(JobLock).where(
                 JobLock.environment_id == TURN, JobLock.job_id.is_(None),
                 JobLock.acquired < due).values(
                 holder=self.holder, acquired=now, heartbeat=now,
                 token=JobLock.token + 1)).rowcount == 1
-
-
-def _before(now: Any, seconds: float) -> Any:
-    """``seconds`` before ``now`` (this machine's time, or the database's clock)."""
-    ago = datetime.timedelta(seconds=seconds)
-    if isinstance(now, datetime.datetime):
-        return now - ago
-    return now - literal(ago, Interval())

@@ -173,5 +173,7 @@ def _delete(engine: Engine, key: Any, per: int, where: Any,
         with engine.begin() as connection:
             deleted = connection.execute(statement).rowcount
         total += deleted
-        if deleted == 0 or stop():   # until none is left (another purge may take some)
+        # fewer than a batch: none was left (another purge may have taken some);
+        # no statement more to find nothing
+        if deleted < per or stop():
             return total

@@ -9,9 +9,10 @@ for a takeover goes with it.
 """
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
-from sqlalchemy import func, update
+from sqlalchemy import Interval, func, literal, update
 
 from fornace.common.db.models import JobLock, utcnow
 
@@ -25,6 +26,15 @@ def lock_now(dialect_name: str) -> Any:
     PostgreSQL (conductors on several machines read one clock), this machine's
     on SQLite (a file on one machine)."""
     return func.timezone("UTC", func.now()) if dialect_name == "postgresql" else utcnow()
+
+
+def before(now: Any, seconds: float) -> Any:
+    """``seconds`` before ``now``: a time of this machine's, or the database's
+    clock (:func:`lock_now` on PostgreSQL), subtracted in SQL."""
+    ago = datetime.timedelta(seconds=seconds)
+    if isinstance(now, datetime.datetime):
+        return now - ago
+    return now - literal(ago, Interval())
 
 
 def revoke(connection: Any, environment_id: str, now: Any = None) -> int:

@@ -81,21 +81,21 @@ class _ClauseParser(_Parser):
                 return operands, clauses, start
             self.next()
 
-    def parse_or(self) -> _Operand:
-        operands, clauses, start = self._terms("or", self.parse_and)
+    def _joined(self, word: str, parse: Callable[[], _Operand],
+                join: Callable[[list[_Operand]], _Operand]) -> _Operand:
+        """Terms of ``parse`` joined by ``word`` (``or``/``and``), kept as one clause."""
+        operands, clauses, start = self._terms(word, parse)
         if len(operands) == 1:
             return operands[0]
-        result = _any_of(operands)
-        self._keep(result, Clause(self._text(start, self.pos), "or", result.fn, tuple(clauses)))
+        result = join(operands)
+        self._keep(result, Clause(self._text(start, self.pos), word, result.fn, tuple(clauses)))
         return result
 
+    def parse_or(self) -> _Operand:
+        return self._joined("or", self.parse_and, _any_of)
+
     def parse_and(self) -> _Operand:
-        operands, clauses, start = self._terms("and", self.parse_not)
-        if len(operands) == 1:
-            return operands[0]
-        result = _all_of(operands)
-        self._keep(result, Clause(self._text(start, self.pos), "and", result.fn, tuple(clauses)))
-        return result
+        return self._joined("and", self.parse_not, _all_of)
 
     def parse_not(self) -> _Operand:
         if not self.at("name", "not"):

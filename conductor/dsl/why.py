@@ -20,7 +20,7 @@ import difflib
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from fornace.common.cursor import Cursor
+from fornace.common.cursor import Cursor, unit_cursors
 from fornace.common.errors import FornaceError, UnknownName, WorkflowError
 from fornace.conductor.dsl.clauses import clause_tree, failing, holding
 from fornace.conductor.dsl.engine import Evaluator
@@ -105,24 +105,9 @@ def find_rule(rules: list[RuleRef], wanted: str) -> RuleRef:
                       f"file:line, as traces show them){said}", close)
 
 
-def _units(model: dict[str, Any]) -> list[Cursor]:
-    root = Cursor(model)
-    services = model.get("services")
-    found = []
-    if isinstance(services, list):
-        for index, service in enumerate(services):
-            units = service.get("units") if isinstance(service, dict) else None
-            if isinstance(units, list):
-                above = Cursor(units, "units", Cursor(service, index, Cursor(services,
-                                                                            "services", root)))
-                found += [Cursor(unit, n, above) for n, unit in enumerate(units)
-                          if isinstance(unit, dict)]
-    return found
-
-
 def find_unit(model: dict[str, Any], wanted: str) -> Cursor:
     """The unit whose id, hostname or name is ``wanted`` (UnknownName otherwise)."""
-    units = _units(model)
+    units = unit_cursors(model)
     for key in (lambda u: u.get("id"), lambda u: hostname(Cursor(u)), lambda u: u.get("name")):
         named = [c for c in units if str(key(c.value)) == wanted]
         if len(named) == 1:

@@ -25,6 +25,7 @@ from typing import Any, Callable
 
 from fornace.common.catalog import Catalog
 from fornace.common.contract import NODE_ENDPOINTS
+from fornace.common.cursor import get_path
 from fornace.common.modelview import hostname_of, iter_units, services_of
 from fornace.common.topology import Topology, TopologyError, build
 from fornace.conductor.dispatch import NullHooks
@@ -211,10 +212,10 @@ class JobHooks(NullHooks):
         task = self._became([action], self.recorder.task(
             action.unit, target_name, str(action.template), reason, digest=digest,
             status="planned" if self.dry_run else "running"))
+        if self.dry_run:
+            return "run", (task, owner, key, None)   # nothing is recorded: no sources
         sources = self.sources.of_command(action.where, str(action.template)) \
             if self.sources is not None else None
-        if self.dry_run:
-            return "run", (task, owner, key, sources)
         self._plans[str(plan.get("ID"))] = task
         if unit is not None:
             set_node(unit, "configuring", change_id=task.change_id)
@@ -282,15 +283,11 @@ class JobHooks(NullHooks):
     def _endpoint_owner(self, path: str, base: Any) -> dict[str, Any] | None:
         """The unit or service whose ``state.<endpoint>`` ``path`` (``services.0.
         units.1.state.address``, or ``#name.state.url`` from ``base``) is."""
-        parts = path.split(".")[:-2]
-        found: Any = base if parts[0].startswith("#") else self.model()
-        for part in parts[1:] if parts[0].startswith("#") else parts:
-            if isinstance(found, dict):
-                found = found.get(part)
-            elif isinstance(found, list) and part.isdigit() and int(part) < len(found):
-                found = found[int(part)]
-            else:
-                return None
+        owner_path = path.rsplit(".", 2)[0]
+        if owner_path.startswith("#"):
+            found = get_path(base, owner_path.partition(".")[2])
+        else:
+            found = get_path(self.model(), owner_path)
         return found if id(found) in self._indexed().objects else None
 
     def _sum_up(self, objects: list[dict[str, Any]]) -> None:

@@ -37,8 +37,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from sqlalchemy import (Connection, Engine, Interval, and_, bindparam, literal, or_, select,
-                        update)
+from sqlalchemy import Connection, Engine, and_, bindparam, or_, select, update
 
 from fornace.common.db import locks
 from fornace.common.db.inserts import insert_or_nothing
@@ -142,10 +141,7 @@ class JobLock:
         return self.clock() if self.clock else locks.lock_now(self.engine.dialect.name)
 
     def _ago(self, seconds: float) -> Any:
-        now, delta = self._now(), datetime.timedelta(seconds=seconds)
-        if isinstance(now, datetime.datetime):
-            return now - delta
-        return now - literal(delta, Interval())   # the database's clock, in SQL
+        return locks.before(self._now(), seconds)
 
     def _sql_clock(self, dialect_name: str) -> bool:
         """Whether the lock's time is the database's, written in the statements."""
