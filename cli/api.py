@@ -7,13 +7,15 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from oslo_config import cfg
 
-from fornace.cli import argtypes, daemonlogs, db
+from fornace.cli import argtypes, daemonlogs
 from fornace.common.options import database_url
-from fornace.common.packages.checks import RuleExplain
+
+if TYPE_CHECKING:
+    from fornace.common.packages.checks import RuleExplain
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -37,6 +39,7 @@ def run(conf: cfg.ConfigOpts) -> int:
     import uvicorn
 
     from fornace.api.protocol import http_protocol
+    from fornace.cli import db
     from fornace.common.broker import is_in_memory, warn_if_in_memory
     from fornace.common.brokerurl import check
 

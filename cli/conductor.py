@@ -7,7 +7,7 @@ from pathlib import Path
 
 from oslo_config import cfg
 
-from fornace.cli import argtypes, daemonlogs, db
+from fornace.cli import argtypes, daemonlogs
 from fornace.cli.signals import stop_on_signals, wait_for_stop
 from fornace.conductor.executors import AGENTS, STACKS
 
@@ -28,6 +28,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(conf: cfg.ConfigOpts) -> int:
+    from fornace.cli import db
     from fornace.common.broker import warn_if_in_memory
     from fornace.common.brokerurl import check
     from fornace.common.db.urls import checked

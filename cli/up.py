@@ -6,7 +6,7 @@ import threading
 
 from oslo_config import cfg
 
-from fornace.cli import argtypes, daemonlogs, db
+from fornace.cli import argtypes, daemonlogs
 from fornace.cli.signals import stop_on_signals, wait_for_stop
 from fornace.common.options import database_url
 
@@ -31,6 +31,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 def run(conf: cfg.ConfigOpts) -> int:
     daemonlogs.setup(conf)
     command = conf.command
+    from fornace.cli import db
     from fornace.cli.onebox import OneBox
     from fornace.common.brokerurl import masked
 
