@@ -23,10 +23,12 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "api", help="serve the REST API",
         description="Serve the REST API (Murano 0.2 compatible, at / and /v1) and consume "
                     "the results and reports of deployments.")
-    parser.add_argument("--port", type=argtypes.port, help="port to listen on (default [api] port, 8082)")
+    parser.add_argument("--port", type=argtypes.port,
+                        help="port to listen on (default [api] port, 8082)")
     parser.add_argument("--host", help="address to listen on (default [api] host)")
-    parser.add_argument("--workers", type=argtypes.positive, help="worker processes (default [api] workers, "
-                                                    "1; more need an amqp:// broker)")
+    parser.add_argument("--workers", type=argtypes.positive,
+                        help="worker processes (default [api] workers, 1; more need an "
+                             "amqp:// broker)")
     parser.add_argument("--db", metavar="URL",
                         help="database URL (default [database] connection, else SQLite "
                              "in [api] state_dir)")

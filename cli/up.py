@@ -20,7 +20,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                     "and [broker] url say otherwise. Ctrl-C stops it; local instances keep "
                     "running until their environment is deleted.")
     parser.add_argument("--host", help="address of the API (default [api] host)")
-    parser.add_argument("--port", type=argtypes.port, help="port of the API (default [api] port, 8082)")
+    parser.add_argument("--port", type=argtypes.port,
+                        help="port of the API (default [api] port, 8082)")
     parser.add_argument("--db", metavar="URL", help="database URL (default [database] "
                                                     "connection, else SQLite in [api] state_dir)")
     parser.add_argument("--max-environments", type=argtypes.positive,
