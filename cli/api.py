@@ -7,13 +7,15 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from oslo_config import cfg
 
-from fornace.cli import argtypes, daemonlogs, db
+from fornace.cli import argtypes, daemonlogs
 from fornace.common.options import database_url
-from fornace.common.packages.checks import RuleExplain
+
+if TYPE_CHECKING:
+    from fornace.common.packages.checks import RuleExplain
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -21,10 +23,12 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         "api", help="serve the REST API",
         description="Serve the REST API (Murano 0.2 compatible, at / and /v1) and consume "
                     "the results and reports of deployments.")
-    parser.add_argument("--port", type=argtypes.port, help="port to listen on (default [api] port, 8082)")
+    parser.add_argument("--port", type=argtypes.port,
+                        help="port to listen on (default [api] port, 8082)")
     parser.add_argument("--host", help="address to listen on (default [api] host)")
-    parser.add_argument("--workers", type=argtypes.positive, help="worker processes (default [api] workers, "
-                                                    "1; more need an amqp:// broker)")
+    parser.add_argument("--workers", type=argtypes.positive,
+                        help="worker processes (default [api] workers, 1; more need an "
+                             "amqp:// broker)")
     parser.add_argument("--db", metavar="URL",
                         help="database URL (default [database] connection, else SQLite "
                              "in [api] state_dir)")
@@ -37,6 +41,7 @@ def run(conf: cfg.ConfigOpts) -> int:
     import uvicorn
 
     from fornace.api.protocol import http_protocol
+    from fornace.cli import db
     from fornace.common.broker import is_in_memory, warn_if_in_memory
     from fornace.common.brokerurl import check
 

@@ -4,12 +4,16 @@ from __future__ import annotations
 import argparse
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from oslo_config import cfg
 
-from fornace.cli import argtypes, daemonlogs, db
+from fornace.cli import argtypes, daemonlogs
 from fornace.cli.signals import stop_on_signals, wait_for_stop
 from fornace.conductor.executors import AGENTS, STACKS
+
+if TYPE_CHECKING:
+    from fornace.conductor.daemon import ConductorSettings
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -28,26 +32,18 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(conf: cfg.ConfigOpts) -> int:
+    from fornace.cli import db
     from fornace.common.broker import warn_if_in_memory
     from fornace.common.brokerurl import check
     from fornace.common.db.urls import checked
-    from fornace.common.options import database_pool, database_url
-    from fornace.conductor.config import engine_settings, trust_deleter
-    from fornace.conductor.daemon import Conductor, ConductorSettings
+    from fornace.conductor.daemon import Conductor
     from fornace.conductor.executors import stacks_factory
 
     check(conf.broker.url)   # before logging is set up: on the terminal, naming the part
     daemonlogs.setup(conf)
     command = conf.command
-    settings = ConductorSettings(
-        broker_url=conf.broker.url, broker_queue_type=conf.broker.queue_type,
-        data_dir=Path(conf.data_dir),
-        max_environments=command.max_environments or conf.conductor.max_environments,
-        lock_stale_after=conf.conductor.lock_stale_after, lock_wait=conf.conductor.lock_wait,
-        engine=engine_settings(conf), database_url=database_url(conf),   # the job locks
-        database_pool=database_pool(conf), history_days=conf.database.history_days,
-        agents=command.agents or conf.conductor.agents, delete_trust=trust_deleter(conf),
-        trace=conf.conductor.trace, trace_bytes=conf.conductor.trace_bytes)
+    settings = conductor_settings(conf, command.max_environments,
+                                  agents=command.agents or conf.conductor.agents)
     warn_if_in_memory(settings.broker_url, "this conductor gets no task from an API process")
     try:   # a URL that cannot work is refused now; a database out of reach is
         # waited for job by job (its locks), the conductor consuming meanwhile
@@ -69,3 +65,24 @@ def run(conf: cfg.ConfigOpts) -> int:
     wait_for_stop(stopped)
     daemon.shutdown()
     return 0
+
+
+def conductor_settings(conf: cfg.ConfigOpts, max_environments: int | None, agents: str,
+                       db: str | None = None) -> ConductorSettings:
+    """The conductor's settings from the configuration, for ``fornace conductor``
+    and the conductor of ``fornace up``: ``max_environments`` and ``db`` (the
+    database of the job locks) as given, else ``[conductor] max_environments``
+    and ``[database] connection``."""
+    from fornace.common.options import database_pool, database_url
+    from fornace.conductor.config import engine_settings, trust_deleter
+    from fornace.conductor.daemon import ConductorSettings
+
+    return ConductorSettings(
+        broker_url=conf.broker.url, broker_queue_type=conf.broker.queue_type,
+        data_dir=Path(conf.data_dir),
+        max_environments=max_environments or conf.conductor.max_environments,
+        lock_stale_after=conf.conductor.lock_stale_after, lock_wait=conf.conductor.lock_wait,
+        engine=engine_settings(conf), database_url=db or database_url(conf),
+        database_pool=database_pool(conf), history_days=conf.database.history_days,
+        agents=agents, delete_trust=trust_deleter(conf),
+        trace=conf.conductor.trace, trace_bytes=conf.conductor.trace_bytes)

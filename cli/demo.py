@@ -37,7 +37,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
         description="Start Fornace in a fresh state folder, deploy an environment with a "
                     "Linux web server service on the local cloud, check that each unit's "
                     "site answers, delete the environment. Exits 0 only on success.")
-    parser.add_argument("--units", type=argtypes.positive, default=2, help="units of the service (2)")
+    parser.add_argument("--units", type=argtypes.positive, default=2,
+                        help="units of the service (2)")
     parser.add_argument("--site-port", type=argtypes.port, default=8080,
                         help="port the units serve the site on (8080; each unit has its "
                              "own loopback address)")

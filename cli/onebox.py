@@ -25,8 +25,7 @@ from oslo_config import cfg
 from fornace.common.broker import is_in_memory
 from fornace.common.brokerurl import masked
 from fornace.common.errors import FornaceError
-from fornace.conductor.config import engine_settings, trust_deleter
-from fornace.conductor.daemon import Conductor, ConductorSettings
+from fornace.conductor.daemon import Conductor
 from fornace.conductor.executors.base import StackFailure, StackRequest
 from fornace.conductor.executors.localcloud import LocalStacks
 
@@ -40,10 +39,10 @@ class OneBox:
                  db: str | None = None, max_environments: int | None = None) -> None:
         import uvicorn   # here, not at the top: every fornace command imports this module
 
-        from fornace.common.options import database_pool, database_url
         from fornace.api.protocol import http_protocol
         from fornace.api.server import ApiService
         from fornace.cli.api import package_check, rule_explain, workflow_check
+        from fornace.cli.conductor import conductor_settings
 
         self.state_dir = Path(os.path.expanduser(conf.api.state_dir))
         self.broker_url = conf.broker.url
@@ -55,15 +54,8 @@ class OneBox:
             conf.set_override("host", host, group="api")
         self.api = ApiService(conf, db, package_check=package_check(conf),
                               workflow_check=workflow_check(conf), rule_explain=rule_explain())
-        settings = ConductorSettings(
-            broker_url=self.broker_url, broker_queue_type=conf.broker.queue_type,
-            data_dir=Path(conf.data_dir),
-            max_environments=max_environments or conf.conductor.max_environments,
-            lock_stale_after=conf.conductor.lock_stale_after, lock_wait=conf.conductor.lock_wait,
-            engine=engine_settings(conf), database_url=db or database_url(conf),
-            database_pool=database_pool(conf), history_days=conf.database.history_days,
-            delete_trust=trust_deleter(conf), trace=conf.conductor.trace,
-            trace_bytes=conf.conductor.trace_bytes)
+        # the local cloud's instances run the agent, listening on the broker
+        settings = conductor_settings(conf, max_environments, agents="amqp", db=db)
         self.conductor = Conductor(settings, lambda task: self.cloud)
         self.host = conf.api.host
         self.server = uvicorn.Server(uvicorn.Config(

@@ -4,8 +4,6 @@ usage and its list of every choice."""
 from __future__ import annotations
 
 import argparse
-import ast
-import difflib
 import re
 from typing import Any, Iterable, NoReturn
 
@@ -13,6 +11,8 @@ from typing import Any, Iterable, NoReturn
 def close_matches(word: str, names: Iterable[str]) -> list[str]:
     """The names ``word`` may have been meant as, the closest first (a name
     it starts, or is the start of, counts as close)."""
+    import difflib   # here: every client command imports this module, few mistype
+
     names = list(names)
     found = difflib.get_close_matches(word, names, n=3, cutoff=0.6)
     found += [name for name in names if word and name not in found
@@ -47,6 +47,8 @@ def add_actions(parser: argparse.ArgumentParser, **kwargs: Any) -> argparse._Sub
         match = _INVALID.match(message)
         if match is None:
             error(message)
+        import ast
+
         word = ast.literal_eval(match.group(1))
         listing = f"{parser.prog}'s actions: {', '.join(actions.choices)}"
         parser.exit(2, f"{parser.prog}: {unknown('action', str(word), actions.choices, listing)}\n")

@@ -6,7 +6,7 @@ import threading
 
 from oslo_config import cfg
 
-from fornace.cli import argtypes, daemonlogs, db
+from fornace.cli import argtypes, daemonlogs
 from fornace.cli.signals import stop_on_signals, wait_for_stop
 from fornace.common.options import database_url
 
@@ -20,7 +20,8 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
                     "and [broker] url say otherwise. Ctrl-C stops it; local instances keep "
                     "running until their environment is deleted.")
     parser.add_argument("--host", help="address of the API (default [api] host)")
-    parser.add_argument("--port", type=argtypes.port, help="port of the API (default [api] port, 8082)")
+    parser.add_argument("--port", type=argtypes.port,
+                        help="port of the API (default [api] port, 8082)")
     parser.add_argument("--db", metavar="URL", help="database URL (default [database] "
                                                     "connection, else SQLite in [api] state_dir)")
     parser.add_argument("--max-environments", type=argtypes.positive,
@@ -31,6 +32,7 @@ def add_parsers(subparsers: argparse._SubParsersAction) -> None:
 def run(conf: cfg.ConfigOpts) -> int:
     daemonlogs.setup(conf)
     command = conf.command
+    from fornace.cli import db
     from fornace.cli.onebox import OneBox
     from fornace.common.brokerurl import masked
 

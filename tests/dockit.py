@@ -14,17 +14,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-
 def literal_block_after(text: str, marker: str) -> list[str]:
     """The lines of the ``::`` block that follows the paragraph holding ``marker``
     (continuation lines ending in a backslash joined)."""
     start = text.index(marker)
-    block_start = text.index("::\n\n", start) + 4
-    lines = []
-    for line in text[block_start:].splitlines():
-        if line and not line.startswith("    "):
-            break
-        lines.append(line[4:])
+    lines = _block(text, text.index("::\n\n", start) + 4)
     joined = "\n".join(lines).replace("\\\n", " ")
     return [line for line in joined.splitlines() if line.strip()]
 
@@ -38,15 +32,21 @@ def file_blocks(text: str, folder: str) -> dict[str, str]:
     while at != -1:
         paragraph = text[text.rfind("\n\n", 0, at) + 2:at]
         found = named.search(paragraph)
-        block = []
-        for line in text[at + 4:].splitlines():
-            if line and not line.startswith("    "):
-                break
-            block.append(line[4:])
         if found:
-            files[found.group(1)] = "\n".join(block).strip("\n") + "\n"
+            files[found.group(1)] = "\n".join(_block(text, at + 4)).strip("\n") + "\n"
         at = text.find("::\n\n", at + 4)
     return files
+
+
+def _block(text: str, start: int) -> list[str]:
+    """The lines of the indented block beginning at ``start`` (after its ``::``
+    and blank line), unindented; it ends at the first unindented line."""
+    lines = []
+    for line in text[start:].splitlines():
+        if line and not line.startswith("    "):
+            break
+        lines.append(line[4:])
+    return lines
 
 
 def shell(command: str, url: str, home: Path, cwd: Path = ROOT) -> subprocess.CompletedProcess:

@@ -73,9 +73,7 @@ def settings_of(command: Any) -> Settings:
                 "another file)")
         cloud = loader.get_one(cloud=name, **_explicit(command))
     except ka_exceptions.NoMatchingPlugin as exc:
-        known = ", ".join(sorted(keystone_loading().get_available_plugin_names()))
-        raise FornaceError(f"unknown auth type {exc.name!r} (OS_AUTH_TYPE, --os-auth-type "
-                           f"or the cloud's auth_type; known: {known})") from None
+        raise _unknown_auth_type(exc.name) from None
     except ka_exceptions.MissingRequiredOptions as exc:
         names = ", ".join(f"OS_{o.dest.upper()} (--os-{o.name})" for o in exc.options)
         raise FornaceError(f"missing: {names}") from None
@@ -133,9 +131,13 @@ def _loader(auth_type: str) -> Any:
     try:
         return loading.get_plugin_loader(auth_type)
     except exceptions.NoMatchingPlugin:
-        known = ", ".join(sorted(loading.get_available_plugin_names()))
-        raise FornaceError(f"unknown auth type {auth_type!r} (OS_AUTH_TYPE, "
-                           f"--os-auth-type or the cloud's auth_type; known: {known})") from None
+        raise _unknown_auth_type(auth_type) from None
+
+
+def _unknown_auth_type(auth_type: str) -> FornaceError:
+    known = ", ".join(sorted(keystone_loading().get_available_plugin_names()))
+    return FornaceError(f"unknown auth type {auth_type!r} (OS_AUTH_TYPE, --os-auth-type or "
+                        f"the cloud's auth_type; known: {known})")
 
 
 # -- logging in ------------------------------------------------------------------------
