@@ -8,7 +8,7 @@ and causes have neither; they read as before.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable, Iterator
 
 
 def matched_text(event: dict[str, Any]) -> str:
@@ -29,7 +29,13 @@ def cause_text(event: dict[str, Any]) -> str:
     return ", ".join(str(item) for item in cause)
 
 
-def unit_hosts(events: list[dict[str, Any]]) -> dict[str, str]:
+def trace_events(document: dict[str, Any] | None) -> Iterator[dict[str, Any]]:
+    """The events of a job's trace document, round after round (none: no document)."""
+    for entry in (document or {}).get("rounds") or []:
+        yield from entry.get("events") or []
+
+
+def unit_hosts(events: Iterable[dict[str, Any]]) -> dict[str, str]:
     """unit id -> host, from the rule events of a trace (for naming action targets)."""
     return {str(e["id"]): str(e["host"]) for e in events
             if e.get("e", "rule") == "rule" and e.get("id") is not None and e.get("host")}

@@ -16,7 +16,7 @@ from fornace.api.stores.jobs import Jobs
 from fornace.api.context import Context
 from fornace.api.stores.store import Store
 from fornace.api.packages.workflows import plain_name
-from fornace.common.tracetext import unit_hosts
+from fornace.common.tracetext import trace_events, unit_hosts
 
 
 def _shown(value: Any, limit: int = 120) -> str:
@@ -37,12 +37,11 @@ def timeline(document: dict[str, Any]) -> list[dict[str, Any]]:
     """The rounds of a trace document, grouped for the page."""
     outcomes: dict[Any, dict[str, Any]] = {}
     tasks: dict[Any, list[str]] = {}
-    for entry in document.get("rounds") or []:
-        for event in entry.get("events") or []:
-            if event.get("e") == "ended":
-                outcomes[event.get("n")] = event
-            elif event.get("e") == "task":
-                tasks.setdefault(event.get("n"), []).append(str(event.get("change")))
+    for event in trace_events(document):
+        if event.get("e") == "ended":
+            outcomes[event.get("n")] = event
+        elif event.get("e") == "task":
+            tasks.setdefault(event.get("n"), []).append(str(event.get("change")))
     rounds = []
     for entry in document.get("rounds") or []:
         rules: list[dict[str, Any]] = []
@@ -90,16 +89,14 @@ def timeline(document: dict[str, Any]) -> list[dict[str, Any]]:
 
 def rules_of_tasks(document: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """change id of a task -> the rule that queued its action (``rule``, ``at``)."""
-    queued = {e.get("n"): e for entry in document.get("rounds") or []
-              for e in entry.get("events") or [] if e.get("e") == "queued"}
+    queued = {e.get("n"): e for e in trace_events(document) if e.get("e") == "queued"}
     found = {}
-    for entry in document.get("rounds") or []:
-        for event in entry.get("events") or []:
-            if (event.get("e") == "task" and event.get("n") in queued
-                    and queued[event["n"]].get("kind") != "operation"):
-                action = queued[event["n"]]
-                found[str(event.get("change"))] = {"rule": action.get("rule") or "(top level)",
-                                                   "at": action.get("at")}
+    for event in trace_events(document):
+        if (event.get("e") == "task" and event.get("n") in queued
+                and queued[event["n"]].get("kind") != "operation"):
+            action = queued[event["n"]]
+            found[str(event.get("change"))] = {"rule": action.get("rule") or "(top level)",
+                                               "at": action.get("at")}
     return found
 
 
@@ -117,7 +114,6 @@ def trace_page(store: Store, jobs: Jobs, ctx: Context, env_id: str,
     env = store.environments.get(ctx, env_id)
     job = jobs.get_job(ctx, env_id, job_id)   # 404 for a job that is not there
     document = trace_of(jobs, ctx, env_id, job_id)
-    events = [event for entry in (document or {}).get("rounds") or []
-              for event in entry.get("events") or []]
-    return {"env": env, "job": job, "trace": document, "hosts": unit_hosts(events),
+    return {"env": env, "job": job, "trace": document,
+            "hosts": unit_hosts(trace_events(document)),
             "rounds": timeline(document) if document is not None else []}

@@ -30,6 +30,7 @@ from fornace.api.stores.jobs import Jobs
 from fornace.api.context import Context
 from fornace.api.stores.store import Store
 from fornace.api.packages.workflows import Problem, WorkflowFile, WorkflowFiles
+from fornace.common.tracetext import trace_events
 
 router = APIRouter()
 _run = run   # a request that finds a connection dead is run once more
@@ -68,13 +69,12 @@ class Firing:
 def firings(document: dict[str, Any] | None) -> dict[str, dict[int, Firing]]:
     """file name -> line -> the rule matches recorded there (``rule`` events)."""
     found: dict[str, dict[int, Firing]] = {}
-    for entry in (document or {}).get("rounds") or []:
-        for event in entry.get("events") or []:
-            if event.get("e") != "rule":
-                continue
-            where = place(event.get("at"))
-            if where is not None:
-                found.setdefault(where[0], {}).setdefault(where[1], Firing()).add(event)
+    for event in trace_events(document):
+        if event.get("e") != "rule":
+            continue
+        where = place(event.get("at"))
+        if where is not None:
+            found.setdefault(where[0], {}).setdefault(where[1], Firing()).add(event)
     return found
 
 

@@ -15,7 +15,7 @@ from typing import Any
 from fornace.cli.client.common import OK, add_command, dispatch, find_environment, find_job
 from fornace.cli.client.http import ApiClient
 from fornace.cli.client.formats import print_json
-from fornace.common.tracetext import cause_text, matched_text, unit_hosts
+from fornace.common.tracetext import cause_text, matched_text, trace_events, unit_hosts
 
 
 def add_parsers(subparsers: argparse._SubParsersAction) -> None:
@@ -99,8 +99,7 @@ def trace_lines(document: dict[str, Any]) -> list[str]:
     for entry in document.get("reconfigured") or []:
         name = f" ({entry['name']})" if entry.get("name") else ""
         lines.append(f"reconfigure {entry.get('id')}{name}: {entry.get('reason')}")
-    hosts = unit_hosts([event for entry in document.get("rounds") or []
-                        for event in entry.get("events") or []])
+    hosts = unit_hosts(trace_events(document))
     for entry in document.get("rounds") or []:
         lines.append(f"== round {entry.get('round')}")
         for event in entry.get("events") or []:
